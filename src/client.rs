@@ -1,0 +1,556 @@
+//! The client: one Redis server, its connection pool and its renewal
+//! thread, and the operations that take and inspect locks.
+//!
+//! A [`Client`] is cheap to clone and safe to share between threads; clones
+//! share the pool and the renewal thread. Opening a client validates the URL
+//! but does not connect: a client made while Redis is down works once Redis
+//! is up, and connection errors surface on the first operation.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, IntoConnectionInfo, Value};
+
+use crate::conn::{Pool, Target};
+use crate::error::{show_key, Error, Result};
+use crate::lock::Lock;
+use crate::protocol::{self, scripts, Attempt, LockKeys};
+use crate::renew::Renewer;
+use crate::wait;
+
+/// Longest lock name or token accepted (bytes). Lock names are short; a
+/// longer one is a bug in the caller, refused before it reaches Redis.
+pub const MAX_KEY_LEN: usize = 64 * 1024;
+/// Longest TTL accepted: 30 days. Longer ones are almost certainly a unit
+/// mistake (seconds passed as milliseconds).
+pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Default time to establish a connection (TCP, TLS, AUTH, SELECT).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default time to wait for one reply.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long an acquire may wait for a held lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// One attempt; fail with [`Error::NotAcquired`] at once when held.
+    TryOnce,
+    /// Wait at most this long (zero is the same as `TryOnce`).
+    Timeout(Duration),
+    /// Wait until the lock is ours (or an error occurs).
+    Forever,
+}
+
+/// Options for one acquisition.
+#[derive(Debug, Clone)]
+pub struct AcquireOptions {
+    /// How long the lock lives unless extended (at least 1 ms, at most
+    /// [`MAX_TTL`]).
+    pub ttl: Duration,
+    /// How long to wait when it is held.
+    pub wait: Wait,
+    /// The caller's own token (e.g. a request id); `None` makes 128 random
+    /// bits. Two owners must never use the same token.
+    pub token: Option<Vec<u8>>,
+    /// Renew in the background at about a third of the TTL until released.
+    pub auto_renew: bool,
+}
+
+impl AcquireOptions {
+    /// Options with this TTL, no wait, a random token and no renewal.
+    pub fn new(ttl: Duration) -> AcquireOptions {
+        AcquireOptions {
+            ttl,
+            wait: Wait::TryOnce,
+            token: None,
+            auto_renew: false,
+        }
+    }
+
+    /// Set how long to wait.
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Use the caller's token instead of a random one.
+    pub fn token(mut self, token: impl Into<Vec<u8>>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Renew in the background.
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = on;
+        self
+    }
+}
+
+/// Settings for [`Client`], made by [`Client::builder`].
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    url: String,
+    connect_timeout: Option<Duration>,
+    command_timeout: Option<Duration>,
+    tls_root_cert: Option<Vec<u8>>,
+}
+
+impl ClientBuilder {
+    /// Time to establish a connection (default 2 s; also `?connect_timeout=`
+    /// in the URL).
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = Some(d);
+        self
+    }
+
+    /// Time to wait for one reply (default 2 s; also `?command_timeout=` in
+    /// the URL).
+    pub fn command_timeout(mut self, d: Duration) -> Self {
+        self.command_timeout = Some(d);
+        self
+    }
+
+    /// Trust this PEM certificate (a private CA) for `rediss://` besides the
+    /// system's roots (also `?tls_ca_file=/path.pem` in the URL).
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_cert = Some(pem.into());
+        self
+    }
+
+    /// Validate everything and make the client. Does not connect.
+    pub fn build(self) -> Result<Client> {
+        let parsed = ParsedUrl::parse(&self.url)?;
+        let connect_timeout = self
+            .connect_timeout
+            .or(parsed.connect_timeout)
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        let command_timeout = self
+            .command_timeout
+            .or(parsed.command_timeout)
+            .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
+        for (name, d) in [("connect timeout", connect_timeout), ("command timeout", command_timeout)] {
+            if d.is_zero() || d > Duration::from_secs(3600) {
+                return Err(Error::invalid(format!(
+                    "{name} must be between 1 ms and 1 hour, got {d:?}"
+                )));
+            }
+        }
+        let root_cert = match (self.tls_root_cert, &parsed.tls_ca_file) {
+            (Some(pem), _) => Some(pem),
+            (None, Some(path)) => Some(std::fs::read(path).map_err(|e| {
+                Error::invalid(format!("cannot read tls_ca_file {path}: {e}"))
+            })?),
+            (None, None) => None,
+        };
+        let info = parsed
+            .url
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| Error::invalid(format!("{} ({})", url_help(), e.detail().unwrap_or(&e.to_string()))))?;
+        let addr = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
+            ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
+            ConnectionAddr::Unix(path) => path.display().to_string(),
+            other => format!("{other:?}"),
+        };
+        let client = match root_cert {
+            #[cfg(feature = "tls")]
+            Some(pem) => {
+                if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
+                    return Err(Error::invalid(
+                        "a TLS root certificate was given for a URL that is not rediss://",
+                    ));
+                }
+                redis::Client::build_with_tls(
+                    info,
+                    redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(pem),
+                    },
+                )
+            }
+            #[cfg(not(feature = "tls"))]
+            Some(_) => {
+                return Err(Error::invalid(
+                    "this build of redislock has no TLS support (the `tls` feature)",
+                ))
+            }
+            None => redis::Client::open(info),
+        }
+        .map_err(|e| Error::invalid(format!("{} ({})", url_help(), e.detail().unwrap_or(&e.to_string()))))?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                pool: Pool::new(Target {
+                    client,
+                    addr,
+                    connect_timeout,
+                    command_timeout,
+                }),
+                renewer: Renewer::new(),
+            }),
+        })
+    }
+}
+
+fn url_help() -> &'static str {
+    "invalid Redis URL: expected redis://[user:password@]host:port[/db], \
+     rediss://… (TLS) or unix:///path/to/redis.sock[?db=N]"
+}
+
+/// The URL minus redislock's own query parameters.
+struct ParsedUrl {
+    url: url::Url,
+    connect_timeout: Option<Duration>,
+    command_timeout: Option<Duration>,
+    tls_ca_file: Option<String>,
+}
+
+impl ParsedUrl {
+    fn parse(raw: &str) -> Result<ParsedUrl> {
+        if raw.trim().is_empty() {
+            return Err(Error::invalid(format!("empty URL; {}", url_help())));
+        }
+        // Never echo the URL itself: it may hold a password.
+        let mut url = url::Url::parse(raw).map_err(|e| Error::invalid(format!("{} ({e})", url_help())))?;
+        match url.scheme() {
+            "redis" | "rediss" | "unix" | "redis+unix" => {}
+            other => {
+                return Err(Error::invalid(format!(
+                    "unsupported URL scheme {other:?}; {}",
+                    url_help()
+                )))
+            }
+        }
+        if matches!(url.scheme(), "redis" | "rediss") && url.host_str().is_none_or(str::is_empty) {
+            return Err(Error::invalid(format!("the URL has no host; {}", url_help())));
+        }
+        let mut parsed = ParsedUrl {
+            url: url.clone(),
+            connect_timeout: None,
+            command_timeout: None,
+            tls_ca_file: None,
+        };
+        let mut kept = Vec::new();
+        for (k, v) in url.query_pairs() {
+            match k.as_ref() {
+                "connect_timeout" => parsed.connect_timeout = Some(parse_duration(&v)?),
+                "command_timeout" => parsed.command_timeout = Some(parse_duration(&v)?),
+                "tls_ca_file" => parsed.tls_ca_file = Some(v.into_owned()),
+                _ => kept.push((k.into_owned(), v.into_owned())),
+            }
+        }
+        if kept.is_empty() {
+            url.set_query(None);
+        } else {
+            url.query_pairs_mut().clear().extend_pairs(kept);
+        }
+        parsed.url = url;
+        Ok(parsed)
+    }
+}
+
+/// Parse a duration such as `250ms`, `2s`, `1.5s`, `5m`, `1h`; a bare number
+/// is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => (&t[..i], t[i..].trim()),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(Error::invalid(format!(
+                "bad duration {text:?}: use a number with ms, s, m or h"
+            )))
+        }
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| Error::invalid(format!("bad duration {text:?}: use a number with ms, s, m or h")))?;
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| Error::invalid(format!("bad duration {text:?}: out of range")))
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: Pool,
+    pub(crate) renewer: Renewer,
+}
+
+/// A handle to one Redis server (the single-server deployment). Clone it
+/// freely; it is `Send + Sync` and every clone shares one connection pool and
+/// one renewal thread.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("addr", &self.inner.pool.target.addr)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client for `redis://[user:password@]host:port[/db]`,
+    /// `rediss://…` (TLS) or `unix:///path.sock[?db=N]`, with the default
+    /// timeouts (which `?connect_timeout=500ms&command_timeout=1s` in the URL
+    /// change). Validates the URL; does not connect.
+    pub fn open(url: &str) -> Result<Client> {
+        Client::builder(url).build()
+    }
+
+    /// A builder for a client with non-default settings.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            url: url.to_string(),
+            connect_timeout: None,
+            command_timeout: None,
+            tls_root_cert: None,
+        }
+    }
+
+    /// The server address (never with credentials).
+    pub fn addr(&self) -> &str {
+        &self.inner.pool.target.addr
+    }
+
+    /// Take the lock `key` with a random token: one round trip when it is
+    /// free. See [`Client::acquire_with`].
+    pub fn acquire(&self, key: impl AsRef<[u8]>, ttl: Duration, wait: Wait) -> Result<Lock> {
+        self.acquire_with(key, AcquireOptions::new(ttl).wait(wait))
+    }
+
+    /// Take the lock `key`. While it is held by another owner, wait as
+    /// `opts.wait` says: a release by this library hands the lock straight
+    /// to the longest waiter; releases by other clients and expiries are
+    /// noticed by retries that never sleep past the holder's remaining TTL.
+    ///
+    /// Errors: [`Error::NotAcquired`] when the wait ran out,
+    /// [`Error::WrongType`] when the key is not a lock (it is left alone),
+    /// [`Error::InvalidArgument`] before any I/O for bad arguments, and
+    /// [`Error::Connection`] / [`Error::Server`].
+    pub fn acquire_with(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let ttl_ms = ttl_millis(opts.ttl)?;
+        let token = match opts.token {
+            Some(t) => {
+                check_token(&t)?;
+                t
+            }
+            None => protocol::new_token(),
+        };
+        let keys = LockKeys::new(key);
+        let started = Instant::now();
+        let fence = match opts.wait {
+            Wait::TryOnce => self.try_once(&keys, &token, ttl_ms, started)?,
+            Wait::Timeout(d) if d.is_zero() => self.try_once(&keys, &token, ttl_ms, started)?,
+            Wait::Timeout(d) => {
+                wait::acquire(self, &keys, &token, ttl_ms, started.checked_add(d), started)?
+            }
+            Wait::Forever => wait::acquire(self, &keys, &token, ttl_ms, None, started)?,
+        };
+        let lock = Lock::new(self.clone(), keys, token, fence, ttl_ms);
+        if opts.auto_renew {
+            lock.auto_renew();
+        }
+        Ok(lock)
+    }
+
+    fn try_once(&self, keys: &LockKeys, token: &[u8], ttl_ms: u64, started: Instant) -> Result<u64> {
+        let ttl = ttl_ms.to_string();
+        let reply = self.script(
+            &scripts().acquire,
+            &keys.lock,
+            &[&keys.lock, &keys.fence],
+            &[token, ttl.as_bytes()],
+        )?;
+        match protocol::parse_attempt(&reply) {
+            Some(Attempt::Taken(fence)) => Ok(fence),
+            Some(Attempt::Held { pttl, .. }) => Err(not_acquired(&keys.lock, pttl, started)),
+            None => Err(unexpected(&reply)),
+        }
+    }
+
+    /// Release the lock `key` if it still holds `token` (the request-id
+    /// pattern: no handle needed). `Ok(false)` when it does not: it expired,
+    /// or another owner holds it, and nothing was changed.
+    pub fn release_token(&self, key: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> Result<bool> {
+        let (key, token) = (key.as_ref(), token.as_ref());
+        check_key(key)?;
+        check_token(token)?;
+        let keys = LockKeys::new(key);
+        release(self, &keys, token)
+    }
+
+    /// Whether anyone holds the lock `key` (the key exists).
+    pub fn is_locked(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let n: i64 = self
+            .inner
+            .pool
+            .with(|con, _| redis::cmd("EXISTS").arg(key).query(con))?;
+        Ok(n > 0)
+    }
+
+    /// Whether the lock `key` is held with `token` right now.
+    pub fn is_owned_by(&self, key: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> Result<bool> {
+        let (key, token) = (key.as_ref(), token.as_ref());
+        check_key(key)?;
+        check_token(token)?;
+        let v: Value = self
+            .inner
+            .pool
+            .with(|con, _| redis::cmd("GET").arg(key).query(con))
+            .map_err(|e| with_key(e, key))?;
+        Ok(matches!(v, Value::BulkString(ref b) if b.as_slice() == token))
+    }
+
+    /// Run a script with errors naming `key`.
+    pub(crate) fn script(
+        &self,
+        script: &protocol::Script,
+        key: &[u8],
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        self.inner.pool.script(script, keys, args).map_err(|e| with_key(e, key))
+    }
+}
+
+/// Compare-and-delete (or hand off). `Ok(false)` when not the owner.
+pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+    let reply = client.script(
+        &scripts().release,
+        &keys.lock,
+        &[&keys.lock, &keys.fence, &keys.queue],
+        &[token],
+    )?;
+    match reply {
+        Value::Int(0) => Ok(false),
+        Value::Int(1 | 2) => Ok(true),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Fill in the key name of a WrongType error.
+pub(crate) fn with_key(e: Error, key: &[u8]) -> Error {
+    match e {
+        Error::WrongType { found, .. } => Error::WrongType {
+            key: show_key(key),
+            found,
+        },
+        other => other,
+    }
+}
+
+pub(crate) fn not_acquired(key: &[u8], pttl: i64, started: Instant) -> Error {
+    Error::NotAcquired {
+        key: show_key(key),
+        holder_ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+        waited: started.elapsed(),
+    }
+}
+
+pub(crate) fn unexpected(v: &Value) -> Error {
+    Error::Internal(format!("unexpected reply from a redislock script: {v:?}"))
+}
+
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid("the lock name is empty"));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "the lock name is {} bytes long; at most {MAX_KEY_LEN} are accepted",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_token(token: &[u8]) -> Result<()> {
+    if token.is_empty() {
+        return Err(Error::invalid("the token is empty (pass none for a random one)"));
+    }
+    if token.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "the token is {} bytes long; at most {MAX_KEY_LEN} are accepted",
+            token.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A TTL in whole milliseconds, within 1 ms ..= [`MAX_TTL`].
+pub(crate) fn ttl_millis(ttl: Duration) -> Result<u64> {
+    if ttl > MAX_TTL {
+        return Err(Error::invalid(format!(
+            "TTL {ttl:?} is longer than the 30-day maximum (a unit mistake? TTLs are durations, C and PHP take milliseconds)"
+        )));
+    }
+    let ms = ttl.as_millis() as u64;
+    if ms == 0 {
+        return Err(Error::invalid(format!(
+            "TTL {ttl:?} is too short: a lock must live at least 1 ms"
+        )));
+    }
+    Ok(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn url_options_are_taken_out() {
+        let c = Client::open("redis://:pw@127.0.0.1:1/2?connect_timeout=150ms&command_timeout=3s").unwrap();
+        assert_eq!(c.inner.pool.target.connect_timeout, Duration::from_millis(150));
+        assert_eq!(c.inner.pool.target.command_timeout, Duration::from_secs(3));
+        assert_eq!(c.addr(), "127.0.0.1:1");
+        assert!(!format!("{c:?}").contains("pw"));
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_arguments_without_the_password() {
+        for url in [
+            "",
+            "http://127.0.0.1:6390",
+            "redis://",
+            "not a url",
+            "redis://u:secret@127.0.0.1:70000",
+            "redis://u:secret@127.0.0.1:1/notadb",
+            "redis://127.0.0.1:1?connect_timeout=forever",
+            "redis://127.0.0.1:1?connect_timeout=0ms",
+        ] {
+            let e = Client::open(url).expect_err(url);
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{url}: {e}");
+            assert!(!e.to_string().contains("secret"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ttls_are_bounded() {
+        assert!(ttl_millis(Duration::ZERO).is_err());
+        assert!(ttl_millis(Duration::from_micros(999)).is_err());
+        assert_eq!(ttl_millis(Duration::from_millis(1)).unwrap(), 1);
+        assert!(ttl_millis(MAX_TTL + Duration::from_millis(1)).is_err());
+    }
+}

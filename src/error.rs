@@ -1,0 +1,216 @@
+//! The one error type of redislock.
+//!
+//! Every failure of every operation is one variant of [`Error`], and every
+//! variant's message says what happened and what the caller can do about it.
+//! The C status codes, the Python exceptions and the PHP exceptions are all
+//! derived from [`Error::kind`], so a message written here is the message a
+//! user sees in every language. Messages never contain a password: addresses
+//! are shown as `host:port` (or the socket path) only.
+
+use std::time::Duration;
+
+/// What went wrong, as a plain code that bindings map onto their own types.
+///
+/// The order and values match the C `redislock_status` enum (minus `OK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The lock is held by another owner and the wait ran out.
+    NotAcquired = 1,
+    /// Release or extend of a lock this owner no longer holds.
+    NotOwner = 2,
+    /// The server could not be reached, an I/O error, or a timeout.
+    Connection = 3,
+    /// A bad argument, rejected before any I/O.
+    InvalidArgument = 4,
+    /// The key exists and holds something other than a lock.
+    WrongType = 5,
+    /// Redlock: no majority of the nodes could be reached.
+    NoQuorum = 6,
+    /// The server answered with an error (authentication, permissions, …).
+    Server = 7,
+    /// A bug in redislock.
+    Internal = 8,
+}
+
+/// A redislock error. The `Display` text is meant for people: it names the
+/// lock (lossily, and shortened when long) and suggests what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock is held by someone else and the wait (possibly zero) ran out.
+    #[error(
+        "lock {key} is held by another owner{}; waited {waited:?} \
+         (try again later, wait longer, or check who holds it with `redislock status`)",
+        holder_ttl_text(*.holder_ttl)
+    )]
+    NotAcquired {
+        /// The lock name, for display.
+        key: String,
+        /// How long the holder's lock still had to live when we gave up,
+        /// if the key had a TTL.
+        holder_ttl: Option<Duration>,
+        /// How long this call waited.
+        waited: Duration,
+    },
+
+    /// The lock is no longer held by this owner: it expired or was taken
+    /// over. Nothing was changed on the server.
+    #[error(
+        "lock {key} is no longer held by this owner: it expired or was taken over \
+         (nothing was changed; use a longer TTL or auto-renew, and treat the work done \
+         under it as unprotected)"
+    )]
+    NotOwner {
+        /// The lock name, for display.
+        key: String,
+    },
+
+    /// The server could not be reached or did not answer in time.
+    #[error("cannot reach Redis at {addr}: {reason} (is redis-server running and reachable? {hint})")]
+    Connection {
+        /// The server address without credentials.
+        addr: String,
+        /// What the I/O layer reported.
+        reason: String,
+        /// Which timeout applied, or what else to check.
+        hint: String,
+    },
+
+    /// An argument was rejected before anything was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The key exists but is not a string, so it is not a lock; it was left
+    /// untouched.
+    #[error(
+        "key {key} holds a Redis {found} value, not a lock; it was left untouched \
+         (use another lock name, or delete the key if it is stale)"
+    )]
+    WrongType {
+        /// The lock name, for display.
+        key: String,
+        /// What the server said the key holds, when known.
+        found: String,
+    },
+
+    /// Redlock: a majority of the nodes could not be reached or agreed.
+    #[error("no quorum for lock {key}: {detail}")]
+    NoQuorum {
+        /// The lock name, for display.
+        key: String,
+        /// Per-node outcome.
+        detail: String,
+    },
+
+    /// The server answered with an error.
+    #[error("Redis at {addr} refused the request: {message}{}", server_hint(.message))]
+    Server {
+        /// The server address without credentials.
+        addr: String,
+        /// The server's error text.
+        message: String,
+    },
+
+    /// A bug in redislock (a caught panic or a reply of an unexpected shape).
+    #[error("internal error in redislock (please report it): {0}")]
+    Internal(String),
+}
+
+fn holder_ttl_text(ttl: Option<Duration>) -> String {
+    match ttl {
+        Some(d) => format!(" (its lock expires in {} ms)", d.as_millis()),
+        None => String::from(" (its key has no expiry)"),
+    }
+}
+
+fn server_hint(message: &str) -> &'static str {
+    let code = message.split_whitespace().next().unwrap_or("");
+    match code {
+        "WRONGPASS" | "NOAUTH" => " (check the user name and password in the URL)",
+        "NOPERM" => " (the ACL user needs +get +set +del +incr +pexpire +pttl +zadd +zrem +zscore +zpopmin +time +publish +subscribe +evalsha +eval on these keys)",
+        "READONLY" => " (this is a replica: point the URL at the master)",
+        "LOADING" => " (the server is loading its data set: retry shortly)",
+        "BUSY" => " (a slow script blocks the server)",
+        _ => "",
+    }
+}
+
+impl Error {
+    /// The status this error maps to in C (`redislock_status`), Python and PHP.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotAcquired { .. } => ErrorKind::NotAcquired,
+            Error::NotOwner { .. } => ErrorKind::NotOwner,
+            Error::Connection { .. } => ErrorKind::Connection,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::WrongType { .. } => ErrorKind::WrongType,
+            Error::NoQuorum { .. } => ErrorKind::NoQuorum,
+            Error::Server { .. } => ErrorKind::Server,
+            Error::Internal(_) => ErrorKind::Internal,
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Error {
+        Error::InvalidArgument(msg.into())
+    }
+}
+
+/// The result type of redislock.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A lock name for people: UTF-8 shown as is (quoted), other bytes escaped,
+/// long names shortened.
+pub(crate) fn show_key(key: &[u8]) -> String {
+    const MAX: usize = 80;
+    let mut out = String::from("\"");
+    for chunk in key.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if out.len() > MAX {
+                break;
+            }
+            out.extend(c.escape_debug());
+        }
+        for b in chunk.invalid() {
+            if out.len() > MAX {
+                break;
+            }
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if out.len() > MAX {
+        out.push_str(&format!("…\" ({} bytes)", key.len()));
+    } else {
+        out.push('"');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_key_escapes_and_shortens() {
+        assert_eq!(show_key(b"jobs"), "\"jobs\"");
+        assert_eq!(show_key(b"a\xffb\0"), "\"a\\xffb\\0\"");
+        let long = show_key(&[b'x'; 500]);
+        assert!(long.len() < 120, "{long}");
+        assert!(long.ends_with("(500 bytes)"), "{long}");
+    }
+
+    #[test]
+    fn kinds_match_c_status_values() {
+        let e = Error::NotOwner { key: show_key(b"k") };
+        assert_eq!(e.kind() as i32, 2);
+        assert_eq!(Error::Internal(String::new()).kind() as i32, 8);
+    }
+
+    #[test]
+    fn server_errors_explain_auth() {
+        let e = Error::Server {
+            addr: "127.0.0.1:1".into(),
+            message: "WRONGPASS invalid username-password pair".into(),
+        };
+        assert!(e.to_string().contains("check the user name and password"));
+    }
+}

@@ -1,0 +1,180 @@
+//! A held lock: its token and fencing number, extend, release, and the
+//! guard behaviour (released on drop, inert in a forked child).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use redis::Value;
+
+use crate::client::{self, ttl_millis, unexpected, Client};
+use crate::error::{show_key, Error, Result};
+use crate::protocol::{scripts, LockKeys};
+
+/// State shared between a [`Lock`] and the renewal thread.
+pub(crate) struct LockState {
+    pub(crate) keys: LockKeys,
+    pub(crate) token: Vec<u8>,
+    pub(crate) ttl_ms: AtomicU64,
+    pub(crate) lost: AtomicBool,
+    /// True while the renewal thread may extend this lock. The renewal
+    /// thread holds this mutex while an extend is in flight, and release
+    /// clears it first, so no extend is ever sent after a release.
+    pub(crate) renewing: Mutex<bool>,
+}
+
+/// A lock held by this process.
+///
+/// Dropping it releases it (best effort; errors are ignored: call
+/// [`Lock::release`] to see them). A `Lock` is `Send`: it may move between
+/// threads but is meant to be used by one at a time. A `Lock` inherited by a
+/// child process through `fork()` is inert there: dropping or releasing it in
+/// the child never releases the parent's lock.
+pub struct Lock {
+    client: Client,
+    state: Arc<LockState>,
+    fence: u64,
+    pid: u32,
+    done: bool,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("key", &show_key(&self.state.keys.lock))
+            .field("fence", &self.fence)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, keys: LockKeys, token: Vec<u8>, fence: u64, ttl_ms: u64) -> Lock {
+        Lock {
+            client,
+            state: Arc::new(LockState {
+                keys,
+                token,
+                ttl_ms: AtomicU64::new(ttl_ms),
+                lost: AtomicBool::new(false),
+                renewing: Mutex::new(false),
+            }),
+            fence,
+            pid: std::process::id(),
+            done: false,
+        }
+    }
+
+    /// The lock name.
+    pub fn key(&self) -> &[u8] {
+        &self.state.keys.lock
+    }
+
+    /// The owner's token: the exact value stored under the key.
+    pub fn token(&self) -> &[u8] {
+        &self.state.token
+    }
+
+    /// The fencing number: strictly greater than any number handed out
+    /// before for this lock name. Pass it to the resource you protect and
+    /// have it reject writes with a smaller number than it has seen.
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// The TTL last set by acquire or extend.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.state.ttl_ms.load(Ordering::Relaxed))
+    }
+
+    /// True once background renewal or an extend found the lock gone
+    /// (expired or taken over).
+    pub fn is_lost(&self) -> bool {
+        self.state.lost.load(Ordering::Acquire)
+    }
+
+    fn in_owner_process(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// Set the remaining time to `ttl` (not added to it). Fails with
+    /// [`Error::NotOwner`] (and marks the lock lost) when the lock expired or
+    /// was taken over; the key is never re-created.
+    pub fn extend(&self, ttl: Duration) -> Result<()> {
+        let ttl_ms = ttl_millis(ttl)?;
+        if !self.in_owner_process() {
+            return Err(self.not_owner());
+        }
+        let ms = ttl_ms.to_string();
+        let reply = self.client.script(
+            &scripts().extend,
+            &self.state.keys.lock,
+            &[&self.state.keys.lock],
+            &[&self.state.token, ms.as_bytes()],
+        )?;
+        match reply {
+            Value::Int(1) => {
+                self.state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
+                Ok(())
+            }
+            Value::Int(0) => {
+                self.state.lost.store(true, Ordering::Release);
+                Err(self.not_owner())
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Whether the key still holds this lock's token (one round trip).
+    pub fn owned(&self) -> Result<bool> {
+        self.client.is_owned_by(&self.state.keys.lock, &self.state.token)
+    }
+
+    /// Renew this lock in the background at about a third of its TTL until
+    /// it is released or dropped. When a renewal finds the lock gone,
+    /// [`Lock::is_lost`] turns true and renewal stops.
+    pub fn auto_renew(&self) {
+        if self.in_owner_process() && !self.done {
+            self.client.inner.renewer.add(&self.client, &self.state);
+        }
+    }
+
+    /// Release the lock (compare-and-delete, or hand-off to the longest
+    /// waiter). Fails with [`Error::NotOwner`] when it expired or was taken
+    /// over; the new holder's key is left alone. In a forked child this does
+    /// nothing and succeeds: the parent still holds the lock.
+    pub fn release(mut self) -> Result<()> {
+        self.done = true;
+        if !self.in_owner_process() {
+            return Ok(());
+        }
+        self.stop_renewal();
+        if client::release(&self.client, &self.state.keys, &self.state.token)? {
+            Ok(())
+        } else {
+            self.state.lost.store(true, Ordering::Release);
+            Err(self.not_owner())
+        }
+    }
+
+    fn stop_renewal(&self) {
+        *self.state.renewing.lock() = false;
+    }
+
+    fn not_owner(&self) -> Error {
+        Error::NotOwner {
+            key: show_key(&self.state.keys.lock),
+        }
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.done || !self.in_owner_process() {
+            return;
+        }
+        self.stop_renewal();
+        let _ = client::release(&self.client, &self.state.keys, &self.state.token);
+    }
+}

@@ -1,0 +1,171 @@
+//! Waiting for a held lock.
+//!
+//! A waiter takes a [`Subscriber`] (a connection subscribed to its own
+//! channel) and runs the ENQUEUE script, which either takes the lock or puts
+//! the waiter in the lock's queue. Then it blocks on its subscriber until
+//! the release script hands the lock over (the message carries the fencing
+//! number), or until its next retry is due. Retries back off from 25 ms to
+//! 1 s with jitter, never later than the holder's remaining TTL, and never
+//! past the caller's deadline; each retry re-runs ENQUEUE, which notices a
+//! release by another client (a plain `DEL`) or an expiry. When the deadline
+//! comes, the CANCEL script leaves the queue; if the lock was handed over in
+//! that very moment the waiter keeps it.
+
+use std::time::{Duration, Instant};
+
+use crate::client::{not_acquired, unexpected, Client};
+use crate::conn::Subscriber;
+use crate::error::Result;
+use crate::protocol::{self, scripts, Attempt, LockKeys, QUEUE_GRACE_MS};
+
+const FIRST_RETRY: Duration = Duration::from_millis(25);
+const MAX_RETRY: Duration = Duration::from_secs(1);
+
+/// Acquire, waiting until `deadline` (`None`: forever). Returns the fence.
+pub(crate) fn acquire(
+    client: &Client,
+    keys: &LockKeys,
+    token: &[u8],
+    ttl_ms: u64,
+    deadline: Option<Instant>,
+    started: Instant,
+) -> Result<u64> {
+    let pool = &client.inner.pool;
+    let mut sub = pool.subscriber()?;
+    let nonce = protocol::hex(&protocol::random_bytes::<8>());
+    let member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
+    let ttl = ttl_ms.to_string();
+    let grace = QUEUE_GRACE_MS.to_string();
+    let mut first = true;
+    let mut backoff = FIRST_RETRY;
+    loop {
+        let reply = client.script(
+            &scripts().enqueue,
+            &keys.lock,
+            &[&keys.lock, &keys.fence, &keys.queue],
+            &[
+                token,
+                ttl.as_bytes(),
+                &member,
+                if first { b"1" } else { b"0" },
+                grace.as_bytes(),
+            ],
+        )?;
+        first = false;
+        let pttl = match protocol::parse_attempt(&reply) {
+            Some(Attempt::Taken(fence)) => {
+                pool.put_subscriber(sub);
+                return Ok(fence);
+            }
+            Some(Attempt::Held { pttl, .. }) => pttl,
+            None => return Err(unexpected(&reply)),
+        };
+        let mut slice = jitter(backoff);
+        backoff = (backoff * 2).min(MAX_RETRY);
+        if pttl >= 0 {
+            // Retry when the holder's lock would have expired, not later.
+            slice = slice.min(Duration::from_millis(pttl as u64 + 1));
+        }
+        if let Some(d) = deadline {
+            slice = slice.min(d.saturating_duration_since(Instant::now()));
+        }
+        let woken = if slice.is_zero() {
+            Ok(None)
+        } else {
+            wait_for_handoff(&mut sub, &nonce, slice)
+        };
+        match woken {
+            Ok(Some(fence)) => {
+                pool.put_subscriber(sub);
+                return Ok(fence);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // The subscriber is broken (the server went away): leave the
+                // queue if we can, and report the connection error.
+                let _ = cancel(client, keys, token, &member);
+                return Err(pool.error(e, false));
+            }
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return match cancel(client, keys, token, &member)? {
+                Some(fence) => {
+                    pool.put_subscriber(sub);
+                    Ok(fence)
+                }
+                None => {
+                    pool.put_subscriber(sub);
+                    Err(not_acquired(&keys.lock, pttl, started))
+                }
+            };
+        }
+    }
+}
+
+/// Leave the queue; `Some(fence)` when the lock was handed to us meanwhile.
+fn cancel(client: &Client, keys: &LockKeys, token: &[u8], member: &[u8]) -> Result<Option<u64>> {
+    let reply = client.script(
+        &scripts().cancel,
+        &keys.lock,
+        &[&keys.lock, &keys.fence, &keys.queue],
+        &[token, member],
+    )?;
+    match reply {
+        redis::Value::Nil => Ok(None),
+        redis::Value::Int(f) if f >= 0 => Ok(Some(f as u64)),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Block on the subscriber for at most `slice`. `Ok(Some(fence))` when our
+/// hand-off arrived, `Ok(None)` when the time ran out. Messages for earlier
+/// waits on this subscriber (another nonce) are skipped.
+fn wait_for_handoff(
+    sub: &mut Subscriber,
+    nonce: &str,
+    slice: Duration,
+) -> redis::RedisResult<Option<u64>> {
+    let until = Instant::now() + slice;
+    let mut ps = sub.con.as_pubsub();
+    let result = loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break Ok(None);
+        }
+        if let Err(e) = ps.set_read_timeout(Some(left)) {
+            break Err(e);
+        }
+        match ps.get_message() {
+            Ok(msg) => {
+                if let Some(fence) = protocol::parse_handoff(msg.get_payload_bytes(), nonce) {
+                    break Ok(Some(fence));
+                }
+            }
+            Err(e) if e.is_timeout() => break Ok(None),
+            Err(e) => break Err(e),
+        }
+    };
+    // Stay subscribed (see `Pool::subscriber`).
+    std::mem::forget(ps);
+    result
+}
+
+/// A random duration in [d/2, d].
+fn jitter(d: Duration) -> Duration {
+    let r = u32::from_le_bytes(protocol::random_bytes::<4>());
+    let half = d / 2;
+    half + half.mul_f64(r as f64 / u32::MAX as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_in_range() {
+        for _ in 0..1000 {
+            let j = jitter(Duration::from_millis(100));
+            assert!(j >= Duration::from_millis(50) && j <= Duration::from_millis(100));
+        }
+    }
+}

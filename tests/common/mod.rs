@@ -1,0 +1,283 @@
+//! Test harness: throwaway redis-server processes on free loopback ports.
+//!
+//! Each [`Server`] runs in its own temporary directory, saves nothing to
+//! disk, and is killed when dropped. It can be killed, restarted on the same
+//! port, and paused/resumed (SIGSTOP/SIGCONT). Never uses port 6379 and never
+//! skips: when `redis-server` is missing the test fails and says how to get
+//! it (`make test` installs it).
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// The redis-server binary: `$REDIS_SERVER` or `redis-server` on the PATH.
+pub fn redis_server_bin() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+/// A free TCP port on 127.0.0.1 (the kernel's choice; never 6379).
+pub fn free_port() -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = l.local_addr().unwrap().port();
+        if port != 6379 {
+            return port;
+        }
+    }
+}
+
+/// TLS material made for one server at test time.
+pub struct Tls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+pub struct Server {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    args: Vec<String>,
+    paused: bool,
+    pub tls: Option<Tls>,
+}
+
+impl Server {
+    /// A plain server on a free port.
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server with extra `redis-server` arguments.
+    pub fn start_with(args: &[&str]) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("redislock-test-")
+            .tempdir()
+            .expect("temp dir");
+        let mut s = Server {
+            port: 0,
+            dir,
+            child: None,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            paused: false,
+            tls: None,
+        };
+        s.launch_on_free_port();
+        s
+    }
+
+    /// A server that speaks only TLS, with a CA and a certificate for
+    /// 127.0.0.1 made by `openssl` at test time.
+    pub fn start_tls() -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("redislock-tls-")
+            .tempdir()
+            .expect("temp dir");
+        let tls = make_certs(dir.path());
+        let mut s = Server {
+            port: 0,
+            dir,
+            child: None,
+            args: vec![
+                "--tls-cert-file".into(),
+                tls.cert.display().to_string(),
+                "--tls-key-file".into(),
+                tls.key.display().to_string(),
+                "--tls-ca-cert-file".into(),
+                tls.ca.display().to_string(),
+                "--tls-auth-clients".into(),
+                "no".into(),
+            ],
+            paused: false,
+            tls: Some(tls),
+        };
+        s.launch_on_free_port();
+        s
+    }
+
+    fn launch_on_free_port(&mut self) {
+        for _ in 0..20 {
+            self.port = free_port();
+            if self.launch() {
+                return;
+            }
+        }
+        panic!("could not start redis-server on a free port after 20 tries");
+    }
+
+    /// Start redis-server on `self.port`; false when it exited at once (the
+    /// port was taken meanwhile).
+    fn launch(&mut self) -> bool {
+        let port = self.port.to_string();
+        let mut cmd = Command::new(redis_server_bin());
+        if self.tls.is_some() {
+            cmd.args(["--port", "0", "--tls-port", &port]);
+        } else {
+            cmd.args(["--port", &port]);
+        }
+        cmd.args([
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+        ])
+        .arg(self.dir.path())
+        .args(["--logfile", "redis.log", "--daemonize", "no"])
+        .args(&self.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!(
+                "cannot run {:?}: {e}. Install it (`apt-get install redis-server`, \
+                 which `make test` does) or set REDIS_SERVER",
+                redis_server_bin()
+            ),
+        };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return false;
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() && self.answers() {
+                self.child = Some(child);
+                return true;
+            }
+            sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("redis-server on port {} did not answer within 10 s; log: {}", self.port, self.log());
+    }
+
+    fn answers(&self) -> bool {
+        if self.tls.is_some() {
+            // The port accepts: good enough; the TLS tests talk TLS.
+            return true;
+        }
+        match redis::Client::open(self.url()).and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1))) {
+            Ok(mut con) => redis::cmd("PING").query::<String>(&mut con).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// `redis://127.0.0.1:PORT` (or `rediss://` for a TLS server).
+    pub fn url(&self) -> String {
+        if self.tls.is_some() {
+            format!("rediss://127.0.0.1:{}", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// The server's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A raw redis-rs connection, for checking what the library wrote.
+    pub fn raw(&self) -> redis::Connection {
+        let c = redis::Client::open(self.url()).unwrap();
+        let con = c.get_connection_with_timeout(Duration::from_secs(2)).unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        con
+    }
+
+    /// SIGKILL the server and wait for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if self.paused {
+                signal(&c, libc::SIGCONT);
+                self.paused = false;
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again on the same port (with an empty data set).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.launch() {
+            assert!(Instant::now() < deadline, "could not restart redis-server on port {}", self.port);
+            sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGSTOP: the port still accepts connections but nothing answers.
+    pub fn pause(&mut self) {
+        signal(self.child.as_ref().expect("running"), libc::SIGSTOP);
+        self.paused = true;
+    }
+
+    /// SIGCONT.
+    pub fn resume(&mut self) {
+        signal(self.child.as_ref().expect("running"), libc::SIGCONT);
+        self.paused = false;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill({}, {sig}) failed", child.id());
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is needed to make test certificates (apt-get install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A throwaway CA and a server certificate for 127.0.0.1 / localhost.
+pub fn make_certs(dir: &Path) -> Tls {
+    openssl(dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+        "-days", "2", "-subj", "/CN=redislock test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
+    openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+        "-subj", "/CN=127.0.0.1"]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(dir, &["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf"]);
+    Tls {
+        ca: dir.join("ca.crt"),
+        cert: dir.join("server.crt"),
+        key: dir.join("server.key"),
+    }
+}
+
+/// Assert that `f` finishes within `limit` and return its result and time.
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let v = f();
+    (v, t.elapsed())
+}

@@ -1,0 +1,475 @@
+//! The lock protocol against a real redis-server: exclusion, expiry,
+//! extend, fencing, interop with the raw `SET NX` pattern, waiting and
+//! hand-off, renewal, bad input.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{timed, Server};
+use redis::Commands;
+use redislock::{AcquireOptions, Client, Error, ErrorKind, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).unwrap()
+}
+
+fn get(con: &mut redis::Connection, key: &[u8]) -> Option<Vec<u8>> {
+    con.get(key).unwrap()
+}
+
+#[test]
+fn the_key_holds_exactly_the_token_with_the_ttl() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let lock = client.acquire("jobs", 10 * S, Wait::TryOnce).unwrap();
+    assert_eq!(lock.token().len(), 32, "128 random bits as hex");
+    assert_eq!(get(&mut raw, b"jobs").as_deref(), Some(lock.token()));
+    let t = pttl(&mut raw, "jobs");
+    assert!(t > 9_000 && t <= 10_000, "pttl {t}");
+    assert!(lock.owned().unwrap());
+    assert!(client.is_locked("jobs").unwrap());
+    lock.release().unwrap();
+    assert_eq!(get(&mut raw, b"jobs"), None);
+    assert!(!client.is_locked("jobs").unwrap());
+    // Nothing is left behind but the fence counter.
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert_eq!(keys, vec!["{jobs}:fence".to_string()]);
+}
+
+#[test]
+fn sixteen_threads_keep_a_non_atomic_counter_exact() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let per_thread = 60;
+    let handles: Vec<_> = (0..16)
+        .map(|_| {
+            let client = client.clone();
+            let url = srv.url();
+            thread::spawn(move || {
+                let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for _ in 0..per_thread {
+                    let lock = client.acquire("counter-lock", 5 * S, Wait::Timeout(30 * S)).unwrap();
+                    let n: i64 = raw.get::<_, Option<i64>>("counter").unwrap().unwrap_or(0);
+                    let _: () = raw.set("counter", n + 1).unwrap();
+                    lock.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let n: i64 = srv.raw().get("counter").unwrap();
+    assert_eq!(n, 16 * per_thread);
+}
+
+#[test]
+fn an_expired_lock_can_be_taken_and_the_old_owner_cannot_touch_it() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let old = client.acquire("exp", ms(200), Wait::TryOnce).unwrap();
+    thread::sleep(ms(300));
+    let new = client.acquire("exp", 10 * S, Wait::TryOnce).unwrap();
+    assert!(new.fence() > old.fence());
+    let e = old.extend(10 * S).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotOwner, "{e}");
+    assert!(old.is_lost());
+    assert!(!old.owned().unwrap());
+    let e = old.release().unwrap_err();
+    assert!(matches!(e, Error::NotOwner { .. }), "{e}");
+    assert_eq!(get(&mut raw, b"exp").as_deref(), Some(new.token()));
+    assert!(pttl(&mut raw, "exp") > 9_000);
+    // After the new owner is gone, the old one's calls never re-create the key.
+    let stale = client.acquire("exp2", ms(100), Wait::TryOnce).unwrap();
+    thread::sleep(ms(200));
+    assert_eq!(stale.extend(5 * S).unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(get(&mut raw, b"exp2"), None);
+    assert_eq!(stale.release().unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(get(&mut raw, b"exp2"), None);
+    new.release().unwrap();
+}
+
+#[test]
+fn extend_sets_the_remaining_time() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let lock = client.acquire("ext", 10 * S, Wait::TryOnce).unwrap();
+    lock.extend(2 * S).unwrap();
+    let t = pttl(&mut raw, "ext");
+    assert!(t > 1_500 && t <= 2_000, "shortened to {t}");
+    lock.extend(20 * S).unwrap();
+    let t = pttl(&mut raw, "ext");
+    assert!(t > 19_000 && t <= 20_000, "lengthened to {t}");
+    assert_eq!(lock.ttl(), 20 * S);
+    let e = lock.extend(Duration::ZERO).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    lock.release().unwrap();
+}
+
+#[test]
+fn fencing_numbers_strictly_increase_across_clients() {
+    let srv = Server::start();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let client = Client::open(&srv.url()).unwrap();
+            let seen = seen.clone();
+            thread::spawn(move || {
+                for _ in 0..250 {
+                    let lock = client.acquire("fenced", 5 * S, Wait::Timeout(30 * S)).unwrap();
+                    // Recorded while holding the lock: the order of acquisitions.
+                    seen.lock().unwrap().push(lock.fence());
+                    lock.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1000);
+    for w in seen.windows(2) {
+        assert!(w[1] > w[0], "fence went from {} to {}", w[0], w[1]);
+    }
+}
+
+#[test]
+fn the_raw_set_nx_pattern_and_this_library_exclude_each_other() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    // predis: $redis->set($key, $requestId, 'PX', $ms, 'NX')
+    let ok: Option<String> = redis::cmd("SET")
+        .arg("shared")
+        .arg("59")
+        .arg("PX")
+        .arg(5000)
+        .arg("NX")
+        .query(&mut raw)
+        .unwrap();
+    assert!(ok.is_some());
+    let e = client.acquire("shared", 5 * S, Wait::TryOnce).unwrap_err();
+    match &e {
+        Error::NotAcquired { holder_ttl, .. } => {
+            let t = holder_ttl.expect("the raw key has a TTL");
+            assert!(t > 4 * S && t <= 5 * S, "{t:?}");
+        }
+        other => panic!("expected NotAcquired, got {other}"),
+    }
+    // The stateless release by request id works on a raw lock...
+    assert!(!client.release_token("shared", "4").unwrap());
+    assert_eq!(get(&mut raw, b"shared").as_deref(), Some(&b"59"[..]));
+    assert!(client.release_token("shared", "59").unwrap());
+    assert_eq!(get(&mut raw, b"shared"), None);
+    // ...and our lock excludes a raw SET NX.
+    let lock = client
+        .acquire_with("shared", AcquireOptions::new(5 * S).token("4"))
+        .unwrap();
+    assert_eq!(lock.token(), b"4");
+    let ok: Option<String> = redis::cmd("SET")
+        .arg("shared")
+        .arg("59")
+        .arg("PX")
+        .arg(5000)
+        .arg("NX")
+        .query(&mut raw)
+        .unwrap();
+    assert!(ok.is_none(), "raw SET NX must fail while we hold the lock");
+    assert_eq!(get(&mut raw, b"shared").as_deref(), Some(&b"4"[..]));
+    lock.release().unwrap();
+}
+
+#[test]
+fn release_survives_script_flush() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let lock = client.acquire("flush", 10 * S, Wait::TryOnce).unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
+    lock.release().unwrap();
+    assert_eq!(get(&mut raw, b"flush"), None);
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
+    let lock = client.acquire("flush", 10 * S, Wait::TryOnce).unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
+    lock.extend(5 * S).unwrap();
+    lock.release().unwrap();
+}
+
+#[test]
+fn try_once_returns_at_once_and_a_deadline_is_kept() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let _held = client.acquire("busy", 30 * S, Wait::TryOnce).unwrap();
+    let (r, took) = timed(|| client.acquire("busy", 5 * S, Wait::TryOnce));
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::NotAcquired);
+    assert!(took < ms(100), "try-once took {took:?}");
+    let (r, took) = timed(|| client.acquire("busy", 5 * S, Wait::Timeout(ms(400))));
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    assert!(took >= ms(350) && took <= ms(900), "400 ms wait took {took:?}");
+    // The waiter left the queue behind it: no hand-off to a departed waiter.
+    let mut raw = srv.raw();
+    let queued: i64 = raw.zcard("{busy}:queue").unwrap();
+    assert_eq!(queued, 0);
+}
+
+#[test]
+fn a_release_wakes_a_waiter_long_before_the_ttl() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.acquire("wake", 30 * S, Wait::TryOnce).unwrap();
+    let c2 = client.clone();
+    let waiter = thread::spawn(move || {
+        let lock = c2.acquire("wake", 30 * S, Wait::Timeout(20 * S)).unwrap();
+        (Instant::now(), lock.fence())
+    });
+    thread::sleep(ms(300));
+    let released_at = Instant::now();
+    let holder_fence = holder.fence();
+    holder.release().unwrap();
+    let (woke_at, fence) = waiter.join().unwrap();
+    let handoff = woke_at - released_at;
+    eprintln!("hand-off latency: {handoff:?}");
+    assert!(handoff < S, "waiter woke {handoff:?} after the release");
+    assert!(fence > holder_fence);
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.acquire("fifo", 30 * S, Wait::TryOnce).unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for i in 0..4 {
+        let c = client.clone();
+        let order = order.clone();
+        handles.push(thread::spawn(move || {
+            let lock = c.acquire("fifo", 30 * S, Wait::Timeout(20 * S)).unwrap();
+            order.lock().unwrap().push(i);
+            thread::sleep(ms(20));
+            lock.release().unwrap();
+        }));
+        // Let each waiter queue before the next arrives.
+        thread::sleep(ms(150));
+    }
+    holder.release().unwrap();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn a_releaser_does_not_jump_the_queue() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let first = client.acquire("turns", 30 * S, Wait::TryOnce).unwrap();
+    let c2 = client.clone();
+    let waiter = thread::spawn(move || c2.acquire("turns", 30 * S, Wait::Timeout(20 * S)).unwrap());
+    thread::sleep(ms(200));
+    first.release().unwrap();
+    // Re-taking at once must fail: the lock went to the waiter.
+    let e = client.acquire("turns", 30 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    waiter.join().unwrap().release().unwrap();
+}
+
+#[test]
+fn a_dead_waiter_never_blocks_the_queue() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let holder = client.acquire("ghost", 30 * S, Wait::TryOnce).unwrap();
+    // A queue entry whose process is gone: nobody listens on its channel.
+    let member = format!("{}:{}:30000:deadbeef", "0".repeat(32), "0".repeat(16));
+    let _: () = raw.zadd("{ghost}:queue", member, 1).unwrap();
+    holder.release().unwrap();
+    assert_eq!(get(&mut raw, b"ghost"), None, "the lock went to a dead waiter");
+    client.acquire("ghost", 5 * S, Wait::TryOnce).unwrap().release().unwrap();
+}
+
+#[test]
+fn a_foreign_release_is_noticed_before_the_ttl() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let _: () = redis::cmd("SET")
+        .arg("foreign")
+        .arg("other")
+        .arg("PX")
+        .arg(30_000)
+        .arg("NX")
+        .query(&mut raw)
+        .unwrap();
+    let c2 = client.clone();
+    let waiter = thread::spawn(move || {
+        let lock = c2.acquire("foreign", 5 * S, Wait::Timeout(20 * S)).unwrap();
+        let t = Instant::now();
+        lock.release().unwrap();
+        t
+    });
+    thread::sleep(ms(500));
+    let deleted_at = Instant::now();
+    let _: () = raw.del("foreign").unwrap();
+    let got_at = waiter.join().unwrap();
+    let after = got_at - deleted_at;
+    assert!(after < 3 * S, "a raw DEL was noticed only after {after:?}");
+}
+
+#[test]
+fn an_expiring_holder_is_noticed_at_its_ttl() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let _abandoned = std::mem::ManuallyDrop::new(client.acquire("lapse", ms(700), Wait::TryOnce).unwrap());
+    let (r, took) = timed(|| client.acquire("lapse", 5 * S, Wait::Timeout(10 * S)));
+    r.unwrap().release().unwrap();
+    assert!(took >= ms(600) && took < ms(1200), "took {took:?} for a 700 ms holder");
+}
+
+#[test]
+fn renewal_keeps_a_short_lock_alive_and_stops_at_release() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let lock = client
+        .acquire_with("renewed", AcquireOptions::new(ms(300)).auto_renew(true))
+        .unwrap();
+    for _ in 0..20 {
+        thread::sleep(ms(100));
+        assert!(lock.owned().unwrap(), "lost after renewal");
+    }
+    assert!(!lock.is_lost());
+    lock.release().unwrap();
+    // Renewal is the only user of plain EVAL: count them from here on.
+    let evals = |raw: &mut redis::Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+        info.lines()
+            .find(|l| l.starts_with("cmdstat_eval:"))
+            .and_then(|l| l.split("calls=").nth(1))
+            .and_then(|s| s.split(',').next())
+            .map(|n| n.parse().unwrap())
+            .unwrap_or(0)
+    };
+    let before = evals(&mut raw);
+    assert!(before > 10, "renewal sent only {before} extends in 2 s");
+    thread::sleep(ms(800));
+    assert_eq!(evals(&mut raw), before, "an extend was sent after release");
+    assert_eq!(get(&mut raw, b"renewed"), None);
+}
+
+#[test]
+fn renewal_reports_a_stolen_lock_as_lost() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let lock = client
+        .acquire_with("stolen", AcquireOptions::new(ms(300)).auto_renew(true))
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("stolen").arg("thief").arg("PX").arg(60_000).query(&mut raw).unwrap();
+    let t = Instant::now();
+    while !lock.is_lost() && t.elapsed() < 2 * S {
+        thread::sleep(ms(10));
+    }
+    assert!(lock.is_lost(), "a stolen lock was not reported lost");
+    assert_eq!(get(&mut raw, b"stolen").as_deref(), Some(&b"thief"[..]));
+    assert!(pttl(&mut raw, "stolen") > 50_000, "the thief's TTL was changed");
+    assert_eq!(lock.release().unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(get(&mut raw, b"stolen").as_deref(), Some(&b"thief"[..]));
+}
+
+#[test]
+fn dropping_a_guard_releases_it() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    {
+        let _lock = client.acquire("scoped", 30 * S, Wait::TryOnce).unwrap();
+        assert!(client.is_locked("scoped").unwrap());
+    }
+    assert!(!client.is_locked("scoped").unwrap());
+}
+
+#[test]
+fn a_key_of_another_type_is_wrong_type_and_left_alone() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let _: () = raw.hset("ahash", "field", "value").unwrap();
+    for wait in [Wait::TryOnce, Wait::Timeout(ms(300))] {
+        let e = client.acquire("ahash", 5 * S, wait).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+        assert!(e.to_string().contains("\"ahash\""), "{e}");
+    }
+    let v: String = raw.hget("ahash", "field").unwrap();
+    assert_eq!(v, "value");
+    assert_eq!(pttl(&mut raw, "ahash"), -1);
+    // Release by token on it does not touch it either.
+    assert!(!client.release_token("ahash", "x").unwrap());
+    let v: String = raw.hget("ahash", "field").unwrap();
+    assert_eq!(v, "value");
+}
+
+#[test]
+fn binary_names_and_tokens_round_trip() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let key: &[u8] = b"bin\x00\xff\xfe:lock";
+    let token: &[u8] = b"tok\x00en\xff";
+    let lock = client
+        .acquire_with(key, AcquireOptions::new(5 * S).token(token))
+        .unwrap();
+    assert_eq!(lock.token(), token);
+    assert_eq!(lock.key(), key);
+    assert_eq!(get(&mut raw, key).as_deref(), Some(token));
+    assert!(client.is_owned_by(key, token).unwrap());
+    assert!(client.release_token(key, token).unwrap());
+    assert_eq!(get(&mut raw, key), None);
+    // The handle now finds nothing to release.
+    assert_eq!(lock.release().unwrap_err().kind(), ErrorKind::NotOwner);
+}
+
+#[test]
+fn bad_input_is_rejected_before_any_io() {
+    // Nothing listens here: a Connection error would mean I/O happened.
+    let client = Client::builder(&format!("redis://127.0.0.1:{}", common::free_port()))
+        .connect_timeout(ms(200))
+        .build()
+        .unwrap();
+    let long = vec![b'k'; redislock::MAX_KEY_LEN + 1];
+    let cases: Vec<(&str, redislock::Result<redislock::Lock>)> = vec![
+        ("empty key", client.acquire("", 5 * S, Wait::TryOnce)),
+        ("huge key", client.acquire(&long, 5 * S, Wait::TryOnce)),
+        ("ttl 0", client.acquire("k", Duration::ZERO, Wait::TryOnce)),
+        ("ttl 1 µs", client.acquire("k", Duration::from_micros(1), Wait::TryOnce)),
+        ("ttl 100 years", client.acquire("k", 100 * 365 * 24 * 3600 * S, Wait::TryOnce)),
+        ("empty token", client.acquire_with("k", AcquireOptions::new(5 * S).token(""))),
+        ("huge token", client.acquire_with("k", AcquireOptions::new(5 * S).token(long.clone()))),
+        ("empty key, waiting", client.acquire("", 5 * S, Wait::Forever)),
+    ];
+    for (what, r) in cases {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{what}: {e}");
+        assert!(!e.to_string().is_empty());
+    }
+    assert_eq!(client.release_token("", "t").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(client.release_token("k", "").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(client.is_locked("").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    for url in ["", "localhost:6390", "http://127.0.0.1:1", "redis://127.0.0.1:99999", "redis://:pw@/0"] {
+        let e = Client::open(url).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url:?}: {e}");
+    }
+}
