@@ -127,7 +127,10 @@ impl ClientBuilder {
             .command_timeout
             .or(parsed.command_timeout)
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
-        for (name, d) in [("connect timeout", connect_timeout), ("command timeout", command_timeout)] {
+        for (name, d) in [
+            ("connect timeout", connect_timeout),
+            ("command timeout", command_timeout),
+        ] {
             if d.is_zero() || d > Duration::from_secs(3600) {
                 return Err(Error::invalid(format!(
                     "{name} must be between 1 ms and 1 hour, got {d:?}"
@@ -136,16 +139,19 @@ impl ClientBuilder {
         }
         let root_cert = match (self.tls_root_cert, &parsed.tls_ca_file) {
             (Some(pem), _) => Some(pem),
-            (None, Some(path)) => Some(std::fs::read(path).map_err(|e| {
-                Error::invalid(format!("cannot read tls_ca_file {path}: {e}"))
-            })?),
+            (None, Some(path)) => Some(
+                std::fs::read(path)
+                    .map_err(|e| Error::invalid(format!("cannot read tls_ca_file {path}: {e}")))?,
+            ),
             (None, None) => None,
         };
-        let info = parsed
-            .url
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| Error::invalid(format!("{} ({})", url_help(), e.detail().unwrap_or(&e.to_string()))))?;
+        let info = parsed.url.as_str().into_connection_info().map_err(|e| {
+            Error::invalid(format!(
+                "{} ({})",
+                url_help(),
+                e.detail().unwrap_or(&e.to_string())
+            ))
+        })?;
         let addr = match info.addr() {
             ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
             ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
@@ -176,7 +182,13 @@ impl ClientBuilder {
             }
             None => redis::Client::open(info),
         }
-        .map_err(|e| Error::invalid(format!("{} ({})", url_help(), e.detail().unwrap_or(&e.to_string()))))?;
+        .map_err(|e| {
+            Error::invalid(format!(
+                "{} ({})",
+                url_help(),
+                e.detail().unwrap_or(&e.to_string())
+            ))
+        })?;
         Ok(Client {
             inner: Arc::new(Inner {
                 pool: Pool::new(Target {
@@ -210,7 +222,8 @@ impl ParsedUrl {
             return Err(Error::invalid(format!("empty URL; {}", url_help())));
         }
         // Never echo the URL itself: it may hold a password.
-        let mut url = url::Url::parse(raw).map_err(|e| Error::invalid(format!("{} ({e})", url_help())))?;
+        let mut url =
+            url::Url::parse(raw).map_err(|e| Error::invalid(format!("{} ({e})", url_help())))?;
         match url.scheme() {
             "redis" | "rediss" | "unix" | "redis+unix" => {}
             other => {
@@ -221,7 +234,10 @@ impl ParsedUrl {
             }
         }
         if matches!(url.scheme(), "redis" | "rediss") && url.host_str().is_none_or(str::is_empty) {
-            return Err(Error::invalid(format!("the URL has no host; {}", url_help())));
+            return Err(Error::invalid(format!(
+                "the URL has no host; {}",
+                url_help()
+            )));
         }
         let mut parsed = ParsedUrl {
             url: url.clone(),
@@ -267,9 +283,11 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
             )))
         }
     };
-    let value: f64 = num
-        .parse()
-        .map_err(|_| Error::invalid(format!("bad duration {text:?}: use a number with ms, s, m or h")))?;
+    let value: f64 = num.parse().map_err(|_| {
+        Error::invalid(format!(
+            "bad duration {text:?}: use a number with ms, s, m or h"
+        ))
+    })?;
     Duration::try_from_secs_f64(value * scale)
         .map_err(|_| Error::invalid(format!("bad duration {text:?}: out of range")))
 }
@@ -362,7 +380,13 @@ impl Client {
         Ok(lock)
     }
 
-    fn try_once(&self, keys: &LockKeys, token: &[u8], ttl_ms: u64, started: Instant) -> Result<u64> {
+    fn try_once(
+        &self,
+        keys: &LockKeys,
+        token: &[u8],
+        ttl_ms: u64,
+        started: Instant,
+    ) -> Result<u64> {
         let ttl = ttl_ms.to_string();
         let reply = self.script(
             &scripts().acquire,
@@ -420,7 +444,10 @@ impl Client {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Result<Value> {
-        self.inner.pool.script(script, keys, args).map_err(|e| with_key(e, key))
+        self.inner
+            .pool
+            .script(script, keys, args)
+            .map_err(|e| with_key(e, key))
     }
 }
 
@@ -477,7 +504,9 @@ pub(crate) fn check_key(key: &[u8]) -> Result<()> {
 
 pub(crate) fn check_token(token: &[u8]) -> Result<()> {
     if token.is_empty() {
-        return Err(Error::invalid("the token is empty (pass none for a random one)"));
+        return Err(Error::invalid(
+            "the token is empty (pass none for a random one)",
+        ));
     }
     if token.len() > MAX_KEY_LEN {
         return Err(Error::invalid(format!(
@@ -521,8 +550,12 @@ mod tests {
 
     #[test]
     fn url_options_are_taken_out() {
-        let c = Client::open("redis://:pw@127.0.0.1:1/2?connect_timeout=150ms&command_timeout=3s").unwrap();
-        assert_eq!(c.inner.pool.target.connect_timeout, Duration::from_millis(150));
+        let c = Client::open("redis://:pw@127.0.0.1:1/2?connect_timeout=150ms&command_timeout=3s")
+            .unwrap();
+        assert_eq!(
+            c.inner.pool.target.connect_timeout,
+            Duration::from_millis(150)
+        );
         assert_eq!(c.inner.pool.target.command_timeout, Duration::from_secs(3));
         assert_eq!(c.addr(), "127.0.0.1:1");
         assert!(!format!("{c:?}").contains("pw"));

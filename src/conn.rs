@@ -211,11 +211,15 @@ impl Pool {
                     hint,
                 }
             }
-            RedisKind::InvalidClientConfig => Error::invalid(format!("Redis URL: {}", server_message(&e))),
-            _ if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") => Error::WrongType {
-                key: String::new(),
-                found: String::from("non-string"),
-            },
+            RedisKind::InvalidClientConfig => {
+                Error::invalid(format!("Redis URL: {}", server_message(&e)))
+            }
+            _ if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") => {
+                Error::WrongType {
+                    key: String::new(),
+                    found: String::from("non-string"),
+                }
+            }
             _ => Error::Server {
                 addr: t.addr.clone(),
                 message: server_message(&e),

@@ -66,7 +66,9 @@ pub enum Error {
     },
 
     /// The server could not be reached or did not answer in time.
-    #[error("cannot reach Redis at {addr}: {reason} (is redis-server running and reachable? {hint})")]
+    #[error(
+        "cannot reach Redis at {addr}: {reason} (is redis-server running and reachable? {hint})"
+    )]
     Connection {
         /// The server address without credentials.
         addr: String,
@@ -125,6 +127,9 @@ fn holder_ttl_text(ttl: Option<Duration>) -> String {
 
 fn server_hint(message: &str) -> &'static str {
     let code = message.split_whitespace().next().unwrap_or("");
+    if message.contains("uthentication") {
+        return " (check the user name and password in the URL)";
+    }
     match code {
         "WRONGPASS" | "NOAUTH" => " (check the user name and password in the URL)",
         "NOPERM" => " (the ACL user needs +get +set +del +incr +pexpire +pttl +zadd +zrem +zscore +zpopmin +time +publish +subscribe +evalsha +eval on these keys)",
@@ -200,7 +205,9 @@ mod tests {
 
     #[test]
     fn kinds_match_c_status_values() {
-        let e = Error::NotOwner { key: show_key(b"k") };
+        let e = Error::NotOwner {
+            key: show_key(b"k"),
+        };
         assert_eq!(e.kind() as i32, 2);
         assert_eq!(Error::Internal(String::new()).kind() as i32, 8);
     }

@@ -50,7 +50,13 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, keys: LockKeys, token: Vec<u8>, fence: u64, ttl_ms: u64) -> Lock {
+    pub(crate) fn new(
+        client: Client,
+        keys: LockKeys,
+        token: Vec<u8>,
+        fence: u64,
+        ttl_ms: u64,
+    ) -> Lock {
         Lock {
             client,
             state: Arc::new(LockState {
@@ -128,7 +134,8 @@ impl Lock {
 
     /// Whether the key still holds this lock's token (one round trip).
     pub fn owned(&self) -> Result<bool> {
-        self.client.is_owned_by(&self.state.keys.lock, &self.state.token)
+        self.client
+            .is_owned_by(&self.state.keys.lock, &self.state.token)
     }
 
     /// Renew this lock in the background at about a third of its TTL until

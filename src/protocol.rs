@@ -296,7 +296,10 @@ mod tests {
     #[test]
     fn companion_keys_share_the_slot() {
         assert_eq!(companion_key(b"jobs", b":fence"), b"{jobs}:fence");
-        assert_eq!(companion_key(b"{user1}:job", b":fence"), b"{user1}:job:fence");
+        assert_eq!(
+            companion_key(b"{user1}:job", b":fence"),
+            b"{user1}:job:fence"
+        );
         // An empty tag is no tag: wrap the whole name.
         assert_eq!(companion_key(b"{x", b":q"), b"{{x}:q");
         assert!(has_hash_tag(b"a{b}c"));

@@ -58,7 +58,9 @@ fn sixteen_threads_keep_a_non_atomic_counter_exact() {
             thread::spawn(move || {
                 let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
                 for _ in 0..per_thread {
-                    let lock = client.acquire("counter-lock", 5 * S, Wait::Timeout(30 * S)).unwrap();
+                    let lock = client
+                        .acquire("counter-lock", 5 * S, Wait::Timeout(30 * S))
+                        .unwrap();
                     let n: i64 = raw.get::<_, Option<i64>>("counter").unwrap().unwrap_or(0);
                     let _: () = raw.set("counter", n + 1).unwrap();
                     lock.release().unwrap();
@@ -128,7 +130,9 @@ fn fencing_numbers_strictly_increase_across_clients() {
             let seen = seen.clone();
             thread::spawn(move || {
                 for _ in 0..250 {
-                    let lock = client.acquire("fenced", 5 * S, Wait::Timeout(30 * S)).unwrap();
+                    let lock = client
+                        .acquire("fenced", 5 * S, Wait::Timeout(30 * S))
+                        .unwrap();
                     // Recorded while holding the lock: the order of acquisitions.
                     seen.lock().unwrap().push(lock.fence());
                     lock.release().unwrap();
@@ -219,7 +223,10 @@ fn try_once_returns_at_once_and_a_deadline_is_kept() {
     let (r, took) = timed(|| client.acquire("busy", 5 * S, Wait::Timeout(ms(400))));
     let e = r.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
-    assert!(took >= ms(350) && took <= ms(900), "400 ms wait took {took:?}");
+    assert!(
+        took >= ms(350) && took <= ms(900),
+        "400 ms wait took {took:?}"
+    );
     // The waiter left the queue behind it: no hand-off to a departed waiter.
     let mut raw = srv.raw();
     let queued: i64 = raw.zcard("{busy}:queue").unwrap();
@@ -298,8 +305,16 @@ fn a_dead_waiter_never_blocks_the_queue() {
     let member = format!("{}:{}:30000:deadbeef", "0".repeat(32), "0".repeat(16));
     let _: () = raw.zadd("{ghost}:queue", member, 1).unwrap();
     holder.release().unwrap();
-    assert_eq!(get(&mut raw, b"ghost"), None, "the lock went to a dead waiter");
-    client.acquire("ghost", 5 * S, Wait::TryOnce).unwrap().release().unwrap();
+    assert_eq!(
+        get(&mut raw, b"ghost"),
+        None,
+        "the lock went to a dead waiter"
+    );
+    client
+        .acquire("ghost", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
 }
 
 #[test]
@@ -334,10 +349,14 @@ fn a_foreign_release_is_noticed_before_the_ttl() {
 fn an_expiring_holder_is_noticed_at_its_ttl() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();
-    let _abandoned = std::mem::ManuallyDrop::new(client.acquire("lapse", ms(700), Wait::TryOnce).unwrap());
+    let _abandoned =
+        std::mem::ManuallyDrop::new(client.acquire("lapse", ms(700), Wait::TryOnce).unwrap());
     let (r, took) = timed(|| client.acquire("lapse", 5 * S, Wait::Timeout(10 * S)));
     r.unwrap().release().unwrap();
-    assert!(took >= ms(600) && took < ms(1200), "took {took:?} for a 700 ms holder");
+    assert!(
+        took >= ms(600) && took < ms(1200),
+        "took {took:?} for a 700 ms holder"
+    );
 }
 
 #[test]
@@ -379,14 +398,23 @@ fn renewal_reports_a_stolen_lock_as_lost() {
     let lock = client
         .acquire_with("stolen", AcquireOptions::new(ms(300)).auto_renew(true))
         .unwrap();
-    let _: () = redis::cmd("SET").arg("stolen").arg("thief").arg("PX").arg(60_000).query(&mut raw).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("stolen")
+        .arg("thief")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut raw)
+        .unwrap();
     let t = Instant::now();
     while !lock.is_lost() && t.elapsed() < 2 * S {
         thread::sleep(ms(10));
     }
     assert!(lock.is_lost(), "a stolen lock was not reported lost");
     assert_eq!(get(&mut raw, b"stolen").as_deref(), Some(&b"thief"[..]));
-    assert!(pttl(&mut raw, "stolen") > 50_000, "the thief's TTL was changed");
+    assert!(
+        pttl(&mut raw, "stolen") > 50_000,
+        "the thief's TTL was changed"
+    );
     assert_eq!(lock.release().unwrap_err().kind(), ErrorKind::NotOwner);
     assert_eq!(get(&mut raw, b"stolen").as_deref(), Some(&b"thief"[..]));
 }
@@ -454,21 +482,51 @@ fn bad_input_is_rejected_before_any_io() {
         ("empty key", client.acquire("", 5 * S, Wait::TryOnce)),
         ("huge key", client.acquire(&long, 5 * S, Wait::TryOnce)),
         ("ttl 0", client.acquire("k", Duration::ZERO, Wait::TryOnce)),
-        ("ttl 1 µs", client.acquire("k", Duration::from_micros(1), Wait::TryOnce)),
-        ("ttl 100 years", client.acquire("k", 100 * 365 * 24 * 3600 * S, Wait::TryOnce)),
-        ("empty token", client.acquire_with("k", AcquireOptions::new(5 * S).token(""))),
-        ("huge token", client.acquire_with("k", AcquireOptions::new(5 * S).token(long.clone()))),
-        ("empty key, waiting", client.acquire("", 5 * S, Wait::Forever)),
+        (
+            "ttl 1 µs",
+            client.acquire("k", Duration::from_micros(1), Wait::TryOnce),
+        ),
+        (
+            "ttl 100 years",
+            client.acquire("k", 100 * 365 * 24 * 3600 * S, Wait::TryOnce),
+        ),
+        (
+            "empty token",
+            client.acquire_with("k", AcquireOptions::new(5 * S).token("")),
+        ),
+        (
+            "huge token",
+            client.acquire_with("k", AcquireOptions::new(5 * S).token(long.clone())),
+        ),
+        (
+            "empty key, waiting",
+            client.acquire("", 5 * S, Wait::Forever),
+        ),
     ];
     for (what, r) in cases {
         let e = r.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{what}: {e}");
         assert!(!e.to_string().is_empty());
     }
-    assert_eq!(client.release_token("", "t").unwrap_err().kind(), ErrorKind::InvalidArgument);
-    assert_eq!(client.release_token("k", "").unwrap_err().kind(), ErrorKind::InvalidArgument);
-    assert_eq!(client.is_locked("").unwrap_err().kind(), ErrorKind::InvalidArgument);
-    for url in ["", "localhost:6390", "http://127.0.0.1:1", "redis://127.0.0.1:99999", "redis://:pw@/0"] {
+    assert_eq!(
+        client.release_token("", "t").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        client.release_token("k", "").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        client.is_locked("").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    for url in [
+        "",
+        "localhost:6390",
+        "http://127.0.0.1:1",
+        "redis://127.0.0.1:99999",
+        "redis://:pw@/0",
+    ] {
         let e = Client::open(url).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url:?}: {e}");
     }

@@ -155,18 +155,26 @@ impl Server {
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("redis-server on port {} did not answer within 10 s; log: {}", self.port, self.log());
+        panic!(
+            "redis-server on port {} did not answer within 10 s; log: {}",
+            self.port,
+            self.log()
+        );
     }
 
+    /// Any reply to PING (an error such as NOAUTH included) means ready.
     fn answers(&self) -> bool {
         if self.tls.is_some() {
             // The port accepts: good enough; the TLS tests talk TLS.
             return true;
         }
-        match redis::Client::open(self.url()).and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1))) {
-            Ok(mut con) => redis::cmd("PING").query::<String>(&mut con).is_ok(),
-            Err(_) => false,
-        }
+        use std::io::{Read, Write};
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 1];
+        s.write_all(b"PING\r\n").is_ok() && matches!(s.read(&mut buf), Ok(1))
     }
 
     /// `redis://127.0.0.1:PORT` (or `rediss://` for a TLS server).
@@ -190,7 +198,9 @@ impl Server {
     /// A raw redis-rs connection, for checking what the library wrote.
     pub fn raw(&self) -> redis::Connection {
         let c = redis::Client::open(self.url()).unwrap();
-        let con = c.get_connection_with_timeout(Duration::from_secs(2)).unwrap();
+        let con = c
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap();
         con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         con
     }
@@ -212,7 +222,11 @@ impl Server {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.launch() {
-            assert!(Instant::now() < deadline, "could not restart redis-server on port {}", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "could not restart redis-server on port {}",
+                self.port
+            );
             sleep(Duration::from_millis(50));
         }
     }
@@ -256,18 +270,68 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// A throwaway CA and a server certificate for 127.0.0.1 / localhost.
 pub fn make_certs(dir: &Path) -> Tls {
-    openssl(dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-        "-days", "2", "-subj", "/CN=redislock test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
-    openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-        "-subj", "/CN=127.0.0.1"]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=redislock test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
     std::fs::write(
         dir.join("ext.cnf"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
     )
     .unwrap();
-    openssl(dir, &["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf"]);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
     Tls {
         ca: dir.join("ca.crt"),
         cert: dir.join("server.crt"),

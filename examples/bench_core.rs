@@ -1,0 +1,134 @@
+//! A quick measurement of the Rust core on this machine, against
+//! `redis-benchmark -c 1 -P 1` run in the same go on the same throwaway
+//! server: uncontended acquire+release cycles/s (try-once and waiting
+//! acquires), and the hand-off latency from a release to the woken waiter.
+//! The full comparison with other libraries lives in `bench/` (`make bench`).
+//!
+//! `cargo run --release --example bench_core -- [--seconds S]`
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::process::Command;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redislock::{Client, Wait};
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p / 100.0).round() as usize]
+}
+
+fn cycle(client: &Client, wait: Wait, seconds: f64) -> (f64, Duration, Duration) {
+    let ttl = Duration::from_secs(10);
+    let mut lat = Vec::with_capacity(200_000);
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    while Instant::now() < end {
+        let t = Instant::now();
+        client.acquire("bench:lock", ttl, wait).unwrap().release().unwrap();
+        lat.push(t.elapsed());
+    }
+    let rate = lat.len() as f64 / start.elapsed().as_secs_f64();
+    lat.sort_unstable();
+    (rate, percentile(&lat, 50.0), percentile(&lat, 99.0))
+}
+
+/// The same two round trips with plain redis-rs: the client library's floor.
+fn raw_cycle(raw: &mut redis::Connection, sha: &str, seconds: f64) -> f64 {
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let mut n = 0u64;
+    while Instant::now() < end {
+        let _: Option<String> = redis::cmd("SET").arg("raw").arg("tok").arg("NX").arg("PX").arg(10000).query(raw).unwrap();
+        let _: i64 = redis::cmd("EVALSHA").arg(sha).arg(1).arg("raw").arg("tok").query(raw).unwrap();
+        n += 1;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn redis_benchmark(port: u16, cmd: &[&str]) -> f64 {
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-c", "1", "-P", "1", "-n", "50000", "--csv"])
+        .args(cmd)
+        .output()
+        .expect("redis-benchmark (apt-get install redis-tools)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().expect("redis-benchmark printed nothing");
+    // "name","rps",...
+    last.split(',').nth(1).unwrap().trim_matches('"').parse().unwrap()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let seconds: f64 = match args.iter().position(|a| a == "--seconds") {
+        Some(i) => args[i + 1].parse().expect("--seconds S"),
+        None => 3.0,
+    };
+    let server = common::Server::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.raw();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end")
+        .query(&mut raw)
+        .unwrap();
+
+    // Interleave: benchmark, ours, benchmark, ours.
+    let mut rows = Vec::new();
+    for round in 0..2 {
+        let set = redis_benchmark(server.port, &["SET", "k", "v", "NX", "PX", "10000"]);
+        let evalsha = redis_benchmark(server.port, &["EVALSHA", &sha, "1", "k", "tok"]);
+        let bench_cycle = 1.0 / (1.0 / set + 1.0 / evalsha);
+        let (try_rate, try_p50, try_p99) = cycle(&client, Wait::TryOnce, seconds);
+        let (wait_rate, wait_p50, wait_p99) = cycle(&client, Wait::Timeout(Duration::from_secs(5)), seconds);
+        let raw_rate = raw_cycle(&mut raw, &sha, seconds);
+        rows.push((round, set, evalsha, bench_cycle, raw_rate, try_rate, try_p50, try_p99, wait_rate, wait_p50, wait_p99));
+    }
+    println!("| round | redis-benchmark SET/s | EVALSHA/s | SET+EVALSHA cycle/s | plain redis-rs SET+EVALSHA cycles/s | redislock try-once cycles/s (p50/p99) | ratio | redislock waiting-acquire cycles/s (p50/p99) | ratio |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (round, set, evalsha, bc, rr, tr, t50, t99, wr, w50, w99) in rows {
+        println!(
+            "| {round} | {set:.0} | {evalsha:.0} | {bc:.0} | {rr:.0} | {tr:.0} ({:.0}/{:.0} µs) | {:.2} | {wr:.0} ({:.0}/{:.0} µs) | {:.2} |",
+            t50.as_secs_f64() * 1e6,
+            t99.as_secs_f64() * 1e6,
+            tr / bc,
+            w50.as_secs_f64() * 1e6,
+            w99.as_secs_f64() * 1e6,
+            wr / bc
+        );
+    }
+
+    // Hand-off: the holder releases at t0, the waiter (another thread,
+    // another connection) returns from acquire at t1.
+    let n = 2000;
+    let mut lat = Vec::with_capacity(n);
+    let key = "bench:handoff";
+    for _ in 0..n {
+        let holder = client.acquire(key, Duration::from_secs(10), Wait::TryOnce).unwrap();
+        let c = client.clone();
+        let (tx, rx) = mpsc::channel();
+        let waiter = thread::spawn(move || {
+            tx.send(()).unwrap();
+            let l = c.acquire(key, Duration::from_secs(10), Wait::Timeout(Duration::from_secs(10))).unwrap();
+            let t1 = Instant::now();
+            l.release().unwrap();
+            t1
+        });
+        rx.recv().unwrap();
+        // Let the waiter queue up and block.
+        thread::sleep(Duration::from_millis(2));
+        let t0 = Instant::now();
+        holder.release().unwrap();
+        let t1 = waiter.join().unwrap();
+        lat.push(t1.saturating_duration_since(t0));
+    }
+    lat.sort_unstable();
+    println!(
+        "\nhand-off release -> waiter holds it ({n} samples): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+        percentile(&lat, 50.0).as_secs_f64() * 1e6,
+        percentile(&lat, 99.0).as_secs_f64() * 1e6,
+        lat.last().unwrap().as_secs_f64() * 1e6
+    );
+}

@@ -1,0 +1,164 @@
+//! Processes: contention across forked processes sharing one client, and
+//! fork safety (a child opens its own connections; a lock inherited by a
+//! child is inert there).
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::thread;
+use std::time::Duration;
+
+use common::Server;
+use redis::Commands;
+use redislock::{AcquireOptions, Client, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+/// Run `body` in a forked child; returns its pid. The child never returns:
+/// it leaves with `_exit` (0 when `body` returned true) so that nothing of
+/// the parent (the test server above all) is dropped in it.
+fn fork_child(body: impl FnOnce() -> bool) -> libc::pid_t {
+    match unsafe { libc::fork() } {
+        -1 => panic!("fork failed"),
+        0 => {
+            let ok = catch_unwind(AssertUnwindSafe(body)).unwrap_or(false);
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+        }
+        pid => pid,
+    }
+}
+
+fn wait_child(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(rc, pid);
+    assert!(
+        libc::WIFEXITED(status),
+        "child {pid} did not exit normally: {status}"
+    );
+    libc::WEXITSTATUS(status)
+}
+
+#[test]
+fn eight_processes_keep_a_non_atomic_counter_exact() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    // Warm the pool so that children inherit connections they must not use.
+    let l = client.acquire("procs", 5 * S, Wait::TryOnce).unwrap();
+    let _ = client.acquire("procs", 5 * S, Wait::Timeout(Duration::from_millis(50)));
+    l.release().unwrap();
+    let per_child = 40;
+    let pids: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            let url = srv.url();
+            fork_child(move || {
+                let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for _ in 0..per_child {
+                    let lock = client
+                        .acquire("procs", 5 * S, Wait::Timeout(60 * S))
+                        .unwrap();
+                    let n: i64 = raw.get::<_, Option<i64>>("counter").unwrap().unwrap_or(0);
+                    let _: () = raw.set("counter", n + 1).unwrap();
+                    lock.release().unwrap();
+                }
+                true
+            })
+        })
+        .collect();
+    for pid in pids {
+        assert_eq!(wait_child(pid), 0, "a worker process failed");
+    }
+    let n: i64 = srv.raw().get("counter").unwrap();
+    assert_eq!(n, 8 * per_child);
+    // The parent's client still works: the children never used its sockets.
+    client
+        .acquire("procs", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn a_lock_inherited_by_a_child_is_inert_there() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let lock = client
+        .acquire_with(
+            "parent",
+            AcquireOptions::new(Duration::from_millis(300)).auto_renew(true),
+        )
+        .unwrap();
+    let token = lock.token().to_vec();
+
+    // Dropping it in the child, while the child uses the same client.
+    let pid = {
+        let client = client.clone();
+        // Move a second handle to the same lock into the child by value.
+        let lock_ref = &lock;
+        let child_token = token.clone();
+        fork_child(move || {
+            let ok_before = client.is_owned_by("parent", &child_token).unwrap();
+            let other = client.acquire("child-own", 5 * S, Wait::TryOnce).unwrap();
+            other.release().unwrap();
+            // Dropping a bitwise copy of the parent's handle is what a
+            // child's exit or garbage collector would do.
+            let inherited: redislock::Lock = unsafe { std::ptr::read(lock_ref) };
+            drop(inherited);
+            ok_before && client.is_owned_by("parent", &child_token).unwrap()
+        })
+    };
+    assert_eq!(wait_child(pid), 0, "the child could not use the client");
+    assert!(
+        lock.owned().unwrap(),
+        "the child's drop released the parent's lock"
+    );
+
+    // An explicit release in the child does nothing either.
+    let lock_ref = &lock;
+    let pid = fork_child(move || {
+        let inherited: redislock::Lock = unsafe { std::ptr::read(lock_ref) };
+        inherited.release().is_ok()
+    });
+    assert_eq!(wait_child(pid), 0);
+    assert!(
+        lock.owned().unwrap(),
+        "the child's release released the parent's lock"
+    );
+
+    // The parent's renewal thread kept going all along.
+    thread::sleep(Duration::from_millis(700));
+    assert!(!lock.is_lost());
+    assert!(lock.owned().unwrap());
+    lock.release().unwrap();
+    assert!(!client.is_locked("parent").unwrap());
+}
+
+#[test]
+fn a_child_can_renew_its_own_locks() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    // The parent renews one lock, so the renewal set is not empty at fork.
+    let parent = client
+        .acquire_with(
+            "p-renew",
+            AcquireOptions::new(Duration::from_millis(300)).auto_renew(true),
+        )
+        .unwrap();
+    let c = client.clone();
+    let pid = fork_child(move || {
+        let mine = c
+            .acquire_with(
+                "c-renew",
+                AcquireOptions::new(Duration::from_millis(300)).auto_renew(true),
+            )
+            .unwrap();
+        thread::sleep(Duration::from_millis(900));
+        let ok = mine.owned().unwrap() && !mine.is_lost();
+        mine.release().unwrap();
+        ok
+    });
+    assert_eq!(wait_child(pid), 0, "the child's lock was not renewed");
+    assert!(parent.owned().unwrap());
+    parent.release().unwrap();
+}

@@ -1,0 +1,238 @@
+//! The server misbehaving: down, restarted, paused; TLS and ACL users; no
+//! password ever shown.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{free_port, timed, Server};
+use redislock::{Client, ErrorKind, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn a_dead_server_is_a_connection_error_within_the_connect_timeout() {
+    let port = free_port();
+    // Opening never connects: this works with nothing listening.
+    let client = Client::builder(&format!("redis://127.0.0.1:{port}"))
+        .connect_timeout(ms(500))
+        .build()
+        .unwrap();
+    for wait in [Wait::TryOnce, Wait::Timeout(5 * S), Wait::Forever] {
+        let (r, took) = timed(|| client.acquire("k", 5 * S, wait));
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+        assert!(took < ms(600), "{wait:?} took {took:?}");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
+        assert!(msg.contains("refused"), "{msg}");
+    }
+    assert_eq!(
+        client.release_token("k", "t").unwrap_err().kind(),
+        ErrorKind::Connection
+    );
+    assert_eq!(
+        client.is_locked("k").unwrap_err().kind(),
+        ErrorKind::Connection
+    );
+}
+
+#[test]
+fn a_client_made_while_redis_is_down_works_once_it_is_up() {
+    let mut srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    srv.kill();
+    assert_eq!(
+        client
+            .acquire("k", 5 * S, Wait::TryOnce)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Connection
+    );
+    srv.restart();
+    client
+        .acquire("k", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn the_same_client_works_again_after_a_restart() {
+    let mut srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    // Fill the pool with connections (and a waiter's subscriber).
+    let held = client.acquire("r", 5 * S, Wait::TryOnce).unwrap();
+    let _ = client
+        .acquire("r", 5 * S, Wait::Timeout(ms(100)))
+        .unwrap_err();
+    held.release().unwrap();
+    srv.restart();
+    // Pooled connections are dead; the client reconnects by itself.
+    let lock = client.acquire("r", 5 * S, Wait::TryOnce).unwrap();
+    let _ = client
+        .acquire("r", 5 * S, Wait::Timeout(ms(100)))
+        .unwrap_err();
+    lock.extend(5 * S).unwrap();
+    lock.release().unwrap();
+    let c2 = client.clone();
+    let lock = client.acquire("r", 5 * S, Wait::TryOnce).unwrap();
+    let waiter = std::thread::spawn(move || c2.acquire("r", 5 * S, Wait::Timeout(5 * S)));
+    std::thread::sleep(ms(200));
+    lock.release().unwrap();
+    waiter.join().unwrap().unwrap().release().unwrap();
+}
+
+#[test]
+fn a_paused_server_is_a_timeout_not_a_hang() {
+    let mut srv = Server::start();
+    let client = Client::builder(&srv.url())
+        .connect_timeout(ms(300))
+        .command_timeout(ms(300))
+        .build()
+        .unwrap();
+    let lock = client.acquire("p", 30 * S, Wait::TryOnce).unwrap();
+    srv.pause();
+    let (r, took) = timed(|| client.acquire("q", 5 * S, Wait::TryOnce));
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(e.to_string().contains("timed out"), "{e}");
+    assert!(took < ms(1500), "took {took:?}");
+    let (r, took) = timed(|| lock.extend(30 * S));
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Connection);
+    assert!(took < ms(1500), "took {took:?}");
+    // New connections time out too (the kernel accepts, nobody answers).
+    let fresh = Client::builder(&srv.url())
+        .connect_timeout(ms(300))
+        .build()
+        .unwrap();
+    let (r, took) = timed(|| fresh.acquire("q", 5 * S, Wait::Timeout(5 * S)));
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Connection);
+    assert!(took < ms(1500), "took {took:?}");
+    srv.resume();
+    // Back to normal, with the same clients. (The timed-out acquire of "q"
+    // may still have run when the server woke up: such a lock is held by a
+    // token nobody knows until its TTL runs out, as with any client.)
+    lock.extend(30 * S).unwrap();
+    lock.release().unwrap();
+    fresh
+        .acquire("q2", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn tls_with_a_private_ca() {
+    let srv = Server::start_tls();
+    let tls = srv.tls.as_ref().unwrap();
+    let pem = std::fs::read(&tls.ca).unwrap();
+    let client = Client::builder(&srv.url())
+        .tls_root_cert(pem)
+        .build()
+        .unwrap();
+    let lock = client.acquire("secure", 5 * S, Wait::TryOnce).unwrap();
+    assert!(lock.owned().unwrap());
+    assert!(client.addr().contains("TLS"), "{}", client.addr());
+    // A waiter over TLS is handed the lock too.
+    let c2 = client.clone();
+    let waiter = std::thread::spawn(move || c2.acquire("secure", 5 * S, Wait::Timeout(5 * S)));
+    std::thread::sleep(ms(200));
+    lock.release().unwrap();
+    waiter.join().unwrap().unwrap().release().unwrap();
+    // The CA file can come from the URL as well.
+    let url = format!("{}?tls_ca_file={}", srv.url(), tls.ca.display());
+    let client = Client::open(&url).unwrap();
+    client
+        .acquire("secure", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    // Without the CA the certificate is not trusted: a connection error.
+    let untrusted = Client::open(&srv.url()).unwrap();
+    let e = untrusted
+        .acquire("secure", 5 * S, Wait::TryOnce)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    // A plain client against the TLS port fails cleanly too.
+    let plain = Client::builder(&format!("redis://127.0.0.1:{}", srv.port))
+        .connect_timeout(ms(500))
+        .command_timeout(ms(500))
+        .build()
+        .unwrap();
+    assert_eq!(
+        plain
+            .acquire("secure", 5 * S, Wait::TryOnce)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Connection
+    );
+}
+
+#[test]
+fn an_acl_user_with_a_password_and_no_password_in_any_message() {
+    let srv = Server::start_with(&[
+        "--user",
+        "locker",
+        "on",
+        ">s3cr3t-pw",
+        "~*",
+        "&*",
+        "+@all",
+        "--user",
+        "default",
+        "off",
+    ]);
+    let url = format!("redis://locker:s3cr3t-pw@127.0.0.1:{}/0", srv.port);
+    let client = Client::open(&url).unwrap();
+    assert!(!format!("{client:?}").contains("s3cr3t"));
+    let lock = client.acquire("acl", 5 * S, Wait::TryOnce).unwrap();
+    assert!(!format!("{lock:?}").contains("s3cr3t"));
+    lock.release().unwrap();
+
+    let wrong = Client::open(&format!("redis://locker:wr0ng-pw@127.0.0.1:{}/0", srv.port)).unwrap();
+    let e = wrong.acquire("acl", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    let msg = format!("{e} {e:?}");
+    assert!(!msg.contains("wr0ng-pw"), "{msg}");
+    assert!(
+        msg.contains("password"),
+        "the message should point at the credentials: {msg}"
+    );
+
+    let anonymous = Client::open(&srv.url()).unwrap();
+    let e = anonymous
+        .acquire("acl", 5 * S, Wait::Timeout(S))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+
+    // A user without the right to run scripts gets a clear server error.
+    let srv = Server::start_with(&[
+        "--user", "reader", "on", ">r3ad-pw", "~*", "+get", "--user", "default", "off",
+    ]);
+    let reader = Client::open(&format!("redis://reader:r3ad-pw@127.0.0.1:{}", srv.port)).unwrap();
+    let e = reader.acquire("acl", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    assert!(e.to_string().contains("NOPERM"), "{e}");
+    assert!(!e.to_string().contains("r3ad-pw"), "{e}");
+}
+
+#[test]
+fn unix_socket_urls_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("redis.sock");
+    let sock_s = sock.display().to_string();
+    let srv = Server::start_with(&["--unixsocket", &sock_s, "--unixsocketperm", "700"]);
+    let client = Client::open(&format!("unix://{sock_s}?db=3")).unwrap();
+    let lock = client.acquire("over-unix", 5 * S, Wait::TryOnce).unwrap();
+    // It went to database 3.
+    let mut raw = srv.raw();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut raw).unwrap();
+    let v: Option<Vec<u8>> = redis::cmd("GET").arg("over-unix").query(&mut raw).unwrap();
+    assert_eq!(v.as_deref(), Some(lock.token()));
+    lock.release().unwrap();
+}
