@@ -27,7 +27,11 @@ fn cycle(client: &Client, wait: Wait, seconds: f64) -> (f64, Duration, Duration)
     let start = Instant::now();
     while Instant::now() < end {
         let t = Instant::now();
-        client.acquire("bench:lock", ttl, wait).unwrap().release().unwrap();
+        client
+            .acquire("bench:lock", ttl, wait)
+            .unwrap()
+            .release()
+            .unwrap();
         lat.push(t.elapsed());
     }
     let rate = lat.len() as f64 / start.elapsed().as_secs_f64();
@@ -41,8 +45,21 @@ fn raw_cycle(raw: &mut redis::Connection, sha: &str, seconds: f64) -> f64 {
     let start = Instant::now();
     let mut n = 0u64;
     while Instant::now() < end {
-        let _: Option<String> = redis::cmd("SET").arg("raw").arg("tok").arg("NX").arg("PX").arg(10000).query(raw).unwrap();
-        let _: i64 = redis::cmd("EVALSHA").arg(sha).arg(1).arg("raw").arg("tok").query(raw).unwrap();
+        let _: Option<String> = redis::cmd("SET")
+            .arg("raw")
+            .arg("tok")
+            .arg("NX")
+            .arg("PX")
+            .arg(10000)
+            .query(raw)
+            .unwrap();
+        let _: i64 = redis::cmd("EVALSHA")
+            .arg(sha)
+            .arg(1)
+            .arg("raw")
+            .arg("tok")
+            .query(raw)
+            .unwrap();
         n += 1;
     }
     n as f64 / start.elapsed().as_secs_f64()
@@ -50,14 +67,34 @@ fn raw_cycle(raw: &mut redis::Connection, sha: &str, seconds: f64) -> f64 {
 
 fn redis_benchmark(port: u16, cmd: &[&str]) -> f64 {
     let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-c", "1", "-P", "1", "-n", "50000", "--csv"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-c",
+            "1",
+            "-P",
+            "1",
+            "-n",
+            "50000",
+            "--csv",
+        ])
         .args(cmd)
         .output()
         .expect("redis-benchmark (apt-get install redis-tools)");
     let text = String::from_utf8_lossy(&out.stdout);
-    let last = text.lines().last().expect("redis-benchmark printed nothing");
+    let last = text
+        .lines()
+        .last()
+        .expect("redis-benchmark printed nothing");
     // "name","rps",...
-    last.split(',').nth(1).unwrap().trim_matches('"').parse().unwrap()
+    last.split(',')
+        .nth(1)
+        .unwrap()
+        .trim_matches('"')
+        .parse()
+        .unwrap()
 }
 
 fn main() {
@@ -82,9 +119,22 @@ fn main() {
         let evalsha = redis_benchmark(server.port, &["EVALSHA", &sha, "1", "k", "tok"]);
         let bench_cycle = 1.0 / (1.0 / set + 1.0 / evalsha);
         let (try_rate, try_p50, try_p99) = cycle(&client, Wait::TryOnce, seconds);
-        let (wait_rate, wait_p50, wait_p99) = cycle(&client, Wait::Timeout(Duration::from_secs(5)), seconds);
+        let (wait_rate, wait_p50, wait_p99) =
+            cycle(&client, Wait::Timeout(Duration::from_secs(5)), seconds);
         let raw_rate = raw_cycle(&mut raw, &sha, seconds);
-        rows.push((round, set, evalsha, bench_cycle, raw_rate, try_rate, try_p50, try_p99, wait_rate, wait_p50, wait_p99));
+        rows.push((
+            round,
+            set,
+            evalsha,
+            bench_cycle,
+            raw_rate,
+            try_rate,
+            try_p50,
+            try_p99,
+            wait_rate,
+            wait_p50,
+            wait_p99,
+        ));
     }
     println!("| round | redis-benchmark SET/s | EVALSHA/s | SET+EVALSHA cycle/s | plain redis-rs SET+EVALSHA cycles/s | redislock try-once cycles/s (p50/p99) | ratio | redislock waiting-acquire cycles/s (p50/p99) | ratio |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -106,12 +156,20 @@ fn main() {
     let mut lat = Vec::with_capacity(n);
     let key = "bench:handoff";
     for _ in 0..n {
-        let holder = client.acquire(key, Duration::from_secs(10), Wait::TryOnce).unwrap();
+        let holder = client
+            .acquire(key, Duration::from_secs(10), Wait::TryOnce)
+            .unwrap();
         let c = client.clone();
         let (tx, rx) = mpsc::channel();
         let waiter = thread::spawn(move || {
             tx.send(()).unwrap();
-            let l = c.acquire(key, Duration::from_secs(10), Wait::Timeout(Duration::from_secs(10))).unwrap();
+            let l = c
+                .acquire(
+                    key,
+                    Duration::from_secs(10),
+                    Wait::Timeout(Duration::from_secs(10)),
+                )
+                .unwrap();
             let t1 = Instant::now();
             l.release().unwrap();
             t1

@@ -45,7 +45,12 @@ fn main() {
     let children: Vec<_> = (0..workers)
         .map(|i| {
             Command::new(&exe)
-                .args(["--worker", &server.url(), &i.to_string(), &seconds.to_string()])
+                .args([
+                    "--worker",
+                    &server.url(),
+                    &i.to_string(),
+                    &seconds.to_string(),
+                ])
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("start a worker")
@@ -69,7 +74,10 @@ fn main() {
         rows.push((fences, waits));
     }
 
-    println!("\n{:<8} {:>12} {:>14} {:>14} {:>12}", "worker", "acquired", "first fence", "last fence", "p50 wait");
+    println!(
+        "\n{:<8} {:>12} {:>14} {:>14} {:>12}",
+        "worker", "acquired", "first fence", "last fence", "p50 wait"
+    );
     let mut all = Vec::new();
     for (i, (fences, waits)) in rows.iter().enumerate() {
         let mut w = waits.clone();
@@ -83,7 +91,10 @@ fn main() {
             fences.last().map_or(0, |f| *f),
             p50
         );
-        assert!(fences.windows(2).all(|w| w[1] > w[0]), "a worker saw fences go backwards");
+        assert!(
+            fences.windows(2).all(|w| w[1] > w[0]),
+            "a worker saw fences go backwards"
+        );
         all.extend_from_slice(fences);
     }
     all.sort_unstable();
@@ -93,7 +104,14 @@ fn main() {
     let mut raw = server.raw();
     let counter: usize = raw.get::<_, Option<usize>>(COUNTER).unwrap().unwrap_or(0);
     println!("\nfencing numbers: {total} handed out, all distinct: {unique}");
-    println!("counter: {counter}, acquisitions: {total} -> {}", if counter == total { "exact" } else { "LOST UPDATES" });
+    println!(
+        "counter: {counter}, acquisitions: {total} -> {}",
+        if counter == total {
+            "exact"
+        } else {
+            "LOST UPDATES"
+        }
+    );
     if counter != total || !unique || total == 0 {
         std::process::exit(1);
     }
@@ -109,7 +127,11 @@ fn worker(url: &str, _index: usize, seconds: f64) {
     while Instant::now() < end {
         let t = Instant::now();
         let lock = client
-            .acquire(LOCK, Duration::from_secs(5), Wait::Timeout(Duration::from_secs(10)))
+            .acquire(
+                LOCK,
+                Duration::from_secs(5),
+                Wait::Timeout(Duration::from_secs(10)),
+            )
             .unwrap();
         let waited = t.elapsed();
         let n: u64 = raw.get::<_, Option<u64>>(COUNTER).unwrap().unwrap_or(0);
