@@ -392,7 +392,8 @@ impl Client {
             &scripts().acquire,
             &keys.lock,
             &[&keys.lock, &keys.fence],
-            &[token, ttl.as_bytes()],
+            &[token, ttl.as_bytes(), b"0"],
+            Some(&[token, ttl.as_bytes(), b"1"]),
         )?;
         match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => Ok(fence),
@@ -443,10 +444,11 @@ impl Client {
         key: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
+        retry_args: Option<&[&[u8]]>,
     ) -> Result<Value> {
         self.inner
             .pool
-            .script(script, keys, args)
+            .script(script, keys, args, retry_args)
             .map_err(|e| with_key(e, key))
     }
 }
@@ -458,6 +460,7 @@ pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<
         &keys.lock,
         &[&keys.lock, &keys.fence, &keys.queue],
         &[token],
+        None,
     )?;
     match reply {
         Value::Int(0) => Ok(false),

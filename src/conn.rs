@@ -145,21 +145,40 @@ impl Pool {
         }
     }
 
-    /// Run a script, EVALSHA first and EVAL after NOSCRIPT.
-    pub(crate) fn script(&self, script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> Result<Value> {
+    /// Run a script, EVALSHA first and EVAL after NOSCRIPT. When the run
+    /// is repeated on a fresh connection (see [`Pool::with`]), it uses
+    /// `retry_args` if given: the first run may have taken effect before
+    /// its connection died, and the script must be told so.
+    pub(crate) fn script(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        retry_args: Option<&[&[u8]]>,
+    ) -> Result<Value> {
         let evalsha = script.evalsha(keys, args);
-        self.with(|con, _| run_script(con, script, &evalsha, keys, args))
+        self.with(|con, retried| match (retried, retry_args) {
+            (true, Some(again)) => {
+                run_script(con, script, &script.evalsha(keys, again), keys, again)
+            }
+            _ => run_script(con, script, &evalsha, keys, args),
+        })
     }
 
-    /// A subscriber from the pool, or a new one (connect + SUBSCRIBE).
-    pub(crate) fn subscriber(&self) -> Result<Subscriber> {
+    /// A subscriber from the pool (`true`: reused), or a new one.
+    pub(crate) fn subscriber(&self) -> Result<(Subscriber, bool)> {
         {
             let mut idle = self.idle.lock();
             idle.check_pid();
             if let Some(s) = idle.subs.pop() {
-                return Ok(s);
+                return Ok((s, true));
             }
         }
+        Ok((self.new_subscriber()?, false))
+    }
+
+    /// A new subscriber: connect, then SUBSCRIBE to a fresh channel.
+    pub(crate) fn new_subscriber(&self) -> Result<Subscriber> {
         let mut con = self.connect()?;
         let id = protocol::hex(&protocol::random_bytes::<16>());
         let channel = format!("{}{}", protocol::WAKE_CHANNEL_PREFIX, id);

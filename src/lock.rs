@@ -118,6 +118,7 @@ impl Lock {
             &self.state.keys.lock,
             &[&self.state.keys.lock],
             &[&self.state.token, ms.as_bytes()],
+            None,
         )?;
         match reply {
             Value::Int(1) => {

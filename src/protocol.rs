@@ -27,13 +27,17 @@ pub(crate) const WAKE_CHANNEL_PREFIX: &str = "redislock:w:";
 pub(crate) const QUEUE_GRACE_MS: u64 = 60_000;
 
 /// One atomic attempt: take the lock or report the holder.
-/// KEYS: lock, fence. ARGV: token, ttl_ms.
+/// KEYS: lock, fence. ARGV: token, ttl_ms, retry (1 when a first run may
+/// have taken the lock before its connection died).
 /// Returns {1, fence} or {0, pttl, holder_token}.
 pub(crate) const ACQUIRE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, redis.call('INCR', KEYS[2])}
 end
 local holder = redis.call('GET', KEYS[1])
+if ARGV[3] == '1' and holder == ARGV[1] then
+  return {1, tonumber(redis.call('GET', KEYS[2]))}
+end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 "#;
 

@@ -31,25 +31,25 @@ pub(crate) fn acquire(
     started: Instant,
 ) -> Result<u64> {
     let pool = &client.inner.pool;
-    let mut sub = pool.subscriber()?;
+    let (mut sub, mut reused) = pool.subscriber()?;
     let nonce = protocol::hex(&protocol::random_bytes::<8>());
-    let member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
+    let mut member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
     let mut backoff = FIRST_RETRY;
     loop {
+        // A repeated run (after a dead connection) checks whether the first
+        // one already took the lock or queued us: "not first".
+        let again: [&[u8]; 5] = [token, ttl.as_bytes(), &member, b"0", grace.as_bytes()];
+        let mut args = again;
+        args[3] = if first { b"1" } else { b"0" };
         let reply = client.script(
             &scripts().enqueue,
             &keys.lock,
             &[&keys.lock, &keys.fence, &keys.queue],
-            &[
-                token,
-                ttl.as_bytes(),
-                &member,
-                if first { b"1" } else { b"0" },
-                grace.as_bytes(),
-            ],
+            &args,
+            Some(&again),
         )?;
         first = false;
         let pttl = match protocol::parse_attempt(&reply) {
@@ -81,10 +81,21 @@ pub(crate) fn acquire(
             }
             Ok(None) => {}
             Err(e) => {
-                // The subscriber is broken (the server went away): leave the
-                // queue if we can, and report the connection error.
-                let _ = cancel(client, keys, token, &member);
-                return Err(pool.error(e, false));
+                // The subscriber is dead: the server restarted or closed it.
+                // Leave the queue under the old channel (keeping the lock if
+                // it was handed over meanwhile), then queue again with a
+                // fresh subscriber; a fresh one failing too is an error.
+                if let Some(fence) = cancel(client, keys, token, &member)? {
+                    return Ok(fence);
+                }
+                if !reused {
+                    return Err(pool.error(e, false));
+                }
+                sub = pool.new_subscriber()?;
+                reused = false;
+                member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
+                first = true;
+                continue;
             }
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -109,6 +120,7 @@ fn cancel(client: &Client, keys: &LockKeys, token: &[u8], member: &[u8]) -> Resu
         &keys.lock,
         &[&keys.lock, &keys.fence, &keys.queue],
         &[token, member],
+        None,
     )?;
     match reply {
         redis::Value::Nil => Ok(None),

@@ -88,6 +88,38 @@ fn the_same_client_works_again_after_a_restart() {
 }
 
 #[test]
+fn connections_closed_by_the_server_are_replaced() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    // Pool a command connection and a waiter's subscriber.
+    let held = client.acquire("killed", 5 * S, Wait::TryOnce).unwrap();
+    let _ = client
+        .acquire("killed", 5 * S, Wait::Timeout(ms(100)))
+        .unwrap_err();
+    held.release().unwrap();
+    for kind in ["normal", "pubsub"] {
+        let n: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg(kind)
+            .query(&mut raw)
+            .unwrap();
+        assert!(n >= 1, "no {kind} connection was pooled");
+    }
+    // Both kinds are replaced without an error reaching the caller.
+    let held = client.acquire("killed", 5 * S, Wait::TryOnce).unwrap();
+    let c2 = client.clone();
+    let waiter = std::thread::spawn(move || c2.acquire("killed", 5 * S, Wait::Timeout(5 * S)));
+    std::thread::sleep(ms(300));
+    let released = std::time::Instant::now();
+    held.release().unwrap();
+    let lock = waiter.join().unwrap().unwrap();
+    assert!(released.elapsed() < S, "the waiter was not handed the lock");
+    lock.release().unwrap();
+}
+
+#[test]
 fn a_paused_server_is_a_timeout_not_a_hang() {
     let mut srv = Server::start();
     let client = Client::builder(&srv.url())
