@@ -433,8 +433,27 @@ impl Client {
             .inner
             .pool
             .with(|con, _| redis::cmd("GET").arg(key).query(con))
-            .map_err(|e| with_key(e, key))?;
+            .map_err(|e| self.with_key(e, key))?;
         Ok(matches!(v, Value::BulkString(ref b) if b.as_slice() == token))
+    }
+
+    /// Name the key in a WrongType error, and what it holds (one more round
+    /// trip, on this error path only).
+    fn with_key(&self, e: Error, key: &[u8]) -> Error {
+        match e {
+            Error::WrongType { .. } => {
+                let found = self
+                    .inner
+                    .pool
+                    .with(|con, _| redis::cmd("TYPE").arg(key).query::<String>(con))
+                    .unwrap_or_else(|_| String::from("non-string"));
+                Error::WrongType {
+                    key: show_key(key),
+                    found,
+                }
+            }
+            other => other,
+        }
     }
 
     /// Run a script with errors naming `key`.
@@ -449,7 +468,7 @@ impl Client {
         self.inner
             .pool
             .script(script, keys, args, retry_args)
-            .map_err(|e| with_key(e, key))
+            .map_err(|e| self.with_key(e, key))
     }
 }
 
@@ -466,17 +485,6 @@ pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<
         Value::Int(0) => Ok(false),
         Value::Int(1 | 2) => Ok(true),
         other => Err(unexpected(&other)),
-    }
-}
-
-/// Fill in the key name of a WrongType error.
-pub(crate) fn with_key(e: Error, key: &[u8]) -> Error {
-    match e {
-        Error::WrongType { found, .. } => Error::WrongType {
-            key: show_key(key),
-            found,
-        },
-        other => other,
     }
 }
 

@@ -39,9 +39,10 @@ pub enum ErrorKind {
 pub enum Error {
     /// The lock is held by someone else and the wait (possibly zero) ran out.
     #[error(
-        "lock {key} is held by another owner{}; waited {waited:?} \
-         (try again later, wait longer, or check who holds it with `redislock status`)",
-        holder_ttl_text(*.holder_ttl)
+        "lock {key} is held by another owner{}; gave up after {} ms \
+         (try again later or wait longer)",
+        holder_ttl_text(*.holder_ttl),
+        .waited.as_millis()
     )]
     NotAcquired {
         /// The lock name, for display.
