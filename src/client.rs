@@ -441,6 +441,19 @@ impl Client {
     /// trip, on this error path only).
     fn with_key(&self, e: Error, key: &[u8]) -> Error {
         match e {
+            // The scripts' own errors about the companion keys.
+            Error::WrongType { found, .. } if found.contains("the fence counter") => {
+                Error::WrongType {
+                    key: show_key(&LockKeys::new(key).fence),
+                    found: String::from("non-integer"),
+                }
+            }
+            Error::WrongType { found, .. } if found.contains("the waiter queue") => {
+                Error::WrongType {
+                    key: show_key(&LockKeys::new(key).queue),
+                    found: String::from("non-sorted-set"),
+                }
+            }
             Error::WrongType { .. } => {
                 let found = self
                     .inner

@@ -236,7 +236,8 @@ impl Pool {
             _ if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") => {
                 Error::WrongType {
                     key: String::new(),
-                    found: String::from("non-string"),
+                    // The server's text, for `Client::with_key` to read.
+                    found: server_message(&e),
                 }
             }
             _ => Error::Server {

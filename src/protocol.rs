@@ -29,14 +29,20 @@ pub(crate) const QUEUE_GRACE_MS: u64 = 60_000;
 /// One atomic attempt: take the lock or report the holder.
 /// KEYS: lock, fence. ARGV: token, ttl_ms, retry (1 when a first run may
 /// have taken the lock before its connection died).
-/// Returns {1, fence} or {0, pttl, holder_token}.
+/// Returns {1, fence} or {0, pttl, holder_token}. A fence key that is not
+/// an integer undoes the SET and fails with WRONGTYPE.
 pub(crate) const ACQUIRE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
+  local fence = redis.pcall('INCR', KEYS[2])
+  if type(fence) == 'table' then
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('WRONGTYPE the fence counter does not hold an integer')
+  end
+  return {1, fence}
 end
 local holder = redis.call('GET', KEYS[1])
 if ARGV[3] == '1' and holder == ARGV[1] then
-  return {1, tonumber(redis.call('GET', KEYS[2]))}
+  return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
 end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 "#;
@@ -47,16 +53,23 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// {0, pttl, holder_token} (queued).
 pub(crate) const ENQUEUE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[4] == '0' then redis.call('ZREM', KEYS[3], ARGV[3]) end
-  return {1, redis.call('INCR', KEYS[2])}
+  local fence = redis.pcall('INCR', KEYS[2])
+  if type(fence) == 'table' then
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('WRONGTYPE the fence counter does not hold an integer')
+  end
+  if ARGV[4] == '0' then redis.pcall('ZREM', KEYS[3], ARGV[3]) end
+  return {1, fence}
 end
 local holder = redis.call('GET', KEYS[1])
-if ARGV[4] == '0' and holder == ARGV[1] and not redis.call('ZSCORE', KEYS[3], ARGV[3]) then
-  return {1, tonumber(redis.call('GET', KEYS[2]))}
+if ARGV[4] == '0' and holder == ARGV[1] and not redis.pcall('ZSCORE', KEYS[3], ARGV[3]) then
+  return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 local now = redis.call('TIME')
-redis.call('ZADD', KEYS[3], 'NX', now[1] * 1000000 + now[2], ARGV[3])
+if type(redis.pcall('ZADD', KEYS[3], 'NX', now[1] * 1000000 + now[2], ARGV[3])) == 'table' then
+  return redis.error_reply('WRONGTYPE the waiter queue does not hold a sorted set')
+end
 redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5]))
 return {0, pttl, holder}
 "#;
@@ -65,25 +78,27 @@ return {0, pttl, holder}
 /// KEYS: lock, fence, queue. ARGV: token, member.
 /// Returns the fence when the lock is ours, nil otherwise.
 pub(crate) const CANCEL: &str = r#"
-if redis.call('ZREM', KEYS[3], ARGV[2]) == 0 and redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return tonumber(redis.call('GET', KEYS[2]))
+if redis.pcall('ZREM', KEYS[3], ARGV[2]) == 0 and redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  return tonumber(redis.pcall('GET', KEYS[2])) or 0
 end
 return false
 "#;
 
 /// Compare-and-delete, handing the lock to the oldest live waiter instead
-/// of deleting when there is one.
+/// of deleting when there is one. A damaged queue or fence key never stops
+/// a release: the key is then simply deleted.
 /// KEYS: lock, fence, queue. ARGV: token.
 /// Returns 0 (not the owner), 1 (deleted) or 2 (handed off).
 pub(crate) const RELEASE: &str = r#"
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 while true do
-  local head = redis.call('ZPOPMIN', KEYS[3])
+  local head = redis.pcall('ZPOPMIN', KEYS[3])
   local m = head[1]
-  if not m then break end
+  if type(m) ~= 'string' then break end
   local sep = string.find(m, ':', 51, true)
   if sep then
-    local fence = redis.call('INCR', KEYS[2])
+    local fence = redis.pcall('INCR', KEYS[2])
+    if type(fence) == 'table' then break end
     if redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
                   string.sub(m, 34, 49) .. ':' .. fence) > 0 then
       redis.call('SET', KEYS[1], string.sub(m, sep + 1), 'PX', string.sub(m, 51, sep - 1))

@@ -454,6 +454,37 @@ fn a_key_of_another_type_is_wrong_type_and_left_alone() {
 }
 
 #[test]
+fn damaged_companion_keys_are_reported_and_never_block_a_release() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    // A fence counter that is not a number: acquire fails and leaves nothing.
+    let _: () = raw.set("{f}:fence", "not-a-number").unwrap();
+    for wait in [Wait::TryOnce, Wait::Timeout(ms(200))] {
+        let e = client.acquire("f", 5 * S, wait).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+        assert!(e.to_string().contains("\"{f}:fence\""), "{e}");
+        assert_eq!(get(&mut raw, b"f"), None, "the lock key was left behind");
+        assert_eq!(
+            get(&mut raw, b"{f}:fence").as_deref(),
+            Some(&b"not-a-number"[..])
+        );
+    }
+    // A queue of the wrong type: waiting is refused with a clear error...
+    let _: () = raw.set("{q}:queue", "junk").unwrap();
+    let held = client.acquire("q", 5 * S, Wait::TryOnce).unwrap();
+    let e = client
+        .acquire("q", 5 * S, Wait::Timeout(ms(200)))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+    assert!(e.to_string().contains("\"{q}:queue\""), "{e}");
+    // ...and the holder can still release.
+    held.release().unwrap();
+    assert_eq!(get(&mut raw, b"q"), None);
+    assert_eq!(get(&mut raw, b"{q}:queue").as_deref(), Some(&b"junk"[..]));
+}
+
+#[test]
 fn binary_names_and_tokens_round_trip() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();
