@@ -12,7 +12,9 @@
 
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use std::sync::Mutex;
+
+use crate::sync::locked;
 use redis::{Cmd, Connection, ConnectionLike, ErrorKind as RedisKind, Value};
 
 use crate::error::{Error, Result};
@@ -88,13 +90,13 @@ impl Pool {
     }
 
     fn take(&self) -> Option<Connection> {
-        let mut idle = self.idle.lock();
+        let mut idle = locked(&self.idle);
         idle.check_pid();
         idle.cmd.pop()
     }
 
     fn put(&self, con: Connection) {
-        let mut idle = self.idle.lock();
+        let mut idle = locked(&self.idle);
         idle.check_pid();
         if con.is_open() && idle.cmd.len() < MAX_IDLE {
             idle.cmd.push(con);
@@ -168,7 +170,7 @@ impl Pool {
     /// A subscriber from the pool (`true`: reused), or a new one.
     pub(crate) fn subscriber(&self) -> Result<(Subscriber, bool)> {
         {
-            let mut idle = self.idle.lock();
+            let mut idle = locked(&self.idle);
             idle.check_pid();
             if let Some(s) = idle.subs.pop() {
                 return Ok((s, true));
@@ -194,7 +196,7 @@ impl Pool {
 
     /// Return a subscriber that ended its wait cleanly.
     pub(crate) fn put_subscriber(&self, s: Subscriber) {
-        let mut idle = self.idle.lock();
+        let mut idle = locked(&self.idle);
         idle.check_pid();
         if s.con.is_open() && idle.subs.len() < MAX_IDLE {
             idle.subs.push(s);

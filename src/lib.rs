@@ -25,6 +25,7 @@ mod error;
 mod lock;
 mod protocol;
 mod renew;
+mod sync;
 mod wait;
 
 pub use client::{

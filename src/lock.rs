@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use std::sync::Mutex;
+
+use crate::sync::locked;
 use redis::Value;
 
 use crate::client::{self, ttl_millis, unexpected, Client};
@@ -167,7 +169,7 @@ impl Lock {
     }
 
     fn stop_renewal(&self) {
-        *self.state.renewing.lock() = false;
+        *locked(&self.state.renewing) = false;
     }
 
     fn not_owner(&self) -> Error {

@@ -16,7 +16,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
+
+use crate::sync::locked;
 use redis::Value;
 
 use crate::client::{Client, Inner};
@@ -73,13 +75,13 @@ impl Renewer {
     pub(crate) fn add(&self, client: &Client, lock: &Arc<LockState>) {
         {
             // Lock order: never hold `renewing` while taking `state`.
-            let mut renewing = lock.renewing.lock();
+            let mut renewing = locked(&lock.renewing);
             if *renewing || lock.lost.load(Ordering::Acquire) {
                 return;
             }
             *renewing = true;
         }
-        let mut st = self.shared.state.lock();
+        let mut st = locked(&self.shared.state);
         let pid = std::process::id();
         if st.pid != pid {
             // A forked child: the parent's thread and locks are not ours.
@@ -117,7 +119,7 @@ impl Renewer {
 
 impl Drop for Renewer {
     fn drop(&mut self) {
-        self.shared.state.lock().shutdown = true;
+        locked(&self.shared.state).shutdown = true;
         self.shared.wake.notify_one();
     }
 }
@@ -125,21 +127,25 @@ impl Drop for Renewer {
 fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
     loop {
         let due: Vec<Arc<LockState>> = {
-            let mut st = shared.state.lock();
+            let mut st = locked(&shared.state);
             loop {
                 if st.shutdown {
                     st.thread = false;
                     return;
                 }
-                st.entries.retain(|e| *e.lock.renewing.lock());
+                st.entries.retain(|e| *locked(&e.lock.renewing));
                 let now = Instant::now();
                 let next = st.entries.iter().map(|e| e.due).min();
                 match next {
                     None => {
-                        shared.wake.wait(&mut st);
+                        st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
                     }
                     Some(t) if t > now + SLACK => {
-                        shared.wake.wait_until(&mut st, t);
+                        st = shared
+                            .wake
+                            .wait_timeout(st, t - now)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
                     }
                     Some(_) => break,
                 }
@@ -153,13 +159,13 @@ fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
                 .collect()
         };
         let Some(inner) = inner.upgrade() else {
-            shared.state.lock().thread = false;
+            locked(&shared.state).thread = false;
             return;
         };
         let outcome = extend_batch(&inner, &due);
         drop(inner);
         let now = Instant::now();
-        let mut st = shared.state.lock();
+        let mut st = locked(&shared.state);
         for entry in st.entries.iter_mut() {
             let Some(i) = due.iter().position(|l| Arc::ptr_eq(l, &entry.lock)) else {
                 continue;
@@ -181,7 +187,7 @@ fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
 
 fn mark_lost(lock: &LockState) {
     lock.lost.store(true, Ordering::Release);
-    *lock.renewing.lock() = false;
+    *locked(&lock.renewing) = false;
 }
 
 /// Extend every lock in `due` that still renews, in one pipeline.
@@ -189,7 +195,7 @@ fn mark_lost(lock: &LockState) {
 /// (connection error, or released meanwhile).
 fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
     // Hold every lock's flag for the whole round trip (see module comment).
-    let guards: Vec<_> = due.iter().map(|l| l.renewing.lock()).collect();
+    let guards: Vec<_> = due.iter().map(|l| locked(&l.renewing)).collect();
     let live: Vec<usize> = (0..due.len()).filter(|&i| *guards[i]).collect();
     let mut out = vec![None; due.len()];
     if live.is_empty() {
