@@ -1,8 +1,9 @@
 # redislock: the two commands are `make demo` and `make test`.
 SHELL := /bin/bash
 CARGO ?= cargo
+PREFIX ?= /usr/local
 
-.PHONY: all deps build test lint test-rust demo bench-core clean
+.PHONY: all deps build install test lint test-rust demo bench-core clean
 
 all: build
 
@@ -12,6 +13,10 @@ deps:
 build: deps
 	$(CARGO) build --release
 
+## make install PREFIX=/usr/local: shared and static library, header, pkg-config file
+install: build
+	scripts/install.sh "$(PREFIX)" target/release
+
 ## make test: everything (lints, unit and integration tests against throwaway redis-servers)
 test: deps lint test-rust
 
@@ -19,7 +24,9 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
+# The C tests link the cdylib that `cargo build` makes next to the test binaries.
 test-rust:
+	$(CARGO) build
 	$(CARGO) test --all-targets
 	$(CARGO) test --doc
 

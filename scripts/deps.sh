@@ -11,6 +11,9 @@ have redis-cli       || need_apt+=(redis-tools)
 have redis-benchmark || need_apt+=(redis-tools)
 have openssl         || need_apt+=(openssl)
 have cc              || need_apt+=(gcc)
+have valgrind        || need_apt+=(valgrind)
+have pkg-config      || need_apt+=(pkg-config)
+have git             || need_apt+=(git)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   # shellcheck disable=SC2207

@@ -22,6 +22,7 @@
 mod client;
 mod conn;
 mod error;
+pub mod ffi;
 mod lock;
 mod protocol;
 mod renew;

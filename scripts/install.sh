@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install the C library: shared and static libraries, the header and a
+# pkg-config file.
+#
+#   scripts/install.sh PREFIX [BUILD_DIR]    (BUILD_DIR defaults to target/release)
+#
+# LIBDIR and INCLUDEDIR may be set to override PREFIX/lib and PREFIX/include.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+prefix=${1:?usage: scripts/install.sh PREFIX [BUILD_DIR]}
+build=${2:-target/release}
+libdir=${LIBDIR:-$prefix/lib}
+includedir=${INCLUDEDIR:-$prefix/include}
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+major=${version%%.*}
+
+for f in "$build/libredislock.so" "$build/libredislock.a"; do
+  [ -f "$f" ] || { echo "install: $f is missing: build first (make build)" >&2; exit 1; }
+done
+
+install -d "$libdir/pkgconfig" "$includedir"
+install -m 0755 "$build/libredislock.so" "$libdir/libredislock.so.$version"
+ln -sf "libredislock.so.$version" "$libdir/libredislock.so.$major"
+ln -sf "libredislock.so.$major" "$libdir/libredislock.so"
+install -m 0644 "$build/libredislock.a" "$libdir/libredislock.a"
+install -m 0644 include/redislock.h "$includedir/redislock.h"
+sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@INCLUDEDIR@|$includedir|" \
+    -e "s|@VERSION@|$version|" bindings/c/redislock.pc.in > "$libdir/pkgconfig/redislock.pc"
+echo "installed redislock $version into $prefix (pkg-config: $libdir/pkgconfig)"

@@ -1,0 +1,520 @@
+//! The stable C ABI (`include/redislock.h`, generated from this file by
+//! build.rs with cbindgen).
+//!
+//! Thin wrappers over the core and nothing more: every exported body runs
+//! inside a panic guard (a panic becomes `REDISLOCK_INTERNAL`, or NULL/0/
+//! false where a function has no status), pointers are checked by one helper,
+//! outputs are written only on success, and every failure leaves a message
+//! for `redislock_last_error` on the calling thread.
+
+#![allow(non_camel_case_types)]
+// These functions are called from C, where nothing can be marked `unsafe`:
+// the pointer contracts are in each function's documentation instead.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use crate::{AcquireOptions, Client, Error, ErrorKind, Lock, Wait, MAX_KEY_LEN};
+
+/// The outcome of a call. Values are stable: new ones are only ever added
+/// at the end.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum redislock_status {
+    /// Success.
+    REDISLOCK_OK = 0,
+    /// The lock is held by another owner and the wait ran out.
+    REDISLOCK_NOT_ACQUIRED,
+    /// Release or extend: the lock expired or was taken by another owner.
+    REDISLOCK_NOT_OWNER,
+    /// The server cannot be reached, an I/O error, or a timeout.
+    REDISLOCK_CONNECTION,
+    /// A bad argument (NULL, empty, out of range, malformed URL), rejected
+    /// before any I/O.
+    REDISLOCK_INVALID_ARGUMENT,
+    /// The key exists and is not a lock; it was left untouched.
+    REDISLOCK_WRONG_TYPE,
+    /// Redlock: no majority of the servers could be reached.
+    REDISLOCK_NO_QUORUM,
+    /// The server answered with an error (authentication, permissions, ...).
+    REDISLOCK_SERVER,
+    /// A bug in redislock (a caught panic).
+    REDISLOCK_INTERNAL,
+}
+
+use redislock_status::*;
+
+/// A connection pool and renewal thread for one Redis deployment.
+///
+/// Thread safety: one client may be used from many threads at once.
+/// Lifetime: from `redislock_client_open` until `redislock_client_free`;
+/// locks taken through it keep what they need alive, so a client may be
+/// freed while its locks are still held. After `fork()` a child may keep
+/// using the client: it opens its own connections.
+pub struct redislock_client {
+    client: Client,
+}
+
+/// A lock held by this process.
+///
+/// Thread safety: a lock handle may move between threads but must be used
+/// by one thread at a time. Lifetime: from a successful `redislock_acquire`
+/// until `redislock_release` or `redislock_lock_free`, exactly once. A handle
+/// inherited by a child through `fork()` is inert there: releasing or
+/// freeing it in the child frees the child's memory and leaves the parent's
+/// lock held.
+pub struct redislock_lock {
+    lock: Lock,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn set_last_error(msg: &str) {
+    LAST_ERROR.with(|e| {
+        let mut e = e.borrow_mut();
+        e.clear();
+        // A NUL inside would cut the C string short: show it escaped.
+        e.extend(
+            msg.bytes()
+                .flat_map(|b| if b == 0 { b"\\0".to_vec() } else { vec![b] }),
+        );
+    });
+}
+
+fn status_of(kind: ErrorKind) -> redislock_status {
+    match kind {
+        ErrorKind::NotAcquired => REDISLOCK_NOT_ACQUIRED,
+        ErrorKind::NotOwner => REDISLOCK_NOT_OWNER,
+        ErrorKind::Connection => REDISLOCK_CONNECTION,
+        ErrorKind::InvalidArgument => REDISLOCK_INVALID_ARGUMENT,
+        ErrorKind::WrongType => REDISLOCK_WRONG_TYPE,
+        ErrorKind::NoQuorum => REDISLOCK_NO_QUORUM,
+        ErrorKind::Server => REDISLOCK_SERVER,
+        ErrorKind::Internal => REDISLOCK_INTERNAL,
+    }
+}
+
+/// Record `e` for `redislock_last_error` and return its status.
+fn fail(e: Error) -> redislock_status {
+    set_last_error(&e.to_string());
+    status_of(e.kind())
+}
+
+fn status(r: Result<(), Error>) -> redislock_status {
+    match r {
+        Ok(()) => REDISLOCK_OK,
+        Err(e) => fail(e),
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        String::from("unknown panic")
+    }
+}
+
+/// Run `body`; a panic becomes `on_panic` and a last-error message.
+fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(p) => {
+            set_last_error(&format!(
+                "internal error in redislock (please report it): panic: {}",
+                panic_message(p.as_ref())
+            ));
+            on_panic
+        }
+    }
+}
+
+/// The one NULL check: `what` names the parameter in the message.
+fn non_null<'a, T>(ptr: *const T, what: &str) -> Result<&'a T, Error> {
+    // SAFETY: the caller promises that a non-NULL pointer is valid.
+    unsafe { ptr.as_ref() }.ok_or_else(|| Error::InvalidArgument(format!("{what} is NULL")))
+}
+
+/// A (pointer, length) byte string; NULL only with length 0 when `optional`.
+fn byte_str<'a>(
+    ptr: *const u8,
+    len: usize,
+    what: &str,
+    optional: bool,
+) -> Result<Option<&'a [u8]>, Error> {
+    if ptr.is_null() {
+        return if len == 0 && optional {
+            Ok(None)
+        } else if len == 0 {
+            Err(Error::InvalidArgument(format!("{what} is NULL")))
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{what} is NULL but its length is {len}"
+            )))
+        };
+    }
+    if len > MAX_KEY_LEN {
+        // Checked before the slice is made: the length may be garbage.
+        return Err(Error::InvalidArgument(format!(
+            "{what} is {len} bytes long; at most {MAX_KEY_LEN} are accepted"
+        )));
+    }
+    // SAFETY: non-NULL, and the caller promises `len` readable bytes.
+    Ok(Some(unsafe { std::slice::from_raw_parts(ptr, len) }))
+}
+
+fn url_str<'a>(url: *const c_char, what: &str) -> Result<&'a str, Error> {
+    let url = non_null(url, what)?;
+    // SAFETY: non-NULL, and the caller promises a NUL-terminated string.
+    unsafe { CStr::from_ptr(url) }
+        .to_str()
+        .map_err(|_| Error::InvalidArgument(format!("{what} is not valid UTF-8")))
+}
+
+fn out_ptr<'a, T>(out: *mut T, what: &str) -> Result<&'a mut T, Error> {
+    // SAFETY: the caller promises that a non-NULL pointer is writable.
+    unsafe { out.as_mut() }.ok_or_else(|| Error::InvalidArgument(format!("{what} is NULL")))
+}
+
+/// Open a client for one Redis server.
+///
+/// `url`: borrowed, NUL-terminated UTF-8: `redis://[user:password@]host:port[/db]`,
+/// `rediss://...` (TLS) or `unix:///path.sock[?db=N]`, optionally with
+/// `?connect_timeout=2s&command_timeout=2s&tls_ca_file=/path.pem`.
+/// `out`: on success receives a new client, owned by the caller, to be
+/// freed with `redislock_client_free`; untouched on failure.
+///
+/// Validates the URL but does not connect: connection errors surface on
+/// the first operation.
+#[no_mangle]
+pub extern "C" fn redislock_client_open(
+    url: *const c_char,
+    out: *mut *mut redislock_client,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let out = out_ptr(out, "out")?;
+            let client = Client::open(url_str(url, "url")?)?;
+            *out = Box::into_raw(Box::new(redislock_client { client }));
+            Ok(())
+        })())
+    })
+}
+
+/// Open a client over `n` independent servers (Redlock).
+///
+/// `urls`: borrowed array of `n` NUL-terminated URLs. `out`: as for
+/// `redislock_client_open`. In this version `n` must be 1 (the same as
+/// `redislock_client_open`); more servers return
+/// `REDISLOCK_INVALID_ARGUMENT` until Redlock support lands.
+#[no_mangle]
+pub extern "C" fn redislock_client_open_redlock(
+    urls: *const *const c_char,
+    n: usize,
+    out: *mut *mut redislock_client,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let out = out_ptr(out, "out")?;
+            non_null(urls, "urls")?;
+            if n == 0 {
+                return Err(Error::InvalidArgument(
+                    "n is 0: give at least one URL".into(),
+                ));
+            }
+            if n > 1 {
+                return Err(Error::InvalidArgument(format!(
+                    "Redlock over {n} servers is not supported by this version of redislock yet; pass one URL"
+                )));
+            }
+            // SAFETY: non-NULL with at least one element, as the caller promises.
+            let first = unsafe { *urls };
+            let client = Client::open(url_str(first, "urls[0]")?)?;
+            *out = Box::into_raw(Box::new(redislock_client { client }));
+            Ok(())
+        })())
+    })
+}
+
+/// Free a client. Takes ownership of `client`; NULL is a no-op. Locks
+/// still held through it stay valid.
+#[no_mangle]
+pub extern "C" fn redislock_client_free(client: *mut redislock_client) {
+    guard((), || {
+        if !client.is_null() {
+            // SAFETY: made by Box::into_raw in redislock_client_open, freed once.
+            drop(unsafe { Box::from_raw(client) });
+        }
+    })
+}
+
+/// Take the lock `key`.
+///
+/// `client`: borrowed. `key`/`key_len`: borrowed bytes (NUL and non-UTF-8
+/// bytes allowed), not empty. `ttl_ms`: how long the lock lives unless
+/// extended, 1 ms to 30 days. `wait_ms`: 0 = try once, > 0 = wait at most
+/// this long, < 0 = wait forever (for the lock; a dead server still fails).
+/// `token`/`token_len`: borrowed caller token, or NULL and 0 for 128 random
+/// bits. `out`: on success receives a new lock handle owned by the caller
+/// (give it back with `redislock_release` or `redislock_lock_free`);
+/// untouched on failure.
+///
+/// Returns `REDISLOCK_NOT_ACQUIRED` when the wait ran out and
+/// `REDISLOCK_WRONG_TYPE` when the key holds something else (untouched).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn redislock_acquire(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    ttl_ms: u64,
+    wait_ms: i64,
+    token: *const u8,
+    token_len: usize,
+    out: *mut *mut redislock_lock,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let client = non_null(client, "client")?;
+            let out = out_ptr(out, "out")?;
+            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
+            let token = byte_str(token, token_len, "token", true)?;
+            let wait = match wait_ms {
+                0 => Wait::TryOnce,
+                ms if ms > 0 => Wait::Timeout(Duration::from_millis(ms as u64)),
+                _ => Wait::Forever,
+            };
+            let mut opts = AcquireOptions::new(Duration::from_millis(ttl_ms)).wait(wait);
+            if let Some(t) = token {
+                opts = opts.token(t);
+            }
+            let lock = client.client.acquire_with(key, opts)?;
+            *out = Box::into_raw(Box::new(redislock_lock { lock }));
+            Ok(())
+        })())
+    })
+}
+
+/// Release the lock and free the handle. Takes ownership of `lock`, which
+/// is freed whatever the outcome. Returns `REDISLOCK_NOT_OWNER` when the
+/// lock expired or was taken over (the new holder's key is left alone). In
+/// a child process that inherited the handle, this only frees it.
+#[no_mangle]
+pub extern "C" fn redislock_release(lock: *mut redislock_lock) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        if lock.is_null() {
+            return fail(Error::InvalidArgument("lock is NULL".into()));
+        }
+        // SAFETY: made by Box::into_raw in redislock_acquire, given back once.
+        let lock = unsafe { Box::from_raw(lock) };
+        status(lock.lock.release())
+    })
+}
+
+/// Set the lock's remaining time to `ttl_ms` (not added to it). `lock`:
+/// borrowed. Returns `REDISLOCK_NOT_OWNER` (and marks the lock lost) when
+/// it expired or was taken over; an expired key is never re-created.
+#[no_mangle]
+pub extern "C" fn redislock_extend(lock: *mut redislock_lock, ttl_ms: u64) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            non_null(lock, "lock")?
+                .lock
+                .extend(Duration::from_millis(ttl_ms))
+        })())
+    })
+}
+
+/// Renew the lock in the background at about a third of its TTL until it
+/// is released or freed. `lock`: borrowed. When a renewal finds the lock
+/// gone, `redislock_lock_is_lost` turns true and renewal stops.
+#[no_mangle]
+pub extern "C" fn redislock_lock_auto_renew(lock: *mut redislock_lock) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            non_null(lock, "lock")?.lock.auto_renew();
+            Ok(())
+        })())
+    })
+}
+
+/// Whether background renewal or an extend found the lock gone. `lock`:
+/// borrowed; NULL gives false.
+#[no_mangle]
+pub extern "C" fn redislock_lock_is_lost(lock: *const redislock_lock) -> bool {
+    guard(false, || {
+        non_null(lock, "lock")
+            .map(|l| l.lock.is_lost())
+            .unwrap_or(false)
+    })
+}
+
+/// Release the lock if still held (best effort, errors ignored) and free the
+/// handle. Takes ownership of `lock`; NULL is a no-op. In a child process
+/// that inherited the handle, this only frees it.
+#[no_mangle]
+pub extern "C" fn redislock_lock_free(lock: *mut redislock_lock) {
+    guard((), || {
+        if !lock.is_null() {
+            // SAFETY: made by Box::into_raw in redislock_acquire, given back once.
+            drop(unsafe { Box::from_raw(lock) });
+        }
+    })
+}
+
+/// Copy the lock's token (binary, not NUL-terminated) into `buf`, at most
+/// `cap` bytes, and return its full length: call with `cap` 0 to learn the
+/// size. `lock`: borrowed; NULL gives 0. `buf`: borrowed, may be NULL when
+/// `cap` is 0.
+#[no_mangle]
+pub extern "C" fn redislock_lock_token(
+    lock: *const redislock_lock,
+    buf: *mut u8,
+    cap: usize,
+) -> usize {
+    guard(0, || {
+        let Ok(l) = non_null(lock, "lock") else {
+            return 0;
+        };
+        let token = l.lock.token();
+        if !buf.is_null() && cap > 0 {
+            let n = token.len().min(cap);
+            // SAFETY: the caller promises `cap` writable bytes at `buf`.
+            unsafe { std::ptr::copy_nonoverlapping(token.as_ptr(), buf, n) };
+        }
+        token.len()
+    })
+}
+
+/// The lock's fencing number: strictly greater than any number handed out
+/// before for this lock name. `lock`: borrowed; NULL gives 0.
+#[no_mangle]
+pub extern "C" fn redislock_lock_fence(lock: *const redislock_lock) -> u64 {
+    guard(0, || {
+        non_null(lock, "lock").map(|l| l.lock.fence()).unwrap_or(0)
+    })
+}
+
+/// Release the lock `key` if it holds `token` (the request-id pattern, no
+/// handle needed). All pointers borrowed. Returns `REDISLOCK_NOT_OWNER`
+/// when it does not (expired, or another owner); nothing is changed then.
+#[no_mangle]
+pub extern "C" fn redislock_release_token(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    token: *const u8,
+    token_len: usize,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let client = non_null(client, "client")?;
+            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
+            let token = byte_str(token, token_len, "token", false)?.unwrap_or_default();
+            if client.client.release_token(key, token)? {
+                Ok(())
+            } else {
+                Err(Error::NotOwner {
+                    key: crate::error::show_key(key),
+                })
+            }
+        })())
+    })
+}
+
+/// Copy the message of this thread's last failure into `buf` as a
+/// NUL-terminated string (truncated to `cap - 1` bytes) and return the
+/// message's full length without the NUL: a buffer of that length + 1
+/// holds it whole. `buf` may be NULL when `cap` is 0. Returns 0 when no call
+/// on this thread has failed yet.
+#[no_mangle]
+pub extern "C" fn redislock_last_error(buf: *mut c_char, cap: usize) -> usize {
+    guard(0, || {
+        LAST_ERROR.with(|e| {
+            let e = e.borrow();
+            if !buf.is_null() && cap > 0 {
+                let n = e.len().min(cap - 1);
+                // SAFETY: the caller promises `cap` writable bytes at `buf`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(e.as_ptr(), buf.cast::<u8>(), n);
+                    *buf.add(n) = 0;
+                }
+            }
+            e.len()
+        })
+    })
+}
+
+/// A static, NUL-terminated description of a status (never NULL; unknown
+/// values give a description saying so). The argument is an `int` so that
+/// any value, even one outside the enum, is safe to pass.
+#[no_mangle]
+pub extern "C" fn redislock_status_str(status: c_int) -> *const c_char {
+    let s: &CStr = match status {
+        0 => c"REDISLOCK_OK: success",
+        1 => c"REDISLOCK_NOT_ACQUIRED: the lock is held by another owner and the wait ran out",
+        2 => c"REDISLOCK_NOT_OWNER: the lock expired or was taken over by another owner",
+        3 => c"REDISLOCK_CONNECTION: cannot reach the Redis server (I/O error or timeout)",
+        4 => c"REDISLOCK_INVALID_ARGUMENT: a bad argument, rejected before any I/O",
+        5 => c"REDISLOCK_WRONG_TYPE: the key exists and is not a lock (left untouched)",
+        6 => c"REDISLOCK_NO_QUORUM: no majority of the Redlock servers could be reached",
+        7 => c"REDISLOCK_SERVER: the Redis server answered with an error",
+        8 => c"REDISLOCK_INTERNAL: an internal error in redislock (a bug)",
+        _ => c"unknown redislock status (not a value of redislock_status)",
+    };
+    s.as_ptr()
+}
+
+/// The library's version, a static NUL-terminated string such as "0.1.0".
+#[no_mangle]
+pub extern "C" fn redislock_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_internal_with_a_message() {
+        let s = guard(REDISLOCK_INTERNAL, || -> redislock_status {
+            panic!("boom")
+        });
+        assert_eq!(s, REDISLOCK_INTERNAL);
+        let mut buf = [0 as c_char; 128];
+        let n = redislock_last_error(buf.as_mut_ptr(), buf.len());
+        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert_eq!(n, msg.len());
+        assert!(msg.contains("panic: boom"), "{msg}");
+    }
+
+    #[test]
+    fn every_kind_has_its_status_value() {
+        assert_eq!(
+            status_of(ErrorKind::NotAcquired) as i32,
+            ErrorKind::NotAcquired as i32
+        );
+        assert_eq!(
+            status_of(ErrorKind::Internal) as i32,
+            ErrorKind::Internal as i32
+        );
+        assert_eq!(status_of(ErrorKind::Server) as i32, 7);
+        for s in 0..=8 {
+            let text = unsafe { CStr::from_ptr(redislock_status_str(s)) }
+                .to_str()
+                .unwrap();
+            assert!(text.starts_with("REDISLOCK_"), "{text}");
+        }
+        let unknown = unsafe { CStr::from_ptr(redislock_status_str(99)) }
+            .to_str()
+            .unwrap();
+        assert!(unknown.contains("unknown"));
+    }
+}

@@ -1,0 +1,325 @@
+/*
+ * The C API against a live redis-server, as a C program would use it.
+ *
+ *   test_api REDIS_URL DEAD_URL
+ *
+ * REDIS_URL points at a throwaway server (tests/c_api.rs starts one);
+ * DEAD_URL at a port where nothing listens. Prints one line per failed
+ * check and "N passed, N failed" at the end; exits 1 when a check failed.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redislock.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (cond) {                                                                \
+      passed++;                                                                \
+    } else {                                                                   \
+      failed++;                                                                \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                   \
+      printf(__VA_ARGS__);                                                     \
+      printf("\n");                                                            \
+    }                                                                          \
+  } while (0)
+
+#define KEY(s) (const uint8_t *)(s), strlen(s)
+
+static const char *url;
+static const char *dead_url;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static const char *last_error(void) {
+  static char buf[1024];
+  redislock_last_error(buf, sizeof buf);
+  return buf;
+}
+
+static int held(redislock_client *c, const char *key) {
+  redislock_lock *probe = NULL;
+  redislock_status s = redislock_acquire(c, KEY(key), 1000, 0, NULL, 0, &probe);
+  if (s == REDISLOCK_OK) {
+    redislock_release(probe);
+    return 0;
+  }
+  return s == REDISLOCK_NOT_ACQUIRED;
+}
+
+static void test_null_everywhere(redislock_client *c) {
+  redislock_client *cout = NULL;
+  redislock_lock *lout = NULL;
+  const uint8_t k[] = "k";
+  CHECK(redislock_client_open(NULL, &cout) == REDISLOCK_INVALID_ARGUMENT, "open url NULL");
+  CHECK(redislock_client_open(url, NULL) == REDISLOCK_INVALID_ARGUMENT, "open out NULL");
+  CHECK(cout == NULL, "out written on failure");
+  CHECK(redislock_client_open_redlock(NULL, 1, &cout) == REDISLOCK_INVALID_ARGUMENT, "redlock urls NULL");
+  CHECK(redislock_client_open_redlock(&url, 1, NULL) == REDISLOCK_INVALID_ARGUMENT, "redlock out NULL");
+  {
+    const char *urls[1] = {NULL};
+    CHECK(redislock_client_open_redlock(urls, 1, &cout) == REDISLOCK_INVALID_ARGUMENT, "redlock urls[0] NULL");
+    CHECK(redislock_client_open_redlock(&url, 0, &cout) == REDISLOCK_INVALID_ARGUMENT, "redlock n 0");
+  }
+  CHECK(redislock_acquire(NULL, k, 1, 1000, 0, NULL, 0, &lout) == REDISLOCK_INVALID_ARGUMENT, "acquire client NULL");
+  CHECK(redislock_acquire(c, NULL, 1, 1000, 0, NULL, 0, &lout) == REDISLOCK_INVALID_ARGUMENT, "acquire key NULL");
+  CHECK(redislock_acquire(c, NULL, 0, 1000, 0, NULL, 0, &lout) == REDISLOCK_INVALID_ARGUMENT, "acquire key NULL, 0");
+  CHECK(redislock_acquire(c, k, 1, 1000, 0, NULL, 0, NULL) == REDISLOCK_INVALID_ARGUMENT, "acquire out NULL");
+  CHECK(lout == NULL, "out written on failure");
+  CHECK(redislock_release(NULL) == REDISLOCK_INVALID_ARGUMENT, "release NULL");
+  CHECK(redislock_extend(NULL, 1000) == REDISLOCK_INVALID_ARGUMENT, "extend NULL");
+  CHECK(redislock_lock_auto_renew(NULL) == REDISLOCK_INVALID_ARGUMENT, "auto_renew NULL");
+  CHECK(redislock_lock_is_lost(NULL) == false, "is_lost NULL");
+  CHECK(redislock_lock_token(NULL, NULL, 0) == 0, "token NULL");
+  CHECK(redislock_lock_fence(NULL) == 0, "fence NULL");
+  CHECK(redislock_release_token(NULL, k, 1, k, 1) == REDISLOCK_INVALID_ARGUMENT, "release_token client NULL");
+  CHECK(redislock_release_token(c, NULL, 1, k, 1) == REDISLOCK_INVALID_ARGUMENT, "release_token key NULL");
+  CHECK(redislock_release_token(c, k, 1, NULL, 1) == REDISLOCK_INVALID_ARGUMENT, "release_token token NULL");
+  CHECK(redislock_release_token(c, k, 1, NULL, 0) == REDISLOCK_INVALID_ARGUMENT, "release_token token NULL, 0");
+  CHECK(redislock_last_error(NULL, 0) > 0, "last_error NULL buffer gives the length");
+  CHECK(redislock_last_error(NULL, 10) > 0, "last_error NULL buffer with a capacity");
+  CHECK(redislock_status_str(REDISLOCK_OK) != NULL, "status_str");
+  CHECK(redislock_status_str(-1) != NULL && strstr(redislock_status_str(-1), "unknown"), "status_str unknown");
+  CHECK(redislock_status_str(1000) != NULL, "status_str unknown");
+  CHECK(strlen(redislock_version()) > 0, "version");
+  redislock_client_free(NULL);
+  redislock_lock_free(NULL);
+}
+
+static void expect_invalid(redislock_status s, const char *what) {
+  CHECK(s == REDISLOCK_INVALID_ARGUMENT, "%s: %s", what, redislock_status_str(s));
+  CHECK(strlen(last_error()) > 0, "%s: empty last error", what);
+}
+
+static void test_bad_input(redislock_client *c) {
+  redislock_client *cout = NULL;
+  redislock_lock *lout = NULL;
+  const uint8_t k[] = "k";
+  /* Before any I/O: this client's server is dead. */
+  redislock_client *dead = NULL;
+  CHECK(redislock_client_open(dead_url, &dead) == REDISLOCK_OK, "open dead url");
+  expect_invalid(redislock_acquire(dead, k, 0, 1000, 0, NULL, 0, &lout), "zero-length key");
+  expect_invalid(redislock_acquire(dead, k, 1, 0, 0, NULL, 0, &lout), "ttl 0");
+  expect_invalid(redislock_acquire(dead, k, 1, UINT64_MAX, 0, NULL, 0, &lout), "ttl UINT64_MAX");
+  expect_invalid(redislock_acquire(dead, k, 1, 1000, 0, NULL, 5, &lout), "token NULL with a length");
+  expect_invalid(redislock_acquire(dead, k, 1, 1000, 0, k, 0, &lout), "empty token");
+  expect_invalid(redislock_acquire(dead, k, SIZE_MAX, 1000, 0, NULL, 0, &lout), "absurd key length");
+  CHECK(lout == NULL, "out written on failure");
+  expect_invalid(redislock_client_open("not a url", &cout), "malformed URL");
+  expect_invalid(redislock_client_open("", &cout), "empty URL");
+  expect_invalid(redislock_client_open("http://127.0.0.1:1", &cout), "wrong scheme");
+  expect_invalid(redislock_client_open("redis://127.0.0.1:1\xff\xfe", &cout), "non-UTF-8 URL");
+  CHECK(cout == NULL, "out written on failure");
+  {
+    const char *two[2] = {url, url};
+    expect_invalid(redislock_client_open_redlock(two, 2, &cout), "redlock (not yet)");
+  }
+  redislock_client_free(dead);
+  (void)c;
+}
+
+static void test_cycle(redislock_client *c) {
+  redislock_lock *a = NULL, *b = NULL;
+  CHECK(redislock_acquire(c, KEY("c:cycle"), 10000, 0, NULL, 0, &a) == REDISLOCK_OK, "acquire: %s", last_error());
+  if (!a)
+    return;
+  uint8_t tok[64];
+  size_t n = redislock_lock_token(a, tok, sizeof tok);
+  CHECK(n == 32, "random token length %zu", n);
+  CHECK(redislock_lock_token(a, NULL, 0) == 32, "token length query");
+  uint64_t f1 = redislock_lock_fence(a);
+  CHECK(f1 >= 1, "fence %llu", (unsigned long long)f1);
+  CHECK(redislock_extend(a, 20000) == REDISLOCK_OK, "extend: %s", last_error());
+  CHECK(held(c, "c:cycle"), "held after extend");
+  CHECK(redislock_release(a) == REDISLOCK_OK, "release: %s", last_error());
+  CHECK(!held(c, "c:cycle"), "free after release");
+  CHECK(redislock_acquire(c, KEY("c:cycle"), 10000, 0, NULL, 0, &b) == REDISLOCK_OK, "re-acquire");
+  CHECK(redislock_lock_fence(b) > f1, "fence increases");
+  redislock_lock_free(b); /* releases */
+  CHECK(!held(c, "c:cycle"), "free after lock_free");
+}
+
+static void test_tokens(redislock_client *c) {
+  const uint8_t token[] = {'r', 'e', 'q', 0, 0xff, '5', '9'};
+  const uint8_t key[] = {'c', ':', 0, 0xfe, 'k'};
+  redislock_lock *l = NULL;
+  CHECK(redislock_acquire(c, key, sizeof key, 10000, 0, token, sizeof token, &l) == REDISLOCK_OK, "acquire: %s",
+        last_error());
+  if (!l)
+    return;
+  uint8_t out[16] = {0};
+  size_t n = redislock_lock_token(l, out, sizeof out);
+  CHECK(n == sizeof token && memcmp(out, token, n) == 0, "token with NUL bytes round-trips");
+  uint8_t small[3];
+  CHECK(redislock_lock_token(l, small, sizeof small) == sizeof token && memcmp(small, token, 3) == 0,
+        "truncated token copy");
+  const uint8_t other[] = {'r', 'e', 'q', 0, 0xff, '5', '8'};
+  CHECK(redislock_release_token(c, key, sizeof key, other, sizeof other) == REDISLOCK_NOT_OWNER,
+        "release by another token");
+  CHECK(redislock_release_token(c, key, sizeof key, token, sizeof token) == REDISLOCK_OK, "release by token: %s",
+        last_error());
+  CHECK(redislock_release_token(c, key, sizeof key, token, sizeof token) == REDISLOCK_NOT_OWNER,
+        "second release by token");
+  CHECK(redislock_release(l) == REDISLOCK_NOT_OWNER, "handle release after release by token");
+}
+
+static void test_expiry_and_waits(redislock_client *c) {
+  redislock_lock *old = NULL, *cur = NULL, *l = NULL;
+  CHECK(redislock_acquire(c, KEY("c:exp"), 100, 0, NULL, 0, &old) == REDISLOCK_OK, "acquire");
+  sleep_ms(200);
+  CHECK(redislock_acquire(c, KEY("c:exp"), 10000, 0, NULL, 0, &cur) == REDISLOCK_OK, "acquire after expiry");
+  CHECK(redislock_extend(old, 10000) == REDISLOCK_NOT_OWNER, "extend after expiry");
+  CHECK(redislock_lock_is_lost(old), "lost after a failed extend");
+  CHECK(redislock_release(old) == REDISLOCK_NOT_OWNER, "release after expiry");
+  CHECK(strstr(last_error(), "c:exp") != NULL, "the message names the lock: %s", last_error());
+  CHECK(held(c, "c:exp"), "the new holder is spared");
+
+  double t = now_ms();
+  CHECK(redislock_acquire(c, KEY("c:exp"), 1000, 0, NULL, 0, &l) == REDISLOCK_NOT_ACQUIRED, "try once");
+  double took = now_ms() - t;
+  CHECK(took < 100, "try once took %.0f ms", took);
+  t = now_ms();
+  CHECK(redislock_acquire(c, KEY("c:exp"), 1000, 400, NULL, 0, &l) == REDISLOCK_NOT_ACQUIRED, "400 ms deadline");
+  took = now_ms() - t;
+  CHECK(took >= 350 && took <= 900, "400 ms deadline took %.0f ms", took);
+  CHECK(l == NULL, "out written on failure");
+  CHECK(redislock_release(cur) == REDISLOCK_OK, "release");
+}
+
+#define THREADS 8
+#define ROUNDS 150
+static long counter; /* plain, non-atomic */
+
+static void *worker(void *arg) {
+  redislock_client *c = arg;
+  for (int i = 0; i < ROUNDS; i++) {
+    redislock_lock *l = NULL;
+    if (redislock_acquire(c, KEY("c:threads"), 5000, 30000, NULL, 0, &l) != REDISLOCK_OK)
+      return (void *)1;
+    long v = counter;
+    sched_yield();
+    counter = v + 1;
+    if (redislock_release(l) != REDISLOCK_OK)
+      return (void *)1;
+  }
+  return NULL;
+}
+
+static void test_threads(redislock_client *c) {
+  pthread_t th[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    pthread_create(&th[i], NULL, worker, c);
+  int errors = 0;
+  for (int i = 0; i < THREADS; i++) {
+    void *r;
+    pthread_join(th[i], &r);
+    errors += r != NULL;
+  }
+  CHECK(errors == 0, "%d threads failed", errors);
+  CHECK(counter == THREADS * ROUNDS, "counter %ld, expected %d", counter, THREADS * ROUNDS);
+}
+
+static void test_fork(redislock_client *c) {
+  redislock_lock *l = NULL;
+  CHECK(redislock_acquire(c, KEY("c:fork"), 30000, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire");
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* The child uses the client (fresh connections)... */
+    redislock_lock *mine = NULL;
+    int ok = redislock_acquire(c, KEY("c:fork-child"), 5000, 0, NULL, 0, &mine) == REDISLOCK_OK;
+    ok = ok && redislock_release(mine) == REDISLOCK_OK;
+    ok = ok && held(c, "c:fork");
+    /* ...and frees the parent's handle: inert here. */
+    redislock_lock_free(l);
+    ok = ok && held(c, "c:fork");
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
+  CHECK(held(c, "c:fork"), "the parent's lock survived the child");
+  CHECK(redislock_release(l) == REDISLOCK_OK, "the parent still owns it: %s", last_error());
+}
+
+static void test_dead_server(void) {
+  redislock_client *dead = NULL;
+  redislock_lock *l = NULL;
+  CHECK(redislock_client_open(dead_url, &dead) == REDISLOCK_OK, "open");
+  double t = now_ms();
+  redislock_status s = redislock_acquire(dead, KEY("c:dead"), 1000, 2000, NULL, 0, &l);
+  double took = now_ms() - t;
+  CHECK(s == REDISLOCK_CONNECTION, "dead server: %s", redislock_status_str(s));
+  CHECK(took < 5000, "took %.0f ms", took);
+  CHECK(strstr(last_error(), "cannot reach Redis at 127.0.0.1:") != NULL, "useful message: %s", last_error());
+  char tiny[8];
+  size_t need = redislock_last_error(tiny, sizeof tiny);
+  CHECK(need > sizeof tiny && strlen(tiny) == sizeof tiny - 1, "truncated copy, full length %zu", need);
+  redislock_client_free(dead);
+}
+
+static void test_auto_renew(redislock_client *c) {
+  redislock_lock *l = NULL, *thief = NULL;
+  CHECK(redislock_acquire(c, KEY("c:renew"), 300, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire");
+  CHECK(redislock_lock_auto_renew(l) == REDISLOCK_OK, "auto_renew");
+  sleep_ms(1000);
+  CHECK(!redislock_lock_is_lost(l), "lost while renewed");
+  CHECK(held(c, "c:renew"), "a 300 ms lock still held after 1 s");
+  /* Steal it: delete by token, then another owner takes it. */
+  uint8_t tok[64];
+  size_t n = redislock_lock_token(l, tok, sizeof tok);
+  CHECK(redislock_release_token(c, KEY("c:renew"), tok, n) == REDISLOCK_OK, "release by token");
+  CHECK(redislock_acquire(c, KEY("c:renew"), 30000, 0, NULL, 0, &thief) == REDISLOCK_OK, "thief");
+  double t = now_ms();
+  while (!redislock_lock_is_lost(l) && now_ms() - t < 3000)
+    sleep_ms(10);
+  CHECK(redislock_lock_is_lost(l), "a stolen lock is reported lost");
+  CHECK(redislock_release(l) == REDISLOCK_NOT_OWNER, "release of a lost lock");
+  CHECK(held(c, "c:renew"), "the thief keeps it");
+  CHECK(redislock_release(thief) == REDISLOCK_OK, "thief release");
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s REDIS_URL DEAD_URL\n", argv[0]);
+    return 2;
+  }
+  url = argv[1];
+  dead_url = argv[2];
+  redislock_client *c = NULL;
+  if (redislock_client_open(url, &c) != REDISLOCK_OK) {
+    fprintf(stderr, "cannot open %s: %s\n", url, last_error());
+    return 2;
+  }
+  test_null_everywhere(c);
+  test_bad_input(c);
+  test_cycle(c);
+  test_tokens(c);
+  test_expiry_and_waits(c);
+  test_threads(c);
+  test_fork(c);
+  test_dead_server();
+  test_auto_renew(c);
+  redislock_client_free(c);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,288 @@
+//! The C ABI from C: the C test program under `tests/c/` (built with
+//! `-std=c11 -Wall -Wextra -Werror -pedantic`) against a throwaway server,
+//! once plainly and once under valgrind; the installed library found through
+//! pkg-config (shared and static); and the committed headers' freshness.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{free_port, Server};
+
+const CFLAGS: &[&str] = &[
+    "-std=c11",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-pedantic",
+    "-g",
+    "-O1",
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory holding the libraries cargo built with this test
+/// (target/<profile>), found from this test binary's own path.
+fn build_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    assert!(
+        dir.join("libredislock.so").exists(),
+        "{} has no libredislock.so: run `cargo build` first (make test does)",
+        dir.display()
+    );
+    dir
+}
+
+/// Install into a fresh prefix with scripts/install.sh (as `make install`).
+fn install() -> (tempfile::TempDir, PathBuf) {
+    let prefix = tempfile::Builder::new()
+        .prefix("redislock-prefix-")
+        .tempdir()
+        .unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("scripts/install.sh"))
+        .arg(prefix.path())
+        .arg(build_dir())
+        .output()
+        .unwrap();
+    assert_ok(&out, "scripts/install.sh");
+    let lib = prefix.path().join("lib");
+    (prefix, lib)
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Compile the C test program against an installed copy.
+fn build_test_program(dir: &Path, lib: &Path) -> PathBuf {
+    let exe = dir.join("test_api");
+    let out = Command::new("cc")
+        .args(CFLAGS)
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(root().join("tests/c/test_api.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lredislock", "-lpthread"])
+        .output()
+        .expect("cc (apt-get install gcc)");
+    assert_ok(&out, "compiling tests/c/test_api.c");
+    exe
+}
+
+/// The C program's verdict line: "N passed, N failed".
+fn verdict(stdout: &str) -> (u32, u32) {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.contains(" passed, "))
+        .unwrap_or_else(|| panic!("no verdict line in:\n{stdout}"));
+    let nums: Vec<u32> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (nums[0], nums[1])
+}
+
+fn dead_url() -> String {
+    format!("redis://127.0.0.1:{}?connect_timeout=1s", free_port())
+}
+
+#[test]
+fn the_c_test_program_passes() {
+    let (prefix, lib) = install();
+    let exe = build_test_program(prefix.path(), &lib);
+    let srv = Server::start();
+    let out = Command::new(&exe)
+        .arg(srv.url())
+        .arg(dead_url())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    let (passed, failed) = verdict(&stdout);
+    assert_eq!(failed, 0, "{stdout}");
+    assert!(passed > 100, "only {passed} checks ran");
+    assert_ok(&out, "tests/c/test_api");
+}
+
+#[test]
+fn the_c_test_program_is_clean_under_valgrind() {
+    let (prefix, lib) = install();
+    let exe = build_test_program(prefix.path(), &lib);
+    let srv = Server::start();
+    let out = Command::new("valgrind")
+        .args([
+            "--error-exitcode=99",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite",
+            "--show-leak-kinds=definite",
+            "--child-silent-after-fork=yes",
+            "--quiet",
+        ])
+        .arg(&exe)
+        .arg(srv.url())
+        .arg(dead_url())
+        .output()
+        .expect("valgrind (apt-get install valgrind)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(verdict(&stdout).1, 0, "{stdout}");
+    assert!(
+        out.status.success(),
+        "valgrind found errors or leaks ({}):\n{stderr}",
+        out.status
+    );
+}
+
+fn pkg_config(lib: &Path, args: &[&str]) -> Vec<String> {
+    let out = Command::new("pkg-config")
+        .args(args)
+        .arg("redislock")
+        .env("PKG_CONFIG_PATH", lib.join("pkgconfig"))
+        .output()
+        .expect("pkg-config (apt-get install pkg-config)");
+    assert_ok(&out, "pkg-config");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_daemon_example_builds_with_pkg_config_shared_and_static() {
+    let (prefix, lib) = install();
+    assert!(lib.join("libredislock.so.0").exists());
+    let cflags = pkg_config(&lib, &["--cflags"]);
+    let libs = pkg_config(&lib, &["--libs"]);
+    let static_libs = pkg_config(&lib, &["--static", "--libs"]);
+    let srv = Server::start();
+    let src = root().join("bindings/c/examples/daemon.c");
+
+    let shared = prefix.path().join("daemon");
+    let out = Command::new("cc")
+        .args(CFLAGS)
+        .args(&cflags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&shared)
+        .args(&libs)
+        .output()
+        .unwrap();
+    assert_ok(&out, "cc daemon.c $(pkg-config --cflags --libs redislock)");
+    let out = Command::new(&shared)
+        .args([&srv.url(), "3"])
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .unwrap();
+    assert_ok(&out, "daemon (shared)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("daemon: 3 done, 0 skipped"), "{stdout}");
+
+    // Static: the archive wins over the shared library, no LD_LIBRARY_PATH.
+    let fixed = prefix.path().join("daemon-static");
+    let mut args: Vec<String> = static_libs
+        .iter()
+        .map(|a| {
+            if a == "-lredislock" {
+                "-l:libredislock.a".to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    args.insert(0, "-o".into());
+    args.insert(1, fixed.display().to_string());
+    let out = Command::new("cc")
+        .args(CFLAGS)
+        .args(&cflags)
+        .arg(&src)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_ok(&out, "cc daemon.c (static)");
+    let out = Command::new(&fixed)
+        .args([&srv.url(), "2"])
+        .output()
+        .unwrap();
+    assert_ok(&out, "daemon (static)");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("daemon: 2 done"));
+    // An unreachable server: the daemon backs off, then reports and fails.
+    let out = Command::new(&fixed)
+        .args([&dead_url(), "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("REDISLOCK_CONNECTION"));
+}
+
+#[test]
+fn the_committed_headers_match_a_fresh_generation() {
+    // build.rs regenerated them for this build; git tells whether that
+    // changed the committed files.
+    let paths = [
+        "include/redislock.h",
+        "bindings/php/redislock.h",
+        "bindings/php/redislock_preload.h",
+    ];
+    for p in paths {
+        assert!(root().join(p).exists(), "{p} was not generated");
+    }
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root())
+        .args(["status", "--porcelain", "--"])
+        .args(paths)
+        .output()
+        .expect("git is needed to compare the committed headers");
+    assert_ok(&out, "git status");
+    let changed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        changed.trim().is_empty(),
+        "the generated headers differ from the committed ones; commit them:\n{changed}"
+    );
+    let h = std::fs::read_to_string(root().join("include/redislock.h")).unwrap();
+    assert!(h.contains("GENERATED by build.rs"));
+    for sym in [
+        "redislock_client_open(",
+        "redislock_client_open_redlock(",
+        "redislock_client_free(",
+        "redislock_acquire(",
+        "redislock_release(",
+        "redislock_extend(",
+        "redislock_lock_auto_renew(",
+        "redislock_lock_is_lost(",
+        "redislock_lock_free(",
+        "redislock_lock_token(",
+        "redislock_lock_fence(",
+        "redislock_release_token(",
+        "redislock_last_error(",
+        "redislock_status_str(",
+        "redislock_version(",
+    ] {
+        assert!(h.contains(sym), "{sym} missing from the header");
+    }
+    let php = std::fs::read_to_string(root().join("bindings/php/redislock.h")).unwrap();
+    assert!(
+        !php.lines().any(|l| l.trim_start().starts_with('#')),
+        "preprocessor line in the PHP header"
+    );
+    assert!(!php.contains("extern \"C\""));
+    let preload = std::fs::read_to_string(root().join("bindings/php/redislock_preload.h")).unwrap();
+    assert!(preload.starts_with("#define FFI_SCOPE \"redislock\"\n#define FFI_LIB "));
+}
