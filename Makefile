@@ -2,8 +2,11 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 PREFIX ?= /usr/local
+PYTHON ?= python3
+# A fresh virtualenv per run: the wheel is tested as a user installs it.
+VENV := target/venv-test
 
-.PHONY: all deps build install test lint test-rust demo bench-core clean
+.PHONY: all deps build install wheel test lint test-rust test-python demo bench-core clean
 
 all: build
 
@@ -18,11 +21,26 @@ install: build
 	scripts/install.sh "$(PREFIX)" target/release
 
 ## make test: everything (lints, unit and integration tests against throwaway redis-servers)
-test: deps lint test-rust
+test: deps lint test-rust test-python
 
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets --features python -- -D warnings
+
+## make wheel: build the Python wheel the way `pip install .` does (maturin, PEP 517)
+wheel: deps
+	rm -rf $(VENV) target/wheels-test
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .
+
+# The wheel goes into a fresh virtualenv; pytest runs from tests/python so
+# that `import redislock` finds the installed wheel, never the source tree.
+test-python: wheel
+	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl pytest redis mypy
+	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	cd target && ../$(VENV)/bin/python -m mypy.stubtest redislock
 
 # The C tests link the cdylib that `cargo build` makes next to the test binaries.
 test-rust:

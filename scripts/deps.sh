@@ -14,6 +14,12 @@ have cc              || need_apt+=(gcc)
 have valgrind        || need_apt+=(valgrind)
 have pkg-config      || need_apt+=(pkg-config)
 have git             || need_apt+=(git)
+have python3         || need_apt+=(python3)
+if have python3; then
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+else
+  need_apt+=(python3-venv)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   # shellcheck disable=SC2207

@@ -25,6 +25,8 @@ mod error;
 pub mod ffi;
 mod lock;
 mod protocol;
+#[cfg(feature = "python")]
+mod python;
 mod renew;
 mod sync;
 mod wait;

@@ -1,0 +1,83 @@
+"""Type stubs of the native module (checked against it by mypy's stubtest)."""
+
+from types import TracebackType
+from typing import Any, Awaitable, List, Optional, Type, Union, final
+
+__version__: str
+__all__ = [
+    "Client",
+    "Lock",
+    "LockConnectionError",
+    "LockError",
+    "LockNotOwned",
+    "LockQuorumError",
+    "LockServerError",
+    "LockTimeout",
+    "LockWrongType",
+    "__version__",
+]
+
+class LockError(Exception):
+    """Base class of every redislock error."""
+
+class LockTimeout(LockError):
+    """The lock is held by another owner and the wait ran out."""
+
+class LockNotOwned(LockError):
+    """Release or extend of a lock that expired, was taken over, or was never acquired."""
+
+class LockWrongType(LockError):
+    """The key exists and holds something other than a lock; it was left untouched."""
+
+class LockQuorumError(LockError):
+    """Redlock: no majority of the servers could be reached."""
+
+class LockServerError(LockError):
+    """The Redis server answered with an error (authentication, permissions, ...)."""
+
+class LockConnectionError(LockError, ConnectionError):
+    """Redis cannot be reached, an I/O error, or a timeout (also a builtin ConnectionError)."""
+
+@final
+class Client:
+    def __new__(
+        cls,
+        url: Union[str, List[str]],
+        *,
+        connect_timeout: Optional[float] = None,
+        command_timeout: Optional[float] = None,
+    ) -> "Client": ...
+    def lock(
+        self,
+        name: Union[str, bytes],
+        ttl: float = 30.0,
+        timeout: Optional[float] = None,
+        token: Union[str, bytes, None] = None,
+        auto_renew: bool = False,
+    ) -> "Lock": ...
+    def release_token(self, name: Union[str, bytes], token: Union[str, bytes]) -> bool: ...
+
+@final
+class Lock:
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = -1.0) -> bool: ...
+    def release(self) -> None: ...
+    def extend(self, ttl: float) -> None: ...
+    def locked(self) -> bool: ...
+    def owned(self) -> bool: ...
+    @property
+    def lost(self) -> bool: ...
+    @property
+    def token(self) -> Optional[bytes]: ...
+    @property
+    def fence(self) -> Optional[int]: ...
+    @property
+    def name(self) -> bytes: ...
+    def __enter__(self) -> "Lock": ...
+    def __exit__(
+        self,
+        *_exc: Any,
+    ) -> bool: ...
+    def acquire_async(self, blocking: bool = True, timeout: Optional[float] = -1.0) -> Awaitable[bool]: ...
+    def release_async(self) -> Awaitable[None]: ...
+    def __aenter__(self) -> Awaitable["Lock"]: ...
+    def __aexit__(self, *_exc: Any) -> Awaitable[None]: ...

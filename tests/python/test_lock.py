@@ -1,0 +1,400 @@
+"""The Python API against a throwaway redis-server, from an installed wheel."""
+import asyncio
+import gc
+import multiprocessing
+import os
+import threading
+import time
+
+import pytest
+import redis
+
+import redislock
+from redislock import (
+    Client,
+    LockConnectionError,
+    LockError,
+    LockNotOwned,
+    LockQuorumError,
+    LockServerError,
+    LockTimeout,
+    LockWrongType,
+)
+
+
+def test_the_wheel_is_installed_not_the_source_tree():
+    assert "site-packages" in redislock.__file__ or "dist-packages" in redislock.__file__
+    assert redislock.__version__
+    assert set(redislock.__all__) >= {"Client", "Lock", "LockError", "LockTimeout", "LockNotOwned",
+                                      "LockWrongType", "LockQuorumError", "LockConnectionError"}
+
+
+def test_exception_hierarchy():
+    for exc in (LockTimeout, LockNotOwned, LockWrongType, LockQuorumError, LockConnectionError,
+                LockServerError):
+        assert issubclass(exc, LockError)
+    assert issubclass(LockConnectionError, ConnectionError)
+    assert LockConnectionError.__module__ == "redislock"
+
+
+def test_the_key_holds_exactly_the_token_with_the_ttl(client, raw):
+    lock = client.lock("jobs", ttl=10.0)
+    assert lock.fence is None
+    assert lock.acquire(blocking=False)
+    assert isinstance(lock.token, bytes) and len(lock.token) == 32
+    assert raw.get("jobs") == lock.token
+    assert 9000 < raw.pttl("jobs") <= 10000
+    assert isinstance(lock.fence, int) and lock.fence >= 1
+    assert lock.owned() and lock.locked()
+    lock.release()
+    assert raw.get("jobs") is None
+    assert not lock.locked() and not lock.owned()
+
+
+def test_caller_tokens_and_byte_names(client, raw):
+    lock = client.lock("order:59", ttl=5.0, token="req-59")
+    assert lock.token == b"req-59"
+    with lock:
+        assert raw.get("order:59") == b"req-59"
+    name = b"bin\x00\xff"
+    token = b"tok\x00\xfe"
+    with client.lock(name, ttl=5.0, token=token) as lock:
+        assert lock.name == name
+        assert raw.get(name) == token
+        assert not client.release_token(name, b"other")
+        assert client.release_token(name, token)
+        assert raw.get(name) is None
+        with pytest.raises(LockNotOwned):
+            lock.release()
+        lock.acquire()  # so that the with-block's exit has something to release
+    # A str token is stored UTF-8 encoded.
+    with client.lock("u", ttl=5.0, token="é") as lock:
+        assert raw.get("u") == "é".encode()
+
+
+def test_competing_locks_and_reacquiring_one_object(client):
+    a = client.lock("shared", ttl=5.0)
+    b = client.lock("shared", ttl=5.0)
+    assert a.acquire(blocking=False)
+    assert not b.acquire(blocking=False)
+    assert not b.acquire(timeout=0)
+    a.release()
+    assert b.acquire(blocking=False)
+    b.release()
+    first = None
+    for _ in range(3):  # the same object, again and again
+        assert a.acquire()
+        assert first is None or a.fence > first
+        first = a.fence
+        a.release()
+    with pytest.raises(LockNotOwned):
+        a.release()
+
+
+def test_a_bounded_wait_keeps_its_deadline(client):
+    holder = client.lock("busy", ttl=30.0)
+    assert holder.acquire()
+    waiter = client.lock("busy", ttl=5.0)
+    t = time.monotonic()
+    assert waiter.acquire(timeout=0.4) is False
+    took = time.monotonic() - t
+    assert 0.35 <= took <= 0.9, took
+    t = time.monotonic()
+    assert waiter.acquire(blocking=False) is False
+    assert time.monotonic() - t < 0.1
+    with pytest.raises(ValueError):
+        waiter.acquire(blocking=False, timeout=1.0)
+    holder.release()
+
+
+def test_with_raises_lock_timeout_and_releases_on_exceptions(client, raw):
+    with client.lock("w", ttl=30.0):
+        with pytest.raises(LockTimeout) as info:
+            with client.lock("w", ttl=5.0, timeout=0.2):
+                pass
+        assert '"w"' in str(info.value)
+    assert raw.get("w") is None
+    with pytest.raises(RuntimeError):
+        with client.lock("w", ttl=30.0):
+            raise RuntimeError("boom")
+    assert raw.get("w") is None
+
+
+def test_stolen_or_expired_locks_raise_and_are_never_recreated(client, raw):
+    lock = client.lock("exp", ttl=0.2)
+    assert lock.acquire()
+    time.sleep(0.3)
+    with pytest.raises(LockNotOwned):
+        lock.extend(5.0)
+    assert raw.get("exp") is None, "extend re-created the key"
+    assert lock.lost
+    with pytest.raises(LockNotOwned):
+        lock.release()
+    assert raw.get("exp") is None
+
+    lock = client.lock("stolen", ttl=30.0)
+    assert lock.acquire()
+    raw.set("stolen", "thief", px=60000)
+    with pytest.raises(LockNotOwned):
+        lock.extend(30.0)
+    with pytest.raises(LockNotOwned):
+        lock.release()
+    assert raw.get("stolen") == b"thief"
+    assert raw.pttl("stolen") > 50000
+
+
+def test_extend_sets_the_remaining_time(client, raw):
+    with client.lock("ext", ttl=10.0) as lock:
+        lock.extend(2.0)
+        assert 1500 < raw.pttl("ext") <= 2000
+        lock.extend(20.0)
+        assert 19000 < raw.pttl("ext") <= 20000
+
+
+def test_fencing_numbers_strictly_increase(client, server):
+    other = Client(server.url)
+    seen = []
+    for i in range(200):
+        c = client if i % 2 else other
+        with c.lock("fenced", ttl=5.0) as lock:
+            seen.append(lock.fence)
+    assert all(b > a for a, b in zip(seen, seen[1:]))
+
+
+def test_a_release_wakes_a_waiter_long_before_the_ttl(client):
+    holder = client.lock("wake", ttl=30.0)
+    assert holder.acquire()
+    got = {}
+
+    def wait():
+        lock = client.lock("wake", ttl=30.0)
+        assert lock.acquire(timeout=20)
+        got["at"] = time.monotonic()
+        lock.release()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    holder.release()
+    t.join(10)
+    assert got["at"] - released < 1.0
+
+
+def test_a_foreign_release_is_noticed(client, raw):
+    raw.set("foreign", "other", px=30000, nx=True)
+    got = {}
+
+    def wait():
+        lock = client.lock("foreign", ttl=5.0)
+        assert lock.acquire(timeout=20)
+        got["at"] = time.monotonic()
+        lock.release()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.5)
+    deleted = time.monotonic()
+    raw.delete("foreign")
+    t.join(10)
+    assert got["at"] - deleted < 3.0
+
+
+def test_redis_py_lock_and_redislock_exclude_each_other(client, raw):
+    theirs = raw.lock("interop", timeout=5)
+    assert theirs.acquire(blocking=False)
+    ours = client.lock("interop", ttl=5.0)
+    assert not ours.acquire(blocking=False)
+    theirs.release()
+    assert ours.acquire(blocking=False)
+    assert not raw.lock("interop", timeout=5).acquire(blocking=False)
+    ours.release()
+
+
+def test_the_gil_is_released_while_waiting(client):
+    holder = client.lock("gil", ttl=30.0)
+    assert holder.acquire()
+    waiter = client.lock("gil", ttl=5.0)
+    t = threading.Thread(target=lambda: waiter.acquire(timeout=1.0))
+    t.start()
+    time.sleep(0.05)
+    ticks = 0
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        ticks += 1
+    t.join()
+    holder.release()
+    # A blocked GIL would allow a few thousand iterations at most.
+    assert ticks > 100000, ticks
+
+
+def test_asyncio_keeps_running_while_a_task_awaits_the_lock(client):
+    holder = client.lock("aio", ttl=30.0)
+    assert holder.acquire()
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        tick = asyncio.create_task(ticker())
+        lock = client.lock("aio", ttl=5.0, timeout=5.0)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.5, holder.release)
+        t = time.monotonic()
+        async with lock as held:
+            assert held.fence is not None
+            waited = time.monotonic() - t
+        assert await lock.acquire_async(timeout=1)
+        await lock.release_async()
+        tick.cancel()
+        return ticks, waited
+
+    ticks, waited = asyncio.run(main())
+    assert 0.4 < waited < 2.0
+    assert ticks >= 20, ticks
+
+
+def _count_worker(url, rounds):
+    import redis as r
+    import redislock as rl
+    c = rl.Client(url)
+    raw = r.Redis.from_url(url)
+    lock = c.lock("mp", ttl=5.0)
+    for _ in range(rounds):
+        with lock:
+            v = int(raw.get("mp:counter") or 0)
+            raw.set("mp:counter", v + 1)
+
+
+def test_six_processes_and_eight_threads_keep_a_counter_exact(server, raw):
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_count_worker, args=(server.url, 40)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert int(raw.get("mp:counter")) == 240
+
+    raw.delete("mp:counter")
+    client = Client(server.url)
+    shared = client.lock("mp", ttl=5.0)  # one object shared by the threads
+    errors = []
+
+    def work():
+        try:
+            for _ in range(40):
+                with shared:
+                    v = int(raw.get("mp:counter") or 0)
+                    raw.set("mp:counter", v + 1)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert int(raw.get("mp:counter")) == 320
+
+
+def test_a_forked_child_uses_the_client_and_spares_the_parent_lock(client, raw):
+    lock = client.lock("parent", ttl=30.0)
+    assert lock.acquire()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            with client.lock("child", ttl=5.0, timeout=5.0) as mine:
+                ok = mine.owned()
+            del lock          # garbage-collected in the child: inert
+            gc.collect()
+            code = 0 if ok and raw.get("parent") is not None else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert lock.owned(), "the child released the parent's lock"
+    lock.release()
+
+
+def test_garbage_collection_releases_a_held_lock(client, raw):
+    lock = client.lock("gc", ttl=30.0)
+    assert lock.acquire()
+    assert raw.get("gc") is not None
+    del lock
+    gc.collect()
+    assert raw.get("gc") is None
+
+
+def test_auto_renew_keeps_a_short_lock_and_reports_a_stolen_one(client, raw):
+    lock = client.lock("renew", ttl=0.3, auto_renew=True)
+    assert lock.acquire()
+    time.sleep(1.0)
+    assert lock.owned() and not lock.lost
+    raw.set("renew", "thief", px=60000)
+    end = time.monotonic() + 2
+    while not lock.lost and time.monotonic() < end:
+        time.sleep(0.01)
+    assert lock.lost
+    assert raw.get("renew") == b"thief"
+    with pytest.raises(LockNotOwned):
+        lock.release()
+
+
+def test_wrong_type_is_reported_and_left_alone(client, raw):
+    raw.hset("h", "f", "v")
+    with pytest.raises(LockWrongType) as info:
+        client.lock("h", ttl=5.0).acquire(blocking=False)
+    assert "hash" in str(info.value)
+    assert raw.hget("h", "f") == b"v"
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"ttl": 0}, {"ttl": -1.0}, {"ttl": float("nan")}, {"ttl": float("inf")}, {"ttl": 1e-6},
+    {"ttl": 10.0 ** 12}, {"timeout": -1.0}, {"timeout": float("nan")}, {"token": ""}, {"token": b""},
+])
+def test_bad_arguments_raise_value_error_before_any_io(dead_url, kwargs):
+    client = Client(dead_url)  # nothing listens: I/O would be a connection error
+    with pytest.raises(ValueError):
+        client.lock("k", **kwargs)
+
+
+def test_bad_names_urls_and_types(dead_url):
+    client = Client(dead_url)
+    with pytest.raises(ValueError):
+        client.lock("")
+    with pytest.raises(ValueError):
+        client.lock(b"x" * 70000)
+    with pytest.raises(TypeError):
+        client.lock(42)
+    with pytest.raises(TypeError):
+        client.lock("k", token=3)
+    for url in ["", "not a url", "http://127.0.0.1:1", "redis://127.0.0.1:99999", []]:
+        with pytest.raises(ValueError):
+            Client(url)
+    with pytest.raises(ValueError):
+        Client([dead_url, dead_url])  # Redlock: not in this version
+    with pytest.raises(TypeError):
+        Client(3)
+    with pytest.raises(ValueError):
+        Client(dead_url, connect_timeout=-1)
+
+
+def test_a_dead_server_raises_lock_connection_error_quickly(dead_url):
+    client = Client(dead_url)
+    t = time.monotonic()
+    with pytest.raises(LockConnectionError) as info:
+        client.lock("k", ttl=5.0, timeout=2.0).acquire()
+    assert time.monotonic() - t < 5.0
+    assert isinstance(info.value, ConnectionError)
+    assert "127.0.0.1" in str(info.value)
+    with pytest.raises(ConnectionError):
+        with client.lock("k", ttl=5.0):
+            pass
