@@ -38,7 +38,9 @@ fn main() {
     flat.sys_includes = Vec::new();
     flat.includes = Vec::new();
     flat.no_includes = true;
-    let php = generate(dir, flat);
+    // PHP passes its strings as `char *`: the same ABI as `uint8_t *`, and
+    // binary-safe here since every byte string comes with its length.
+    let php = generate(dir, flat).replace("uint8_t *", "char *");
     assert!(
         !php.lines().any(|l| l.trim_start().starts_with('#')),
         "the PHP header must have no preprocessor lines"

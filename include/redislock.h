@@ -179,6 +179,14 @@ bool redislock_lock_is_lost(const struct redislock_lock *lock);
 void redislock_lock_free(struct redislock_lock *lock);
 
 /**
+ * Free the handle without releasing the lock: it stays held on the server
+ * until its TTL runs out or `redislock_release_token` releases it (the
+ * request-id pattern). Background renewal stops. Takes ownership of
+ * `lock`; NULL is a no-op.
+ */
+void redislock_lock_forget(struct redislock_lock *lock);
+
+/**
  * Copy the lock's token (binary, not NUL-terminated) into `buf`, at most
  * `cap` bytes, and return its full length: call with `cap` 0 to learn the
  * size. `lock`: borrowed; NULL gives 0. `buf`: borrowed, may be NULL when

@@ -168,6 +168,17 @@ impl Lock {
         }
     }
 
+    /// Let go of the handle without releasing: the lock stays held on the
+    /// server until it expires or is released by token
+    /// ([`Client::release_token`]). Renewal stops. This is the request-id
+    /// pattern, where acquire and release happen in different places.
+    pub fn forget(mut self) {
+        self.done = true;
+        if self.in_owner_process() {
+            self.stop_renewal();
+        }
+    }
+
     fn stop_renewal(&self) {
         *locked(&self.state.renewing) = false;
     }

@@ -26,11 +26,11 @@ enum redislock_status redislock_client_open_redlock(const char *const *urls,
 void redislock_client_free(struct redislock_client *client);
 
 enum redislock_status redislock_acquire(const struct redislock_client *client,
-                                        const uint8_t *key,
+                                        const char *key,
                                         size_t key_len,
                                         uint64_t ttl_ms,
                                         int64_t wait_ms,
-                                        const uint8_t *token,
+                                        const char *token,
                                         size_t token_len,
                                         struct redislock_lock **out);
 
@@ -44,14 +44,16 @@ bool redislock_lock_is_lost(const struct redislock_lock *lock);
 
 void redislock_lock_free(struct redislock_lock *lock);
 
-size_t redislock_lock_token(const struct redislock_lock *lock, uint8_t *buf, size_t cap);
+void redislock_lock_forget(struct redislock_lock *lock);
+
+size_t redislock_lock_token(const struct redislock_lock *lock, char *buf, size_t cap);
 
 uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 
 enum redislock_status redislock_release_token(const struct redislock_client *client,
-                                              const uint8_t *key,
+                                              const char *key,
                                               size_t key_len,
-                                              const uint8_t *token,
+                                              const char *token,
                                               size_t token_len);
 
 size_t redislock_last_error(char *buf, size_t cap);

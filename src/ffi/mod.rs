@@ -369,6 +369,20 @@ pub extern "C" fn redislock_lock_free(lock: *mut redislock_lock) {
     })
 }
 
+/// Free the handle without releasing the lock: it stays held on the server
+/// until its TTL runs out or `redislock_release_token` releases it (the
+/// request-id pattern). Background renewal stops. Takes ownership of
+/// `lock`; NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn redislock_lock_forget(lock: *mut redislock_lock) {
+    guard((), || {
+        if !lock.is_null() {
+            // SAFETY: made by Box::into_raw in redislock_acquire, given back once.
+            unsafe { Box::from_raw(lock) }.lock.forget();
+        }
+    })
+}
+
 /// Copy the lock's token (binary, not NUL-terminated) into `buf`, at most
 /// `cap` bytes, and return its full length: call with `cap` 0 to learn the
 /// size. `lock`: borrowed; NULL gives 0. `buf`: borrowed, may be NULL when

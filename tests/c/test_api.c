@@ -103,6 +103,7 @@ static void test_null_everywhere(redislock_client *c) {
   CHECK(strlen(redislock_version()) > 0, "version");
   redislock_client_free(NULL);
   redislock_lock_free(NULL);
+  redislock_lock_forget(NULL);
 }
 
 static void expect_invalid(redislock_status s, const char *what) {
@@ -180,6 +181,13 @@ static void test_tokens(redislock_client *c) {
   CHECK(redislock_release_token(c, key, sizeof key, token, sizeof token) == REDISLOCK_NOT_OWNER,
         "second release by token");
   CHECK(redislock_release(l) == REDISLOCK_NOT_OWNER, "handle release after release by token");
+
+  /* Forget: the handle goes, the lock stays until released by token. */
+  CHECK(redislock_acquire(c, KEY("c:forget"), 10000, 0, (const uint8_t *)"id-7", 4, &l) == REDISLOCK_OK, "acquire");
+  redislock_lock_forget(l);
+  CHECK(held(c, "c:forget"), "a forgotten lock stays held");
+  CHECK(redislock_release_token(c, KEY("c:forget"), (const uint8_t *)"id-7", 4) == REDISLOCK_OK, "release by token");
+  CHECK(!held(c, "c:forget"), "released by token");
 }
 
 static void test_expiry_and_waits(redislock_client *c) {
