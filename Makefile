@@ -6,7 +6,7 @@ PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
 
-.PHONY: all deps build install wheel test lint test-rust test-python demo bench-core clean
+.PHONY: all deps build install wheel test lint test-rust test-python test-php demo bench-core clean
 
 all: build
 
@@ -21,7 +21,7 @@ install: build
 	scripts/install.sh "$(PREFIX)" target/release
 
 ## make test: everything (lints, unit and integration tests against throwaway redis-servers)
-test: deps lint test-rust test-python
+test: deps lint test-rust test-python test-php
 
 lint:
 	$(CARGO) fmt --all --check
@@ -33,7 +33,7 @@ wheel: deps
 	rm -rf $(VENV) target/wheels-test
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .
 
 # The wheel goes into a fresh virtualenv; pytest runs from tests/python so
 # that `import redislock` finds the installed wheel, never the source tree.
@@ -47,6 +47,11 @@ test-rust:
 	$(CARGO) build
 	$(CARGO) test --all-targets
 	$(CARGO) test --doc
+
+# PHPUnit (Debian's) against the library `cargo build` made in test-rust.
+test-php:
+	$(CARGO) build
+	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit
 
 ## make demo: contending workers on one lock, against a throwaway redis-server
 demo: deps

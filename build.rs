@@ -47,7 +47,7 @@ fn main() {
     );
     write_if_changed(&dir.join("bindings/php/redislock.h"), &php);
     let preload =
-        format!("#define FFI_SCOPE \"redislock\"\n#define FFI_LIB \"libredislock.so\"\n{php}");
+        format!("#define FFI_SCOPE \"redislock\"\n#define FFI_LIB \"libredislock.so.0\"\n{php}");
     write_if_changed(&dir.join("bindings/php/redislock_preload.h"), &preload);
 }
 

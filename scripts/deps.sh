@@ -21,6 +21,19 @@ else
   need_apt+=(python3-venv)
 fi
 
+have php             || need_apt+=(php-cli)
+have phpunit         || need_apt+=(phpunit)
+[ -f /usr/share/php/Predis/Autoloader.php ] || need_apt+=(php-nrk-predis)
+# Debian names PHP's own extensions by version (php8.2-opcache, -common: FFI).
+php_ver=$( (have php && php -r 'echo PHP_MAJOR_VERSION, ".", PHP_MINOR_VERSION;') || echo 8.2)
+if have php; then
+  php -m | grep -qx redis          || need_apt+=(php-redis)
+  php -m | grep -qx 'Zend OPcache' || need_apt+=("php$php_ver-opcache")
+  php -m | grep -qx FFI            || need_apt+=("php$php_ver-common")
+else
+  need_apt+=(php-redis "php$php_ver-opcache")
+fi
+
 if [ ${#need_apt[@]} -gt 0 ]; then
   # shellcheck disable=SC2207
   pkgs=($(printf '%s\n' "${need_apt[@]}" | sort -u))

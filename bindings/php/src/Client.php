@@ -1,0 +1,185 @@
+<?php
+declare(strict_types=1);
+
+namespace RedisLock;
+
+/**
+ * A connection pool for one Redis deployment, shared by the locks taken
+ * through it. Opening validates the URL but does not connect.
+ *
+ *   $client = new RedisLock\Client('redis://127.0.0.1:6379');
+ *   $lock = $client->acquire('reports', ttlMs: 30000, waitMs: 10000);
+ */
+final class Client
+{
+    private ?\FFI\CData $handle;
+
+    /**
+     * @param string|list<string> $url redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock;
+     *                                 a list of URLs is Redlock (one URL only in this version)
+     * @throws InvalidArgument for a malformed URL
+     */
+    public function __construct(string|array $url)
+    {
+        $ffi = FFI::get();
+        $out = $ffi->new('redislock_client*');
+        if (is_array($url)) {
+            $urls = array_values($url);
+            $n = count($urls);
+            foreach ($urls as $u) {
+                if (!is_string($u)) {
+                    throw new InvalidArgument('every URL must be a string');
+                }
+            }
+            $arr = $ffi->new('const char*[' . max($n, 1) . ']');
+            $keep = [];
+            foreach ($urls as $i => $u) {
+                $keep[$i] = self::cString($u);
+                $arr[$i] = \FFI::cast('const char*', $keep[$i]);
+            }
+            FFI::checkStatus($ffi->redislock_client_open_redlock($arr, $n, \FFI::addr($out)));
+        } else {
+            FFI::checkStatus($ffi->redislock_client_open($url, \FFI::addr($out)));
+        }
+        $this->handle = $out;
+    }
+
+    /** A NUL-terminated copy of $s that lives as long as the returned CData. */
+    private static function cString(string $s): \FFI\CData
+    {
+        $buf = FFI::get()->new('char[' . (strlen($s) + 1) . ']');
+        \FFI::memcpy($buf, $s, strlen($s));
+        $buf[strlen($s)] = "\0";
+        return $buf;
+    }
+
+    public function __destruct()
+    {
+        if ($this->handle !== null) {
+            FFI::get()->redislock_client_free($this->handle);
+            $this->handle = null;
+        }
+    }
+
+    /**
+     * Take the lock $key (a binary-safe string).
+     *
+     * @param int      $ttlMs     how long the lock lives unless extended (1 ms .. 30 days)
+     * @param int|null $waitMs    null waits forever, 0 tries once, > 0 is a deadline
+     * @param ?string  $token     the caller's token; null for 128 random bits
+     * @param bool     $autoRenew renew in the background until released
+     * @throws LockTimeout when the wait ran out; WrongType, ConnectionException, InvalidArgument...
+     */
+    public function acquire(
+        string $key,
+        int $ttlMs = 30000,
+        ?int $waitMs = null,
+        ?string $token = null,
+        bool $autoRenew = false,
+    ): Lock {
+        $handle = $this->take($key, $ttlMs, $waitMs, $token);
+        FFI::checkStatus($handle[0]);
+        $lock = new Lock($handle[1], $key);
+        if ($autoRenew) {
+            $lock->autoRenew();
+        }
+        return $lock;
+    }
+
+    /** One attempt: the Lock, or null when another owner holds it. */
+    public function tryAcquire(
+        string $key,
+        int $ttlMs = 30000,
+        ?string $token = null,
+        bool $autoRenew = false,
+    ): ?Lock {
+        [$status, $handle] = $this->take($key, $ttlMs, 0, $token);
+        if ($status === FFI::NOT_ACQUIRED) {
+            return null;
+        }
+        FFI::checkStatus($status);
+        $lock = new Lock($handle, $key);
+        if ($autoRenew) {
+            $lock->autoRenew();
+        }
+        return $lock;
+    }
+
+    /**
+     * Run $fn($lock) holding the lock $key; release it afterwards, also when
+     * $fn throws. Returns what $fn returns.
+     */
+    public function synchronized(
+        string $key,
+        callable $fn,
+        int $ttlMs = 30000,
+        ?int $waitMs = null,
+        bool $autoRenew = false,
+    ): mixed {
+        $lock = $this->acquire($key, ttlMs: $ttlMs, waitMs: $waitMs, autoRenew: $autoRenew);
+        try {
+            return $fn($lock);
+        } finally {
+            $lock->release();
+        }
+    }
+
+    /**
+     * Take the lock $key under $token without keeping a handle: it stays
+     * held until it expires or releaseToken($key, $token) releases it (the
+     * request-id pattern). False when another owner holds it.
+     */
+    public function acquireToken(string $key, string $token, int $ttlMs, ?int $waitMs = 0): bool
+    {
+        [$status, $handle] = $this->take($key, $ttlMs, $waitMs, $token);
+        if ($status === FFI::NOT_ACQUIRED) {
+            return false;
+        }
+        FFI::checkStatus($status);
+        FFI::get()->redislock_lock_forget($handle);
+        return true;
+    }
+
+    /**
+     * Release the lock $key if it holds $token. False when it does not
+     * (expired, or held by another owner); nothing is changed then.
+     */
+    public function releaseToken(string $key, string $token): bool
+    {
+        $status = FFI::get()->redislock_release_token($this->handle(), $key, strlen($key), $token, strlen($token));
+        if ($status === FFI::NOT_OWNER) {
+            return false;
+        }
+        FFI::checkStatus($status);
+        return true;
+    }
+
+    /** @return array{0: int, 1: \FFI\CData} the status and the lock handle */
+    private function take(string $key, int $ttlMs, ?int $waitMs, ?string $token): array
+    {
+        if ($ttlMs <= 0) {
+            throw new InvalidArgument("ttlMs must be at least 1, got $ttlMs");
+        }
+        if ($waitMs !== null && $waitMs < 0) {
+            throw new InvalidArgument("waitMs must be null (forever), 0 (try once) or positive, got $waitMs");
+        }
+        $ffi = FFI::get();
+        $out = $ffi->new('redislock_lock*');
+        $status = $ffi->redislock_acquire(
+            $this->handle(),
+            $key,
+            strlen($key),
+            $ttlMs,
+            $waitMs ?? -1,
+            $token,
+            $token === null ? 0 : strlen($token),
+            \FFI::addr($out),
+        );
+        return [$status, $out];
+    }
+
+    private function handle(): \FFI\CData
+    {
+        return $this->handle ?? throw new LockException('this client was closed');
+    }
+}

@@ -1,0 +1,9 @@
+<?php
+declare(strict_types=1);
+
+namespace RedisLock;
+
+/** Redis cannot be reached, an I/O error, or a timeout. */
+class ConnectionException extends LockException
+{
+}

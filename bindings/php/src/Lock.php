@@ -1,0 +1,86 @@
+<?php
+declare(strict_types=1);
+
+namespace RedisLock;
+
+/**
+ * A lock held by this process. Going out of scope releases it (best
+ * effort), except in a child made by pcntl_fork(), where it is inert: the
+ * parent keeps its lock.
+ */
+final class Lock
+{
+    private ?\FFI\CData $handle;
+
+    /** @internal made by Client */
+    public function __construct(\FFI\CData $handle, private readonly string $key)
+    {
+        $this->handle = $handle;
+    }
+
+    public function __destruct()
+    {
+        if ($this->handle !== null) {
+            FFI::get()->redislock_lock_free($this->handle);
+            $this->handle = null;
+        }
+    }
+
+    /**
+     * Release the lock. Throws LockNotOwned when it expired or was taken
+     * over (the new holder's key is left alone).
+     */
+    public function release(): void
+    {
+        $handle = $this->handle();
+        $this->handle = null;
+        FFI::checkStatus(FFI::get()->redislock_release($handle));
+    }
+
+    /** Set the remaining time to $ttlMs (not added to it). Throws LockNotOwned when lost. */
+    public function extend(int $ttlMs): void
+    {
+        if ($ttlMs <= 0) {
+            throw new InvalidArgument("ttlMs must be at least 1, got $ttlMs");
+        }
+        FFI::checkStatus(FFI::get()->redislock_extend($this->handle(), $ttlMs));
+    }
+
+    /** Renew in the background at about a third of the TTL until released. */
+    public function autoRenew(): void
+    {
+        FFI::checkStatus(FFI::get()->redislock_lock_auto_renew($this->handle()));
+    }
+
+    /** True once renewal or an extend found the lock gone. */
+    public function isLost(): bool
+    {
+        return FFI::get()->redislock_lock_is_lost($this->handle());
+    }
+
+    /** The token stored under the key (binary-safe). */
+    public function token(): string
+    {
+        $ffi = FFI::get();
+        $n = $ffi->redislock_lock_token($this->handle(), null, 0);
+        $buf = $ffi->new("char[$n]");
+        $ffi->redislock_lock_token($this->handle(), $buf, $n);
+        return \FFI::string($buf, $n);
+    }
+
+    /** The fencing number: greater than any handed out before for this name. */
+    public function fence(): int
+    {
+        return FFI::get()->redislock_lock_fence($this->handle());
+    }
+
+    public function key(): string
+    {
+        return $this->key;
+    }
+
+    private function handle(): \FFI\CData
+    {
+        return $this->handle ?? throw new LockNotOwned('this Lock was already released');
+    }
+}

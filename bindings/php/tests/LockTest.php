@@ -1,0 +1,272 @@
+<?php
+declare(strict_types=1);
+
+use PHPUnit\Framework\TestCase;
+use RedisLock\Client;
+use RedisLock\ConnectionException;
+use RedisLock\InvalidArgument;
+use RedisLock\LockException;
+use RedisLock\LockNotOwned;
+use RedisLock\LockTimeout;
+use RedisLock\WrongType;
+
+final class LockTest extends TestCase
+{
+    private RedisServer $server;
+    private Client $client;
+    private Redis $raw;
+
+    protected function setUp(): void
+    {
+        $this->server = new RedisServer();
+        $this->client = new Client($this->server->url());
+        $this->raw = $this->server->raw();
+    }
+
+    protected function tearDown(): void
+    {
+        $this->server->stop();
+    }
+
+    public function testAcquireExtendReleaseAndFence(): void
+    {
+        $lock = $this->client->acquire('reports', ttlMs: 10000, waitMs: 1000);
+        $this->assertSame(32, strlen($lock->token()));
+        $this->assertSame($lock->token(), $this->raw->get('reports'));
+        $pttl = $this->raw->pttl('reports');
+        $this->assertGreaterThan(9000, $pttl);
+        $lock->extend(2000);
+        $pttl = $this->raw->pttl('reports');
+        $this->assertTrue($pttl > 1500 && $pttl <= 2000, "pttl $pttl");
+        $first = $lock->fence();
+        $this->assertGreaterThanOrEqual(1, $first);
+        $lock->release();
+        $this->assertFalse($this->raw->get('reports'));
+        $again = $this->client->acquire('reports', ttlMs: 10000);
+        $this->assertGreaterThan($first, $again->fence());
+        $this->assertFalse($again->isLost());
+        $again->release();
+        $this->expectException(LockNotOwned::class);
+        $again->release();
+    }
+
+    public function testBinaryKeysAndTokens(): void
+    {
+        $key = "bin\0\xff";
+        $token = "tok\0\xfe";
+        $lock = $this->client->acquire($key, ttlMs: 5000, token: $token);
+        $this->assertSame($token, $lock->token());
+        $this->assertSame($token, $this->raw->get($key));
+        $this->assertSame($key, $lock->key());
+        $this->assertFalse($this->client->releaseToken($key, 'other'));
+        $this->assertTrue($this->client->releaseToken($key, $token));
+        $this->assertFalse($this->raw->get($key));
+    }
+
+    public function testTryAcquireAndATimeoutWithinBounds(): void
+    {
+        $held = $this->client->acquire('busy', ttlMs: 30000);
+        $t = hrtime(true);
+        $this->assertNull($this->client->tryAcquire('busy'));
+        $this->assertLessThan(100, (hrtime(true) - $t) / 1e6);
+        $t = hrtime(true);
+        try {
+            $this->client->acquire('busy', ttlMs: 5000, waitMs: 400);
+            $this->fail('acquired a held lock');
+        } catch (LockTimeout $e) {
+            $ms = (hrtime(true) - $t) / 1e6;
+            $this->assertTrue($ms >= 350 && $ms <= 900, "400 ms wait took $ms ms");
+            $this->assertStringContainsString('"busy"', $e->getMessage());
+        }
+        $held->release();
+    }
+
+    public function testStolenAndExpiredLocksAreNotOwnedAndNeverRecreated(): void
+    {
+        $lock = $this->client->acquire('exp', ttlMs: 150);
+        usleep(250000);
+        try {
+            $lock->extend(5000);
+            $this->fail('extended an expired lock');
+        } catch (LockNotOwned) {
+        }
+        $this->assertTrue($lock->isLost());
+        $this->assertFalse($this->raw->get('exp'), 'extend re-created the key');
+        try {
+            $lock->release();
+            $this->fail('released an expired lock');
+        } catch (LockNotOwned) {
+        }
+        $this->assertFalse($this->raw->get('exp'));
+
+        $lock = $this->client->acquire('stolen', ttlMs: 30000);
+        $this->raw->set('stolen', 'thief', ['PX' => 60000]);
+        try {
+            $lock->release();
+            $this->fail('released a stolen lock');
+        } catch (LockNotOwned) {
+        }
+        $this->assertSame('thief', $this->raw->get('stolen'));
+        $this->assertGreaterThan(50000, $this->raw->pttl('stolen'));
+    }
+
+    public function testWrongTypeLeavesTheKeyIntact(): void
+    {
+        $this->raw->hSet('h', 'f', 'v');
+        try {
+            $this->client->acquire('h', ttlMs: 5000, waitMs: 0);
+            $this->fail('acquired a hash');
+        } catch (WrongType $e) {
+            $this->assertStringContainsString('hash', $e->getMessage());
+        }
+        $this->assertSame('v', $this->raw->hGet('h', 'f'));
+    }
+
+    public function testInvalidArguments(): void
+    {
+        $cases = [
+            'ttl 0' => fn() => $this->client->acquire('k', ttlMs: 0),
+            'negative ttl' => fn() => $this->client->acquire('k', ttlMs: -5),
+            'empty key' => fn() => $this->client->acquire('', ttlMs: 1000),
+            'negative wait' => fn() => $this->client->acquire('k', ttlMs: 1000, waitMs: -1),
+            'empty token' => fn() => $this->client->acquire('k', ttlMs: 1000, token: ''),
+            'malformed URL' => fn() => new Client('not a url'),
+            'wrong scheme' => fn() => new Client('http://127.0.0.1:1'),
+            'extend 0' => fn() => $this->client->acquire('k2', ttlMs: 1000)->extend(0),
+        ];
+        foreach ($cases as $what => $fn) {
+            try {
+                $fn();
+                $this->fail("$what was accepted");
+            } catch (InvalidArgument $e) {
+                $this->assertInstanceOf(\InvalidArgumentException::class, $e);
+                $this->assertNotSame('', $e->getMessage(), $what);
+            }
+        }
+    }
+
+    public function testADeadServerIsAConnectionExceptionWithinFiveSeconds(): void
+    {
+        $dead = new Client('redis://127.0.0.1:' . RedisServer::freePort());
+        $t = hrtime(true);
+        try {
+            $dead->acquire('k', ttlMs: 1000, waitMs: 2000);
+            $this->fail('no error from a dead server');
+        } catch (ConnectionException $e) {
+            $this->assertInstanceOf(LockException::class, $e);
+            $this->assertStringContainsString('cannot reach Redis at 127.0.0.1:', $e->getMessage());
+        }
+        $this->assertLessThan(5000, (hrtime(true) - $t) / 1e6);
+    }
+
+    public function testSynchronizedReturnsTheValueAndReleasesOnException(): void
+    {
+        $this->assertSame(42, $this->client->synchronized('sync', fn() => 42, ttlMs: 5000, waitMs: 1000));
+        $this->assertFalse($this->raw->get('sync'));
+        try {
+            $this->client->synchronized('sync', function ($lock) {
+                $this->assertNotFalse($this->raw->get('sync'));
+                throw new DomainException('boom');
+            }, ttlMs: 5000);
+            $this->fail('the exception was swallowed');
+        } catch (DomainException $e) {
+            $this->assertSame('boom', $e->getMessage());
+        }
+        $this->assertFalse($this->raw->get('sync'), 'synchronized did not release on exception');
+    }
+
+    public function testALockGoingOutOfScopeIsReleased(): void
+    {
+        (function () {
+            $lock = $this->client->acquire('scoped', ttlMs: 30000);
+            $this->assertNotFalse($this->raw->get('scoped'));
+        })();
+        $this->assertFalse($this->raw->get('scoped'));
+    }
+
+    public function testAutoRenewAndIsLost(): void
+    {
+        $lock = $this->client->acquire('renew', ttlMs: 300, autoRenew: true);
+        usleep(1000000);
+        $this->assertFalse($lock->isLost());
+        $this->assertSame($lock->token(), $this->raw->get('renew'));
+        $this->raw->set('renew', 'thief', ['PX' => 60000]);
+        $deadline = microtime(true) + 2;
+        while (!$lock->isLost() && microtime(true) < $deadline) {
+            usleep(10000);
+        }
+        $this->assertTrue($lock->isLost());
+        $this->assertSame('thief', $this->raw->get('renew'));
+    }
+
+    /**
+     * Run $body in a pcntl_fork() child; returns whether it returned true.
+     * The child ends with SIGKILL after writing its verdict, so that no
+     * PHP shutdown (PHPUnit's, the test server's) runs in it.
+     */
+    private function inChild(callable $body): int
+    {
+        $verdict = tempnam(sys_get_temp_dir(), 'redislock-child-');
+        $pid = pcntl_fork();
+        if ($pid === 0) {
+            $ok = false;
+            try {
+                $ok = (bool)$body();
+            } catch (\Throwable $e) {
+                fwrite(STDERR, "child: $e\n");
+            }
+            file_put_contents($verdict, $ok ? 'ok' : 'fail');
+            posix_kill(posix_getpid(), SIGKILL);
+        }
+        $this->assertGreaterThan(0, $pid, 'pcntl_fork failed');
+        $this->verdicts[$pid] = $verdict;
+        return $pid;
+    }
+
+    /** @var array<int, string> the verdict file of each child */
+    private array $verdicts = [];
+
+    private function childSucceeded(int $pid): bool
+    {
+        pcntl_waitpid($pid, $status);
+        $file = $this->verdicts[$pid];
+        unset($this->verdicts[$pid]);
+        $ok = file_get_contents($file) === 'ok';
+        unlink($file);
+        return $ok;
+    }
+
+    public function testAReleaseWakesAWaiterInAForkedChildLongBeforeTheTtl(): void
+    {
+        $holder = $this->client->acquire('wake', ttlMs: 30000);
+        $url = $this->server->url();
+        $pid = $this->inChild(function () use ($url) {
+            $lock = (new Client($url))->acquire('wake', ttlMs: 5000, waitMs: 20000);
+            $lock->release();
+            return true;
+        });
+        usleep(300000);
+        $t = hrtime(true);
+        $holder->release();
+        $this->assertTrue($this->childSucceeded($pid), 'the child did not get the lock');
+        $ms = (hrtime(true) - $t) / 1e6;
+        $this->assertLessThan(1000, $ms, "the child got the lock $ms ms after the release");
+    }
+
+    public function testAForkedChildNeverReleasesTheParentsLock(): void
+    {
+        $lock = $this->client->acquire('parent', ttlMs: 30000);
+        $token = $lock->token();
+        $pid = $this->inChild(function () use (&$lock) {
+            // The child uses the client (fresh connections)...
+            $ok = $this->client->tryAcquire('child-own', ttlMs: 5000) !== null;
+            // ...and drops the inherited Lock: its destructor must be inert.
+            $lock = null;
+            gc_collect_cycles();
+            return $ok && $this->server->raw()->get('parent') !== false;
+        });
+        $this->assertTrue($this->childSucceeded($pid));
+        $this->assertSame($token, $this->raw->get('parent'), "the child released the parent's lock");
+        $lock->release();
+    }
+}

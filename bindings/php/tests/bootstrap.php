@@ -1,0 +1,99 @@
+<?php
+// PHPUnit bootstrap: the package (without Composer) and a throwaway
+// redis-server harness. Servers run on free loopback ports in temporary
+// directories and are killed when the test ends; port 6379 is never used.
+declare(strict_types=1);
+
+require __DIR__ . '/../autoload.php';
+
+final class RedisServer
+{
+    public int $port = 0;
+    private $proc = null;
+    private string $dir;
+
+    public function __construct()
+    {
+        $bin = getenv('REDIS_SERVER') ?: 'redis-server';
+        $this->dir = sys_get_temp_dir() . '/redislock-php-' . bin2hex(random_bytes(6));
+        mkdir($this->dir);
+        for ($try = 0; $try < 20; $try++) {
+            $this->port = self::freePort();
+            $cmd = [$bin, '--port', (string)$this->port, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+                '--dir', $this->dir, '--logfile', 'redis.log', '--daemonize', 'no'];
+            $null = ['file', '/dev/null', 'r'];
+            $this->proc = proc_open($cmd, [0 => $null, 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
+            if (!is_resource($this->proc)) {
+                throw new RuntimeException("cannot run $bin: apt-get install redis-server (make test does)");
+            }
+            if ($this->waitReady()) {
+                return;
+            }
+        }
+        throw new RuntimeException('could not start redis-server on a free port');
+    }
+
+    private function waitReady(): bool
+    {
+        $deadline = microtime(true) + 10;
+        while (microtime(true) < $deadline) {
+            if (!proc_get_status($this->proc)['running']) {
+                return false;
+            }
+            $s = @fsockopen('127.0.0.1', $this->port, $errno, $errstr, 0.2);
+            if ($s) {
+                fwrite($s, "PING\r\n");
+                $ok = fgets($s) === "+PONG\r\n";
+                fclose($s);
+                if ($ok) {
+                    return true;
+                }
+            }
+            usleep(10000);
+        }
+        throw new RuntimeException("redis-server on port {$this->port} did not answer");
+    }
+
+    public static function freePort(): int
+    {
+        do {
+            $s = stream_socket_server('tcp://127.0.0.1:0');
+            $name = stream_socket_get_name($s, false);
+            fclose($s);
+            $port = (int)substr($name, strrpos($name, ':') + 1);
+        } while ($port === 6379);
+        return $port;
+    }
+
+    public function url(): string
+    {
+        return "redis://127.0.0.1:{$this->port}/0";
+    }
+
+    /** A raw phpredis connection for checking what was written. */
+    public function raw(): Redis
+    {
+        $r = new Redis();
+        $r->connect('127.0.0.1', $this->port);
+        return $r;
+    }
+
+    public function stop(): void
+    {
+        if ($this->proc !== null) {
+            $status = proc_get_status($this->proc);
+            if ($status['running']) {
+                posix_kill($status['pid'], SIGKILL);
+            }
+            proc_close($this->proc);
+            $this->proc = null;
+            @unlink($this->dir . '/redis.log');
+            @rmdir($this->dir);
+        }
+    }
+
+    public function __destruct()
+    {
+        $this->stop();
+    }
+}
