@@ -85,6 +85,18 @@ impl AcquireOptions {
     }
 }
 
+/// What Redis says about a lock name right now ([`Client::inspect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    /// The holder's token, when the lock is held.
+    pub holder: Option<Vec<u8>>,
+    /// How long the holder's lock still lives; `None` when free or when the
+    /// key has no expiry.
+    pub ttl: Option<Duration>,
+    /// The last fencing number handed out for this name (0: never).
+    pub fence: u64,
+}
+
 /// Settings for [`Client`], made by [`Client::builder`].
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
@@ -411,6 +423,41 @@ impl Client {
         check_token(token)?;
         let keys = LockKeys::new(key);
         release(self, &keys, token)
+    }
+
+    /// The holder, remaining TTL and last fencing number of `key`, read in
+    /// one round trip (for status displays; it may be stale at once).
+    pub fn inspect(&self, key: impl AsRef<[u8]>) -> Result<LockInfo> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let keys = LockKeys::new(key);
+        let (holder, pttl, fence): (Value, i64, Option<u64>) = self
+            .inner
+            .pool
+            .with(|con, _| {
+                redis::pipe()
+                    .cmd("GET")
+                    .arg(&keys.lock)
+                    .cmd("PTTL")
+                    .arg(&keys.lock)
+                    .cmd("GET")
+                    .arg(&keys.fence)
+                    .query(con)
+            })
+            .map_err(|e| self.with_key(e, key))?;
+        let holder = match holder {
+            Value::BulkString(b) => Some(b),
+            _ => None,
+        };
+        Ok(LockInfo {
+            ttl: if holder.is_some() {
+                u64::try_from(pttl).ok().map(Duration::from_millis)
+            } else {
+                None
+            },
+            holder,
+            fence: fence.unwrap_or(0),
+        })
     }
 
     /// Whether anyone holds the lock `key` (the key exists).

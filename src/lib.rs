@@ -32,11 +32,17 @@ mod sync;
 mod wait;
 
 pub use client::{
-    parse_duration, AcquireOptions, Client, ClientBuilder, Wait, DEFAULT_COMMAND_TIMEOUT,
+    parse_duration, AcquireOptions, Client, ClientBuilder, LockInfo, Wait, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT, MAX_KEY_LEN, MAX_TTL,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use lock::Lock;
+
+/// A fresh random token like the ones acquire makes: 128 bits from the
+/// operating system's generator, as 32 hex characters.
+pub fn random_token() -> Vec<u8> {
+    protocol::new_token()
+}
 
 /// This library's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -47,6 +47,35 @@ fn the_key_holds_exactly_the_token_with_the_ttl() {
 }
 
 #[test]
+fn inspect_reports_holder_ttl_and_fence() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let free = client.inspect("insp").unwrap();
+    assert_eq!(
+        free,
+        redislock::LockInfo {
+            holder: None,
+            ttl: None,
+            fence: 0
+        }
+    );
+    let lock = client.acquire("insp", 10 * S, Wait::TryOnce).unwrap();
+    let held = client.inspect("insp").unwrap();
+    assert_eq!(held.holder.as_deref(), Some(lock.token()));
+    assert!(held.ttl.unwrap() > 9 * S);
+    assert_eq!(held.fence, lock.fence());
+    lock.release().unwrap();
+    let after = client.inspect("insp").unwrap();
+    assert_eq!((after.holder, after.fence), (None, held.fence));
+    let mut raw = srv.raw();
+    let _: () = raw.hset("insp-h", "f", "v").unwrap();
+    assert_eq!(
+        client.inspect("insp-h").unwrap_err().kind(),
+        ErrorKind::WrongType
+    );
+}
+
+#[test]
 fn sixteen_threads_keep_a_non_atomic_counter_exact() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();

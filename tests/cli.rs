@@ -1,0 +1,348 @@
+//! The `redislock` command line: exit codes, signal forwarding, lost-lock
+//! handling, `status`, and no password in any output.
+
+mod common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use redis::Commands;
+
+const BIN: &str = env!("CARGO_BIN_EXE_redislock");
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn redislock(srv: &Server, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env("REDISLOCK_URL", srv.url())
+        .stdin(Stdio::null());
+    c
+}
+
+fn output(mut c: Command) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.output().unwrap();
+    (
+        status.code().expect("redislock was killed by a signal"),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+fn wait_for_key(srv: &Server, key: &str) -> Vec<u8> {
+    let mut raw = srv.raw();
+    let t = Instant::now();
+    loop {
+        if let Some(v) = raw.get::<_, Option<Vec<u8>>>(key).unwrap() {
+            return v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{key} never appeared"
+        );
+        sleep(ms(10));
+    }
+}
+
+fn exit_code(child: &mut Child, within: Duration) -> i32 {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code().expect("redislock itself was killed");
+        }
+        assert!(
+            t.elapsed() < within,
+            "redislock did not exit within {within:?}"
+        );
+        sleep(ms(10));
+    }
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+#[test]
+fn run_holds_the_lock_while_the_command_runs_and_exits_with_its_status() {
+    let srv = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let script = format!(
+        "redis-cli -p {} GET job > {}; echo \"$REDISLOCK_KEY $REDISLOCK_FENCE\" >> {}; exit 3",
+        srv.port,
+        seen.display(),
+        seen.display()
+    );
+    let (code, _, err) = output(redislock(&srv, &["run", "job", "--", "sh", "-c", &script]));
+    assert_eq!(code, 3, "{err}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let mut lines = seen.lines();
+    let token = lines.next().unwrap();
+    assert!(
+        token.starts_with("run:"),
+        "the key held {token:?} during the command"
+    );
+    assert!(token.contains(&format!(":{}:", std::process::id())) || token.split(':').count() == 4);
+    assert_eq!(lines.next().unwrap(), "job 1");
+    let mut raw = srv.raw();
+    assert_eq!(
+        raw.get::<_, Option<String>>("job").unwrap(),
+        None,
+        "not released"
+    );
+    let (code, _, _) = output(redislock(&srv, &["run", "job", "--", "true"]));
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_held_lock_exits_75_and_says_who_holds_it() {
+    let srv = Server::start();
+    let mut first = redislock(&srv, &["run", "--ttl", "20s", "busy", "--", "sleep", "30"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_key(&srv, "busy");
+    let (code, _, err) = output(redislock(&srv, &["run", "busy", "--", "true"]));
+    assert_eq!(code, 75, "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    assert!(err.contains("redislock run on host"), "{err}");
+    assert!(err.contains("expires in"), "{err}");
+    // A bounded wait gives up the same way, after the wait.
+    let t = Instant::now();
+    let (code, _, _) = output(redislock(
+        &srv,
+        &["run", "--wait", "300ms", "busy", "--", "true"],
+    ));
+    assert_eq!(code, 75);
+    assert!(t.elapsed() >= ms(280));
+    // SIGTERM to redislock reaches the command: sleep dies of it.
+    signal(&first, libc::SIGTERM);
+    assert_eq!(
+        exit_code(&mut first, Duration::from_secs(5)),
+        128 + libc::SIGTERM
+    );
+    let mut raw = srv.raw();
+    assert_eq!(
+        raw.get::<_, Option<String>>("busy").unwrap(),
+        None,
+        "not released after the signal"
+    );
+}
+
+#[test]
+fn forwarded_signals_reach_the_command_and_its_status_is_kept() {
+    let srv = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let got = dir.path().join("got");
+    let script = format!(
+        "trap 'echo $0 > {} ; exit 4' HUP INT; while :; do sleep 0.05; done",
+        got.display()
+    );
+    for sig in [libc::SIGHUP, libc::SIGINT] {
+        let mut child = redislock(&srv, &["run", "sig", "--", "sh", "-c", &script, "trapped"])
+            .spawn()
+            .unwrap();
+        wait_for_key(&srv, "sig");
+        sleep(ms(100));
+        signal(&child, sig);
+        assert_eq!(
+            exit_code(&mut child, Duration::from_secs(5)),
+            4,
+            "signal {sig}"
+        );
+        assert_eq!(std::fs::read_to_string(&got).unwrap().trim(), "trapped");
+        std::fs::remove_file(&got).unwrap();
+    }
+    // Killed by a signal of its own: 128 + N.
+    let (code, _, _) = output(redislock(
+        &srv,
+        &["run", "sig", "--", "sh", "-c", "kill -KILL $$"],
+    ));
+    assert_eq!(code, 128 + libc::SIGKILL);
+}
+
+#[test]
+fn a_lost_lock_stops_the_command_and_exits_70_or_warns() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let mut child = redislock(
+        &srv,
+        &[
+            "run", "--ttl", "600ms", "--grace", "1s", "lost", "--", "sleep", "30",
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for_key(&srv, "lost");
+    sleep(ms(700)); // renewal keeps it past its TTL
+    assert!(raw.get::<_, Option<String>>("lost").unwrap().is_some());
+    let _: () = raw.set("lost", "thief").unwrap();
+    assert_eq!(exit_code(&mut child, Duration::from_secs(5)), 70);
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("lost the lock"), "{err}");
+    assert_eq!(
+        raw.get::<_, String>("lost").unwrap(),
+        "thief",
+        "the thief's key was touched"
+    );
+
+    // --on-lost warn: the command finishes, its status is kept.
+    let _: () = raw.del("lost").unwrap();
+    let mut child = redislock(
+        &srv,
+        &[
+            "run",
+            "--ttl",
+            "600ms",
+            "--on-lost",
+            "warn",
+            "lost",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1.5; exit 5",
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for_key(&srv, "lost");
+    let _: () = raw.set("lost", "thief").unwrap();
+    assert_eq!(exit_code(&mut child, Duration::from_secs(5)), 5);
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("warning: lost the lock"), "{err}");
+}
+
+#[test]
+fn status_shows_the_holder_ttl_and_fence() {
+    let srv = Server::start();
+    let (code, out, _) = output(redislock(&srv, &["status", "st"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("free") && out.contains("last fencing number: 0"),
+        "{out}"
+    );
+    let mut child = redislock(&srv, &["run", "--ttl", "20s", "st", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    wait_for_key(&srv, "st");
+    let (code, out, _) = output(redislock(&srv, &["status", "st"]));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("pid {}", child.id())), "{out}");
+    assert!(out.contains("expires in"), "{out}");
+    assert!(out.contains("last fencing number: 1"), "{out}");
+    signal(&child, libc::SIGTERM);
+    exit_code(&mut child, Duration::from_secs(5));
+    // A lock taken by another client shows its token.
+    let mut raw = srv.raw();
+    let _: () = redis::cmd("SET")
+        .arg("st")
+        .arg("59")
+        .arg("PX")
+        .arg(5000)
+        .query(&mut raw)
+        .unwrap();
+    let (code, out, _) = output(redislock(&srv, &["status", "st"]));
+    assert_eq!(code, 1);
+    assert!(out.contains("token 59"), "{out}");
+}
+
+#[test]
+fn waiting_forever_gets_the_lock_when_it_is_released() {
+    let srv = Server::start();
+    let mut first = redislock(&srv, &["run", "w", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    wait_for_key(&srv, "w");
+    let second = redislock(&srv, &["run", "--wait", "forever", "w", "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sleep(ms(300));
+    signal(&first, libc::SIGTERM);
+    exit_code(&mut first, Duration::from_secs(5));
+    let out = second.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // stderr is not a terminal: no status line.
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("waiting for"));
+}
+
+#[test]
+fn a_terminal_gets_a_status_line_while_waiting() {
+    let srv = Server::start();
+    let mut first = redislock(&srv, &["run", "tty", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    wait_for_key(&srv, "tty");
+    // util-linux script(1) gives the command a pseudo-terminal.
+    let cmd = format!("{BIN} run --wait 700ms tty -- true");
+    let out = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .env("REDISLOCK_URL", srv.url())
+        .stdin(Stdio::null())
+        .output()
+        .expect("script(1) from util-linux");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("waiting for \"tty\""), "{text}");
+    assert!(text.contains("redislock run on host"), "{text}");
+    signal(&first, libc::SIGTERM);
+    exit_code(&mut first, Duration::from_secs(5));
+}
+
+#[test]
+fn errors_exit_with_their_codes_and_never_show_the_password() {
+    let srv = Server::start_with(&["--requirepass", "s3cr3t-pw"]);
+    let good = format!("redis://:s3cr3t-pw@127.0.0.1:{}", srv.port);
+    let bad = format!("redis://:wr0ng-pw@127.0.0.1:{}", srv.port);
+    let (code, out, err) = output(redislock(
+        &srv,
+        &["run", "--url", &good, "pw", "--", "true"],
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("s3cr3t") && !err.contains("s3cr3t"));
+    let (code, out, err) = output(redislock(&srv, &["status", "--url", &good, "pw"]));
+    assert_eq!(code, 0);
+    assert!(
+        !out.contains("s3cr3t") && !err.contains("s3cr3t"),
+        "{out}{err}"
+    );
+    let (code, out, err) = output(redislock(&srv, &["run", "--url", &bad, "pw", "--", "true"]));
+    assert_eq!(code, 69, "{err}");
+    assert!(!out.contains("wr0ng") && !err.contains("wr0ng"), "{err}");
+    assert!(err.contains("password"), "{err}");
+    // Nothing listening.
+    let dead = format!("redis://:s3cr3t-pw@127.0.0.1:{}", common::free_port());
+    let (code, _, err) = output(redislock(&srv, &["status", "--url", &dead, "pw"]));
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains("cannot reach Redis") && !err.contains("s3cr3t"),
+        "{err}"
+    );
+    // Bad input.
+    let (code, _, _) = output(redislock(
+        &srv,
+        &["run", "--url", "nope", "k", "--", "true"],
+    ));
+    assert_eq!(code, 64);
+    let (code, _, _) = output(redislock(
+        &srv,
+        &["run", "--ttl", "soon", "k", "--", "true"],
+    ));
+    assert_eq!(code, 2, "clap's usage error");
+    let (code, _, err) = output(redislock(
+        &srv,
+        &["run", "--url", &good, "k", "--", "/no/such/command"],
+    ));
+    assert_eq!(code, 127, "{err}");
+}
