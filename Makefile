@@ -6,7 +6,7 @@ PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
 
-.PHONY: all deps build install wheel test lint test-rust test-python test-php demo bench-core clean
+.PHONY: all deps build install wheel test lint test-rust test-python test-php test-demo demo demo-run bench-core clean
 
 all: build
 
@@ -21,7 +21,7 @@ install: build
 	scripts/install.sh "$(PREFIX)" target/release
 
 ## make test: everything (lints, unit and integration tests against throwaway redis-servers)
-test: deps lint test-rust test-python test-php
+test: deps lint test-rust test-python test-php test-demo
 
 lint:
 	$(CARGO) fmt --all --check
@@ -53,9 +53,22 @@ test-php:
 	$(CARGO) build
 	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit
 
-## make demo: contending workers on one lock, against a throwaway redis-server
-demo: deps
-	$(CARGO) run --release --example demo -- --workers 4 --seconds 3
+## make demo: C, Python and PHP processes and `redislock run` share one lock live
+demo: deps wheel
+	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl redis
+	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=5
+
+# The demo in a short mode, reusing test-python's virtualenv; fails when the
+# counter and the acquisitions disagree.
+test-demo:
+	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1
+
+DEMO_SECONDS ?= 5
+demo-run:
+	$(CARGO) build --release --quiet
+	scripts/install.sh $(CURDIR)/target/demo-prefix target/release >/dev/null
+	$(CARGO) run --release --quiet --example demo -- --seconds $(DEMO_SECONDS) \
+		--python $(VENV)/bin/python --prefix $(CURDIR)/target/demo-prefix --cli target/release/redislock
 
 ## make bench-core: the Rust core against redis-benchmark on this machine
 bench-core: deps

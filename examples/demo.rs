@@ -1,143 +1,279 @@
-//! `make demo`: contending worker processes share one lock on a throwaway
-//! redis-server and do a non-atomic read-modify-write of one counter under
-//! it. Prints acquisitions per worker, the fencing numbers' order, and the
-//! counter against the total of acquisitions (they must match).
+//! `make demo`: one lock shared live by C, Python and PHP processes and a
+//! `redislock run` command, on a throwaway redis-server.
 //!
-//! `cargo run --release --example demo -- [--workers N] [--seconds S]`
+//! Every worker takes the lock `demo:lock`, increments `demo:counter`
+//! non-atomically (GET, then SET) and releases, until the time is up, and
+//! reports `fence acquired_ns release_ns` per acquisition (CLOCK_MONOTONIC in
+//! every language). The demo prints a table per language, checks that the
+//! fencing numbers follow the order of the acquisitions across languages
+//! (and that no two holders overlapped), and compares the counter with the
+//! number of acquisitions: they must match. Exit status 1 when they do not.
+//!
+//! ```text
+//! cargo run --release --example demo -- --seconds 5 --python PY --prefix DIR --cli BIN
+//! ```
+//! `--python`: an interpreter with the redislock wheel and redis-py;
+//! `--prefix`: where `scripts/install.sh` put the C library;
+//! `--cli`: the `redislock` binary. `make demo` prepares all three.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redislock::{Client, Wait};
 
-const LOCK: &str = "demo:lock";
-const COUNTER: &str = "demo:counter";
+struct Args {
+    seconds: f64,
+    python: String,
+    php: String,
+    prefix: PathBuf,
+    cli: PathBuf,
+}
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--worker") {
-        worker(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap());
-        return;
-    }
-    let mut workers = 4usize;
-    let mut seconds = 3.0f64;
-    let mut i = 1;
-    while i < args.len() {
-        match args[i].as_str() {
-            "--workers" => workers = args[i + 1].parse().expect("--workers N"),
-            "--seconds" => seconds = args[i + 1].parse().expect("--seconds S"),
-            other => panic!("unknown argument {other}; use --workers N --seconds S"),
+fn parse_args() -> Args {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut a = Args {
+        seconds: 5.0,
+        python: "python3".into(),
+        php: "php".into(),
+        prefix: root.join("target/demo-prefix"),
+        cli: root.join("target/release/redislock"),
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < argv.len() {
+        let v = argv
+            .get(i + 1)
+            .cloned()
+            .unwrap_or_else(|| panic!("{} needs a value", argv[i]));
+        match argv[i].as_str() {
+            "--seconds" => a.seconds = v.parse().expect("--seconds S"),
+            "--python" => a.python = v,
+            "--php" => a.php = v,
+            "--prefix" => a.prefix = v.into(),
+            "--cli" => a.cli = v.into(),
+            other => panic!("unknown argument {other}"),
         }
         i += 2;
     }
-    let server = common::Server::start();
-    println!(
-        "redislock {} demo: {workers} worker processes, one lock, {seconds} s, redis-server on 127.0.0.1:{}",
-        redislock::VERSION,
-        server.port
-    );
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..workers)
-        .map(|i| {
-            Command::new(&exe)
-                .args([
-                    "--worker",
-                    &server.url(),
-                    &i.to_string(),
-                    &seconds.to_string(),
-                ])
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("start a worker")
-        })
-        .collect();
-    let mut rows = Vec::new();
-    for mut child in children {
-        let out = child.stdout.take().unwrap();
-        let mut fences = Vec::new();
-        let mut waits = Vec::new();
-        for line in BufReader::new(out).lines() {
-            let line = line.unwrap();
-            let mut parts = line.split_whitespace();
-            let fence: u64 = parts.next().unwrap().parse().unwrap();
-            let wait_us: u64 = parts.next().unwrap().parse().unwrap();
-            fences.push(fence);
-            waits.push(wait_us);
-        }
-        let status = child.wait().unwrap();
-        assert!(status.success(), "a worker failed");
-        rows.push((fences, waits));
-    }
-
-    println!(
-        "\n{:<8} {:>12} {:>14} {:>14} {:>12}",
-        "worker", "acquired", "first fence", "last fence", "p50 wait"
-    );
-    let mut all = Vec::new();
-    for (i, (fences, waits)) in rows.iter().enumerate() {
-        let mut w = waits.clone();
-        w.sort_unstable();
-        let p50 = w.get(w.len() / 2).copied().unwrap_or(0);
-        println!(
-            "{:<8} {:>12} {:>14} {:>14} {:>10}µs",
-            format!("rust-{i}"),
-            fences.len(),
-            fences.first().map_or(0, |f| *f),
-            fences.last().map_or(0, |f| *f),
-            p50
-        );
-        assert!(
-            fences.windows(2).all(|w| w[1] > w[0]),
-            "a worker saw fences go backwards"
-        );
-        all.extend_from_slice(fences);
-    }
-    all.sort_unstable();
-    let total = all.len();
-    all.dedup();
-    let unique = all.len() == total;
-    let mut raw = server.raw();
-    let counter: usize = raw.get::<_, Option<usize>>(COUNTER).unwrap().unwrap_or(0);
-    println!("\nfencing numbers: {total} handed out, all distinct: {unique}");
-    println!(
-        "counter: {counter}, acquisitions: {total} -> {}",
-        if counter == total {
-            "exact"
-        } else {
-            "LOST UPDATES"
-        }
-    );
-    if counter != total || !unique || total == 0 {
-        std::process::exit(1);
-    }
+    a
 }
 
-/// One worker: acquire, increment the counter non-atomically, release,
-/// until the time is up. Prints `fence wait_µs` per acquisition.
-fn worker(url: &str, _index: usize, seconds: f64) {
-    let client = Client::open(url).unwrap();
-    let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let end = Instant::now() + Duration::from_secs_f64(seconds);
-    let mut out = String::new();
-    while Instant::now() < end {
-        let t = Instant::now();
-        let lock = client
-            .acquire(
-                LOCK,
-                Duration::from_secs(5),
-                Wait::Timeout(Duration::from_secs(10)),
-            )
-            .unwrap();
-        let waited = t.elapsed();
-        let n: u64 = raw.get::<_, Option<u64>>(COUNTER).unwrap().unwrap_or(0);
-        let _: () = raw.set(COUNTER, n + 1).unwrap();
-        out.push_str(&format!("{} {}\n", lock.fence(), waited.as_micros()));
-        lock.release().unwrap();
+/// One acquisition: who, which fence, and when (None for the CLI).
+#[derive(Clone)]
+struct Acq {
+    worker: String,
+    lang: &'static str,
+    fence: u64,
+    times: Option<(u64, u64)>,
+}
+
+fn parse_lines(text: &str, worker: &str, lang: &'static str) -> Vec<Acq> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<u64> = l.split_whitespace().map(|x| x.parse().expect(l)).collect();
+            Acq {
+                worker: worker.into(),
+                lang,
+                fence: f[0],
+                times: (f.len() == 3).then(|| (f[1], f[2])),
+            }
+        })
+        .collect()
+}
+
+fn build_c_worker(prefix: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = prefix.join("lib");
+    let exe = prefix.join("demo-worker-c");
+    let status = Command::new("cc")
+        .args([
+            "-O2",
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+        ])
+        .arg(format!("-I{}", prefix.join("include").display()))
+        .arg(root.join("examples/demo/worker.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lredislock")
+        .status()
+        .expect("cc");
+    assert!(
+        status.success(),
+        "compiling examples/demo/worker.c failed (is the library installed in {}?)",
+        prefix.display()
+    );
+    exe
+}
+
+fn spawn(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
+}
+
+fn main() {
+    let a = parse_args();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let server = common::Server::start();
+    let port = server.port.to_string();
+    let secs = a.seconds.to_string();
+    println!(
+        "redislock {} demo: C, Python and PHP processes and `redislock run` share one lock for {} s \
+         (redis-server on 127.0.0.1:{port})",
+        redislock::VERSION,
+        a.seconds
+    );
+    let c_worker = build_c_worker(&a.prefix);
+    let lib = a.prefix.join("lib/libredislock.so");
+
+    let mut children: Vec<(String, &'static str, Child)> = Vec::new();
+    for i in 0..2 {
+        children.push((
+            format!("c-{i}"),
+            "C",
+            spawn(Command::new(&c_worker).args([&port, &secs])),
+        ));
+        children.push((
+            format!("python-{i}"),
+            "Python",
+            spawn(
+                Command::new(&a.python)
+                    .arg(root.join("examples/demo/worker.py"))
+                    .args([&port, &secs]),
+            ),
+        ));
+        children.push((
+            format!("php-{i}"),
+            "PHP",
+            spawn(
+                Command::new(&a.php)
+                    .arg(root.join("examples/demo/worker.php"))
+                    .args([&port, &secs])
+                    .env("REDISLOCK_LIB", &lib),
+            ),
+        ));
     }
-    print!("{out}");
+    // The command line: `redislock run` around a shell increment, again and
+    // again until the time is up.
+    let cli = a.cli.clone();
+    let url = server.url();
+    let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
+    let script = format!(
+        "v=$(redis-cli -p {port} GET demo:counter); redis-cli -p {port} SET demo:counter $((${{v:-0}}+1)) >/dev/null; \
+         echo $REDISLOCK_FENCE"
+    );
+    let cli_thread = thread::spawn(move || {
+        let mut out = String::new();
+        while Instant::now() < deadline {
+            let o = Command::new(&cli)
+                .args([
+                    "run",
+                    "--url",
+                    &url,
+                    "--ttl",
+                    "5s",
+                    "--wait",
+                    "10s",
+                    "demo:lock",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", cli.display()));
+            assert!(
+                o.status.success(),
+                "redislock run failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            out.push_str(&String::from_utf8_lossy(&o.stdout));
+        }
+        out
+    });
+
+    let mut all = Vec::new();
+    for (name, lang, child) in children {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "worker {name} failed ({})", o.status);
+        all.extend(parse_lines(
+            &String::from_utf8_lossy(&o.stdout),
+            &name,
+            lang,
+        ));
+    }
+    all.extend(parse_lines(
+        &cli_thread.join().unwrap(),
+        "cli",
+        "redislock run",
+    ));
+    all.sort_by_key(|x| x.fence);
+
+    // Hand-off: from the previous holder's release call to this acquisition.
+    let mut per_lang: BTreeMap<&str, (usize, Vec<u64>)> = BTreeMap::new();
+    let mut overlaps = 0;
+    let mut checked = 0;
+    for (i, acq) in all.iter().enumerate() {
+        let e = per_lang.entry(acq.lang).or_default();
+        e.0 += 1;
+        if i == 0 {
+            continue;
+        }
+        let prev = &all[i - 1];
+        if let (Some((_, prev_rel)), Some((acq_at, _))) = (prev.times, acq.times) {
+            checked += 1;
+            if acq_at < prev_rel {
+                overlaps += 1;
+            } else if prev.worker != acq.worker {
+                e.1.push(acq_at - prev_rel);
+            }
+        }
+    }
+    let workers = |lang: &str| if lang == "redislock run" { 1 } else { 2 };
+    println!(
+        "\n{:<15} {:>8} {:>13} {:>17}",
+        "language", "workers", "acquisitions", "median hand-off"
+    );
+    for (lang, (n, mut handoffs)) in per_lang {
+        handoffs.sort_unstable();
+        let median = handoffs
+            .get(handoffs.len() / 2)
+            .map(|ns| format!("{} µs", ns / 1000))
+            .unwrap_or_else(|| "-".into());
+        println!("{lang:<15} {:>8} {n:>13} {median:>17}", workers(lang));
+    }
+    let total = all.len();
+    let distinct = all.windows(2).all(|w| w[1].fence > w[0].fence);
+    println!(
+        "\nfencing numbers: {total} handed out, all distinct: {distinct}; in fence order, {checked} consecutive \
+         acquisitions checked across languages, {overlaps} overlapping holders"
+    );
+    let mut raw = server.raw();
+    let counter: usize = raw
+        .get::<_, Option<usize>>("demo:counter")
+        .unwrap()
+        .unwrap_or(0);
+    let exact = counter == total;
+    println!(
+        "counter: {counter}, acquisitions: {total} -> {}",
+        if exact { "exact" } else { "LOST UPDATES" }
+    );
+    if !exact || !distinct || overlaps > 0 || total == 0 {
+        std::process::exit(1);
+    }
 }
