@@ -6,7 +6,7 @@ PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
 
-.PHONY: all deps build install wheel test lint test-rust test-python test-php test-demo demo demo-run bench-core clean
+.PHONY: all deps build install wheel test lint test-rust test-python test-php test-demo demo demo-run bench bench-quick bench-core clean
 
 all: build
 
@@ -69,6 +69,23 @@ demo-run:
 	scripts/install.sh $(CURDIR)/target/demo-prefix target/release >/dev/null
 	$(CARGO) run --release --quiet --example demo -- --seconds $(DEMO_SECONDS) \
 		--python $(VENV)/bin/python --prefix $(CURDIR)/target/demo-prefix --cli target/release/redislock
+
+## make bench: redislock against redis-py, python-redis-lock, pottery, predis, phpredis
+## (not part of make test; `make bench-quick` for a short run)
+VENV_BENCH := target/venv-bench
+BENCH_ARGS ?=
+bench: deps
+	$(CARGO) build --release --examples
+	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
+	$(VENV_BENCH)/bin/pip install -q --upgrade pip
+	rm -rf target/wheels-bench
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w target/wheels-bench .
+	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps target/wheels-bench/redislock-*.whl
+	$(VENV_BENCH)/bin/pip install -q redis==8.1.0 python-redis-lock pottery redlock-py matplotlib
+	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV_BENCH)/bin/python bench/run.py $(BENCH_ARGS)
+
+bench-quick:
+	$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
 
 ## make bench-core: the Rust core against redis-benchmark on this machine
 bench-core: deps

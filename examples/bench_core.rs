@@ -5,6 +5,10 @@
 //! The full comparison with other libraries lives in `bench/` (`make bench`).
 //!
 //! `cargo run --release --example bench_core -- [--seconds S]`
+//!
+//! With `--url URL --json FILE [--round R]` (as `bench/run.py` calls it) it
+//! uses that server, measures only this library's cycles and hand-off, and
+//! appends JSON lines to FILE (redis-benchmark is run by bench/raw_limit.py).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -97,12 +101,93 @@ fn redis_benchmark(port: u16, cmd: &[&str]) -> f64 {
         .unwrap()
 }
 
+fn handoff(client: &Client, n: usize) -> Vec<Duration> {
+    // The holder releases at t0, the waiter (another thread, another
+    // connection) returns from acquire at t1.
+    let mut lat = Vec::with_capacity(n);
+    let key = "bench:handoff";
+    for _ in 0..n {
+        let holder = client
+            .acquire(key, Duration::from_secs(10), Wait::TryOnce)
+            .unwrap();
+        let c = client.clone();
+        let (tx, rx) = mpsc::channel();
+        let waiter = thread::spawn(move || {
+            tx.send(()).unwrap();
+            let l = c
+                .acquire(
+                    key,
+                    Duration::from_secs(10),
+                    Wait::Timeout(Duration::from_secs(10)),
+                )
+                .unwrap();
+            let t1 = Instant::now();
+            l.release().unwrap();
+            t1
+        });
+        rx.recv().unwrap();
+        // Let the waiter queue up and block.
+        thread::sleep(Duration::from_millis(2));
+        let t0 = Instant::now();
+        holder.release().unwrap();
+        let t1 = waiter.join().unwrap();
+        lat.push(t1.saturating_duration_since(t0));
+    }
+    lat.sort_unstable();
+    lat
+}
+
+fn opt(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .map(|i| args[i + 1].clone())
+}
+
+/// bench/run.py's mode: JSON lines against its server.
+fn json_mode(url: &str, path: &str, round: u32, seconds: f64) {
+    use std::io::Write;
+    let client = Client::open(url).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    for (name, wait) in [
+        ("rust-redislock", Wait::TryOnce),
+        (
+            "rust-redislock-waiting",
+            Wait::Timeout(Duration::from_secs(5)),
+        ),
+    ] {
+        let (rate, p50, p99) = cycle(&client, wait, seconds);
+        let rec = format!(
+            "{{\"bench\": \"uncontended\", \"impl\": \"{name}\", \"lang\": \"rust\", \"round\": {round}, \
+             \"cycles_per_s\": {rate:.1}, \"p50_us\": {:.1}, \"p99_us\": {:.1}}}",
+            p50.as_secs_f64() * 1e6,
+            p99.as_secs_f64() * 1e6
+        );
+        println!("{rec}");
+        writeln!(f, "{rec}").unwrap();
+    }
+    let lat = handoff(&client, 500);
+    let rec = format!(
+        "{{\"bench\": \"handoff\", \"impl\": \"rust-redislock threads\", \"round\": {round}, \
+         \"p50_us\": {:.1}, \"p99_us\": {:.1}}}",
+        percentile(&lat, 50.0).as_secs_f64() * 1e6,
+        percentile(&lat, 99.0).as_secs_f64() * 1e6
+    );
+    println!("{rec}");
+    writeln!(f, "{rec}").unwrap();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let seconds: f64 = match args.iter().position(|a| a == "--seconds") {
-        Some(i) => args[i + 1].parse().expect("--seconds S"),
-        None => 3.0,
-    };
+    let seconds: f64 = opt(&args, "--seconds").map_or(3.0, |s| s.parse().expect("--seconds S"));
+    if let (Some(url), Some(path)) = (opt(&args, "--url"), opt(&args, "--json")) {
+        let round = opt(&args, "--round").map_or(0, |r| r.parse().unwrap());
+        json_mode(&url, &path, round, seconds);
+        return;
+    }
     let server = common::Server::start();
     let client = Client::open(&server.url()).unwrap();
     let mut raw = server.raw();
@@ -150,39 +235,8 @@ fn main() {
         );
     }
 
-    // Hand-off: the holder releases at t0, the waiter (another thread,
-    // another connection) returns from acquire at t1.
     let n = 2000;
-    let mut lat = Vec::with_capacity(n);
-    let key = "bench:handoff";
-    for _ in 0..n {
-        let holder = client
-            .acquire(key, Duration::from_secs(10), Wait::TryOnce)
-            .unwrap();
-        let c = client.clone();
-        let (tx, rx) = mpsc::channel();
-        let waiter = thread::spawn(move || {
-            tx.send(()).unwrap();
-            let l = c
-                .acquire(
-                    key,
-                    Duration::from_secs(10),
-                    Wait::Timeout(Duration::from_secs(10)),
-                )
-                .unwrap();
-            let t1 = Instant::now();
-            l.release().unwrap();
-            t1
-        });
-        rx.recv().unwrap();
-        // Let the waiter queue up and block.
-        thread::sleep(Duration::from_millis(2));
-        let t0 = Instant::now();
-        holder.release().unwrap();
-        let t1 = waiter.join().unwrap();
-        lat.push(t1.saturating_duration_since(t0));
-    }
-    lat.sort_unstable();
+    let lat = handoff(&client, n);
     println!(
         "\nhand-off release -> waiter holds it ({n} samples): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
         percentile(&lat, 50.0).as_secs_f64() * 1e6,

@@ -164,14 +164,16 @@ fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
         };
         let outcome = extend_batch(&inner, &due);
         drop(inner);
+        let by_lock: std::collections::HashMap<*const LockState, Option<bool>> =
+            due.iter().map(Arc::as_ptr).zip(outcome).collect();
         let now = Instant::now();
         let mut st = locked(&shared.state);
         for entry in st.entries.iter_mut() {
-            let Some(i) = due.iter().position(|l| Arc::ptr_eq(l, &entry.lock)) else {
+            let Some(&outcome) = by_lock.get(&Arc::as_ptr(&entry.lock)) else {
                 continue;
             };
             let ttl = Duration::from_millis(entry.lock.ttl_ms.load(Ordering::Relaxed));
-            match outcome.get(i).copied().flatten() {
+            match outcome {
                 Some(true) => {
                     entry.due = now + ttl / 3;
                     entry.expires = now + ttl;

@@ -1,72 +1,8 @@
-"""Test harness: a throwaway redis-server per test on a free loopback port.
-
-Never uses port 6379 and never skips: without redis-server the tests fail
-and say how to get it (`make test` installs it).
-"""
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
-
+"""pytest fixtures: a throwaway redis-server per test (see redis_server.py)."""
 import pytest
 import redis
 
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 6379:
-            return port
-
-
-class RedisServer:
-    def __init__(self):
-        self.bin = os.environ.get("REDIS_SERVER", "redis-server")
-        if shutil.which(self.bin) is None:
-            raise RuntimeError(f"{self.bin} not found: apt-get install redis-server (make test does)")
-        self.dir = tempfile.mkdtemp(prefix="redislock-py-")
-        self.proc = None
-        self.port = 0
-        for _ in range(20):
-            self.port = free_port()
-            if self._launch():
-                return
-        raise RuntimeError("could not start redis-server on a free port")
-
-    def _launch(self) -> bool:
-        self.proc = subprocess.Popen(
-            [self.bin, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, "--logfile", "redis.log", "--daemonize", "no"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                if redis.Redis(port=self.port, socket_timeout=1).ping():
-                    return True
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.01)
-        raise RuntimeError(f"redis-server on port {self.port} did not answer")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self):
-        self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+from redis_server import RedisServer, free_port
 
 
 @pytest.fixture

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Turn one run's JSON lines into DIR.md (tables, goals met or not) and
+DIR.png (chart), and put the summary into the README's Performance section.
+
+Figures are min / median / max over rounds; ratios are taken inside each
+round first (same run, same noise), then summarised.
+
+    python bench/report.py bench/results/DATE [--readme README.md]
+"""
+import argparse
+import json
+import os
+import statistics
+from collections import defaultdict
+
+START, END = "<!-- performance:start -->", "<!-- performance:end -->"
+
+
+def load(d, name):
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def mmm(vals, fmt="{:.0f}"):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "-"
+    return " / ".join(fmt.format(v) for v in (min(vals), statistics.median(vals), max(vals)))
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def by(records, *keys):
+    out = defaultdict(list)
+    for r in records:
+        out[tuple(r.get(k) for k in keys)].append(r)
+    return out
+
+
+def ratio(records, impl, base, field="cycles_per_s", base_records=None):
+    """Per-round ratios impl/base of `field`."""
+    base_records = base_records if base_records is not None else records
+    vals = []
+    for rnd in sorted({r["round"] for r in records}):
+        a = [r[field] for r in records if r["impl"] == impl and r["round"] == rnd]
+        b = [r[field] for r in base_records if r["impl"] == base and r["round"] == rnd]
+        if a and b and b[0]:
+            vals.append(a[0] / b[0])
+    return vals
+
+
+class Goals:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, what, target, measured, ok):
+        self.rows.append((what, target, measured, "met" if ok else "**not met**"))
+
+    def table(self):
+        lines = ["| goal | target | measured (min / median / max) | |", "|---|---|---|---|"]
+        lines += ["| %s | %s | %s | %s |" % r for r in self.rows]
+        return "\n".join(lines)
+
+
+def report(d):
+    un, raw = load(d, "uncontended.jsonl"), load(d, "raw_limit.jsonl")
+    fp, co = load(d, "fresh_process.jsonl"), load(d, "contended.jsonl")
+    ho, rn = load(d, "handoff.jsonl") + [r for r in load(d, "uncontended.jsonl") if r.get("bench") == "handoff"], \
+        load(d, "renewal.jsonl")
+    un = [r for r in un if r.get("bench") == "uncontended"]
+    goals = Goals()
+    out = []
+
+    def goal_ratio(what, target, vals):
+        goals.add(what, "≥ %.2f×" % target, mmm(vals, "{:.2f}×"), bool(vals) and min(vals) >= target)
+
+    goal_ratio("Python redislock vs redis-py Lock (uncontended)", 3.0, ratio(un, "redislock", "redis-py"))
+    goal_ratio("Python redislock vs the raw-socket loop", 0.9, ratio(un, "redislock", "raw-socket"))
+    goal_ratio("Rust vs redis-benchmark SET+EVALSHA cycle", 0.9,
+               ratio(un, "rust-redislock", "redis-benchmark SET+EVALSHA cycle", base_records=raw))
+    goal_ratio("PHP Compat\\RedisTool vs the phpredis helper", 0.95,
+               ratio(un, "php-redis-tool-ffi", "php-phpredis"))
+    goal_ratio("PHP Compat\\RedisTool vs the predis helper", 1.15,
+               ratio(un, "php-redis-tool-ffi", "php-predis"))
+    pre = [r["overhead_ms"] for r in fp if r["impl"] == "php-fresh-redislock-preload"]
+    goals.add("PHP fresh process with ffi.preload: cost over bare PHP", "≤ 1 ms",
+              mmm(pre, "{:.2f} ms"), bool(pre) and max(pre) <= 1.0)
+    for lang, impl in (("Python", "redislock"), ("PHP", "redislock-php")):
+        recs = [r for r in co if r["impl"] == impl]
+        for n in sorted({r["workers"] for r in recs}):
+            rs = [r for r in recs if r["workers"] == n]
+            h = [r["handoff_p50_us"] for r in rs]
+            sw = [100 * r["switch_frac"] for r in rs]
+            fair = [r["fair_min"] / max(1, r["fair_max"]) for r in rs]
+            lost = sum(r["lost_updates"] + r["overlaps"] for r in rs)
+            cmds = [r["cmds_per_acq"] for r in rs]
+            cpu = [1e4 * r["server_cpu_pct"] / r["acq_per_s"] for r in rs]
+            goals.add(f"{lang} {n} workers: hand-off p50", "≤ 150 µs", mmm(h, "{:.0f} µs"),
+                      all(v is not None and v <= 150 for v in h))
+            goals.add(f"{lang} {n} workers: switch share", "≥ 90 %", mmm(sw, "{:.1f} %"), min(sw) >= 90)
+            goals.add(f"{lang} {n} workers: least/most acquisitions", "≥ 0.8", mmm(fair, "{:.2f}"),
+                      min(fair) >= 0.8)
+            goals.add(f"{lang} {n} workers: lost updates", "0", str(lost), lost == 0)
+            goals.add(f"{lang} {n} workers: server commands per acquisition", "≤ 8", mmm(cmds, "{:.1f}"),
+                      max(cmds) <= 8)
+            goals.add(f"{lang} {n} workers: server CPU per acquisition", "≤ 80 µs", mmm(cpu, "{:.0f} µs"),
+                      max(cpu) <= 80)
+    for r in rn:
+        goals.add(f"renewal: {r['locks']} locks, {r['ttl_ms']} ms TTL, held {r['seconds']:.0f} s: lost",
+                  "0", "%d (and %d not owned in Redis at the end)" % (r["lost"], r["not_owned_at_end"]),
+                  r["lost"] == 0 and r["not_owned_at_end"] == 0)
+        goals.add("renewal: CPU of the renewing process", "< 10 % of a core", "%.1f %%" % r["renew_cpu_pct"],
+                  r["renew_cpu_pct"] < 10)
+
+    out.append("### Goals\n\n" + goals.table())
+
+    lines = ["### Uncontended acquire → release (one client, one key)\n",
+             "| impl | cycles/s | p50 µs | p99 µs | × redis-py Lock | × raw socket | × phpredis helper |",
+             "|---|---|---|---|---|---|---|"]
+    order = ["rust-redislock", "rust-redislock-waiting", "redislock", "raw-socket", "redis-py",
+             "python-redis-lock", "pottery", "php-redis-tool-ffi", "php-redislock", "php-phpredis", "php-predis"]
+    groups = by(un, "impl")
+    for impl in order + sorted({k[0] for k in groups} - set(order)):
+        recs = groups.get((impl,))
+        if recs:
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                impl, mmm([r["cycles_per_s"] for r in recs]), mmm([r["p50_us"] for r in recs]),
+                mmm([r["p99_us"] for r in recs]), mmm(ratio(un, impl, "redis-py"), "{:.2f}"),
+                mmm(ratio(un, impl, "raw-socket"), "{:.2f}"), mmm(ratio(un, impl, "php-phpredis"), "{:.2f}")))
+    out.append("\n".join(lines))
+
+    if raw:
+        lines = ["### Raw limits (redis-benchmark -c 1 -P 1; loopback)\n", "| what | ops/s | p50 µs | p99 µs |",
+                 "|---|---|---|---|"]
+        for (impl,), recs in by(raw, "impl").items():
+            if "cmds_per_s" in recs[0]:
+                lines.append("| %s | %s | %s | %s |" % (impl, mmm([r["cmds_per_s"] for r in recs]),
+                                                       mmm([r["p50_us"] for r in recs]),
+                                                       mmm([r["p99_us"] for r in recs])))
+            elif "cycles_per_s" in recs[0]:
+                lines.append("| %s | %s cycles/s | %s (sum) | - |" % (
+                    impl, mmm([r["cycles_per_s"] for r in recs]), mmm([r["cycle_us"] for r in recs], "{:.1f}")))
+        out.append("\n".join(lines))
+
+    if ho:
+        out.append("### Hand-off, Rust threads (release → the waiter holds it)\n\n"
+                   "| impl | p50 µs | p99 µs |\n|---|---|---|\n" + "\n".join(
+                       "| %s | %s | %s |" % (impl, mmm([r["p50_us"] for r in recs]), mmm([r["p99_us"] for r in recs]))
+                       for (impl,), recs in by(ho, "impl").items()))
+
+    if fp:
+        lines = ["### PHP: a fresh process per lock (start, connect, lock, unlock, exit)\n",
+                 "| impl | processes/s | p50 ms | cost over bare PHP (ms) |", "|---|---|---|---|"]
+        for (impl,), recs in sorted(by(fp, "impl").items()):
+            lines.append("| %s | %s | %s | %s |" % (
+                impl, mmm([r["cycles_per_s"] for r in recs], "{:.1f}"),
+                mmm([r["p50_us"] / 1000 for r in recs], "{:.1f}"), mmm([r["overhead_ms"] for r in recs], "{:.2f}")))
+        out.append("\n".join(lines))
+
+    if co:
+        lines = ["### Contended: N processes, one key, GET+SET of a counter inside\n",
+                 "| impl | N | acq/s | lost | least-most | hand-off p50 µs | p99 µs | switch % | max wait ms "
+                 "| srv CPU µs/acq | cmds/acq |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        groups = by(co, "impl", "workers")
+        for n in sorted({r["workers"] for r in co}):
+            for impl in ["redislock", "redis-py", "python-redis-lock", "redislock-php", "predis-1ms"]:
+                recs = groups.get((impl, n))
+                if not recs:
+                    continue
+                m = sorted(recs, key=lambda r: r["acq_per_s"])[len(recs) // 2]
+                lines.append("| %s | %d | %s | %d | %d-%d | %s | %s | %s | %s | %s | %s |" % (
+                    impl, n, mmm([r["acq_per_s"] for r in recs]),
+                    sum(r["lost_updates"] + r["overlaps"] for r in recs), m["fair_min"], m["fair_max"],
+                    mmm([r["handoff_p50_us"] for r in recs]), mmm([r["handoff_p99_us"] for r in recs]),
+                    mmm([100 * r["switch_frac"] for r in recs], "{:.1f}"), mmm([r["wait_max_ms"] for r in recs]),
+                    mmm([1e4 * r["server_cpu_pct"] / r["acq_per_s"] for r in recs]),
+                    mmm([r["cmds_per_acq"] for r in recs], "{:.1f}")))
+        out.append("\n".join(lines))
+
+    if rn:
+        out.append("### Renewal at scale\n\n| locks | TTL ms | held s | lost | CPU % of a core |\n|---|---|---|---|---|\n"
+                   + "\n".join("| %d | %d | %.0f | %d | %.1f |" % (r["locks"], r["ttl_ms"], r["seconds"],
+                                                                   r["lost"], r["renew_cpu_pct"]) for r in rn))
+    return "\n\n".join(out) + "\n", goals, un, co
+
+
+def chart(path, un, co):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no chart")
+        return False
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
+    groups = by(un, "impl")
+    names = [k[0] for k in sorted(groups, key=lambda k: -med([r["cycles_per_s"] for r in groups[k]]))]
+    vals = [med([r["cycles_per_s"] for r in groups[(n,)]]) for n in names]
+    colors = ["tab:green" if "redis-tool-ffi" in n or "redislock" in n else "tab:gray" for n in names]
+    a.barh(names[::-1], vals[::-1], color=colors[::-1])
+    a.set_title("uncontended acquire+release cycles/s (median)")
+    a.set_xlabel("cycles/s")
+    impls = ["redislock", "redis-py", "python-redis-lock", "redislock-php", "predis-1ms"]
+    ns = sorted({r["workers"] for r in co})
+    width = 0.8 / len(impls)
+    g = by(co, "impl", "workers")
+    for i, impl in enumerate(impls):
+        ys = [med([r["acq_per_s"] for r in g.get((impl, n), [])]) or 0 for n in ns]
+        b.bar([j + i * width for j in range(len(ns))], ys, width, label=impl,
+              color=None if "redislock" not in impl else ("tab:green" if impl == "redislock" else "tab:olive"))
+    b.set_xticks([j + 0.4 - width / 2 for j in range(len(ns))], [f"{n} workers" for n in ns])
+    b.set_title("contended acquisitions/s (median)")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--readme")
+    args = ap.parse_args()
+    d = args.dir.rstrip("/")
+    body, goals, un, co = report(d)
+    name = os.path.basename(d)
+    png = d + ".png"
+    has_chart = chart(png, un, co)
+    md = f"# Benchmarks of {name}\n\nOne run of `make bench` on this machine (2 cores, loopback).\n\n"
+    md += (f"![chart]({os.path.basename(png)})\n\n" if has_chart else "") + body
+    with open(d + ".md", "w") as f:
+        f.write(md)
+    print(md)
+    if args.readme:
+        rel = os.path.relpath(d, os.path.dirname(os.path.abspath(args.readme)))
+        section = (f"{START}\nFrom `make bench` ({name}; full tables: [{rel}.md]({rel}.md)).\n\n"
+                   + (f"![benchmark chart]({rel}.png)\n\n" if has_chart else "") + goals.table() + f"\n{END}")
+        with open(args.readme) as f:
+            text = f.read()
+        if START in text:
+            text = text[:text.index(START)] + section + text[text.index(END) + len(END):]
+        else:
+            text += "\n## Performance\n\n" + section + "\n"
+        with open(args.readme, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
