@@ -93,7 +93,9 @@ def main():
     finally:
         server.stop()
     print(f"benchmarks took {time.monotonic() - started:.0f} s", flush=True)
-    run([py, "report.py", out, "--readme", os.path.join(ROOT, "README.md")], env)
+    # A quick run is a smoke test: it never replaces the README's figures.
+    readme = [] if args.quick else ["--readme", os.path.join(ROOT, "README.md")]
+    run([py, "report.py", out] + readme, env)
 
 
 if __name__ == "__main__":

@@ -498,7 +498,7 @@ impl Client {
             Error::WrongType { found, .. } if found.contains("the waiter queue") => {
                 Error::WrongType {
                     key: show_key(&LockKeys::new(key).queue),
-                    found: String::from("non-sorted-set"),
+                    found: String::from("non-list"),
                 }
             }
             Error::WrongType { .. } => {

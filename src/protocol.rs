@@ -10,7 +10,8 @@
 //! `K` unchanged instead.
 //!
 //! Waiting works by hand-off: a blocked acquirer subscribes to its own
-//! channel `redislock:w:<id>` and enqueues `<id>:<nonce>:<ttl>:<token>`.
+//! channel `redislock:w:<id>` and appends `<id>:<nonce>:<ttl>:<token>` to
+//! the queue.
 //! The release script pops the oldest waiter, `PUBLISH`es the new fence
 //! number to it, and only if someone received the message (a dead or
 //! departed waiter receives nothing) sets the key to that waiter's token
@@ -50,25 +51,45 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// An attempt that joins the queue when the lock is held.
 /// KEYS: lock, fence, queue. ARGV: token, ttl_ms, member, first (1|0), grace_ms.
 /// Returns {1, fence} (taken, or handed to us since the last call) or
-/// {0, pttl, holder_token} (queued).
+/// {0, pttl[, holder_token]} (queued).
+///
+/// The first call of a wait is the hot path and does the least: SET NX,
+/// PTTL, RPUSH (and PEXPIRE when it creates the queue). Its SET NX fails
+/// quietly on a key of another type; the retries that follow (the first
+/// after at most 25 ms) GET the key, which reports the wrong type, find
+/// out whether the lock was handed over (the key holds our token and we are
+/// no longer queued), and put the waiter back in the queue only if it is
+/// missing (the queue expired). LPOS needs Redis 6.0.6; older servers skip
+/// that check.
 pub(crate) const ENQUEUE: &str = r#"
+local first = ARGV[4] == '1'
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' then
     redis.call('DEL', KEYS[1])
     return redis.error_reply('WRONGTYPE the fence counter does not hold an integer')
   end
-  if ARGV[4] == '0' then redis.pcall('ZREM', KEYS[3], ARGV[3]) end
+  if not first then redis.pcall('LREM', KEYS[3], 1, ARGV[3]) end
   return {1, fence}
 end
+if first then
+  local pttl = redis.call('PTTL', KEYS[1])
+  local n = redis.pcall('RPUSH', KEYS[3], ARGV[3])
+  if type(n) == 'table' then
+    return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
+  end
+  if n == 1 then redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5])) end
+  return {0, pttl}
+end
 local holder = redis.call('GET', KEYS[1])
-if ARGV[4] == '0' and holder == ARGV[1] and not redis.pcall('ZSCORE', KEYS[3], ARGV[3]) then
+local pos = redis.pcall('LPOS', KEYS[3], ARGV[3])
+if type(pos) == 'table' then pos = 0 end
+if holder == ARGV[1] and not pos then
   return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
 end
 local pttl = redis.call('PTTL', KEYS[1])
-local now = redis.call('TIME')
-if type(redis.pcall('ZADD', KEYS[3], 'NX', now[1] * 1000000 + now[2], ARGV[3])) == 'table' then
-  return redis.error_reply('WRONGTYPE the waiter queue does not hold a sorted set')
+if not pos and type(redis.pcall('RPUSH', KEYS[3], ARGV[3])) == 'table' then
+  return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
 end
 redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5]))
 return {0, pttl, holder}
@@ -78,7 +99,7 @@ return {0, pttl, holder}
 /// KEYS: lock, fence, queue. ARGV: token, member.
 /// Returns the fence when the lock is ours, nil otherwise.
 pub(crate) const CANCEL: &str = r#"
-if redis.pcall('ZREM', KEYS[3], ARGV[2]) == 0 and redis.pcall('GET', KEYS[1]) == ARGV[1] then
+if redis.pcall('LREM', KEYS[3], 1, ARGV[2]) == 0 and redis.pcall('GET', KEYS[1]) == ARGV[1] then
   return tonumber(redis.pcall('GET', KEYS[2])) or 0
 end
 return false
@@ -92,8 +113,7 @@ return false
 pub(crate) const RELEASE: &str = r#"
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 while true do
-  local head = redis.pcall('ZPOPMIN', KEYS[3])
-  local m = head[1]
+  local m = redis.pcall('LPOP', KEYS[3])
   if type(m) ~= 'string' then break end
   local sep = string.find(m, ':', 51, true)
   if sep then

@@ -44,13 +44,24 @@ pub(crate) fn acquire(
         let again: [&[u8]; 5] = [token, ttl.as_bytes(), &member, b"0", grace.as_bytes()];
         let mut args = again;
         args[3] = if first { b"1" } else { b"0" };
-        let reply = client.script(
+        let reply = match client.script(
             &scripts().enqueue,
             &keys.lock,
             &[&keys.lock, &keys.fence, &keys.queue],
             &args,
             Some(&again),
-        )?;
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                // Leave nothing behind in the queue (best effort: after a
+                // connection error this fails too, and the dead subscriber
+                // makes the entry harmless).
+                if !first {
+                    let _ = cancel(client, keys, token, &member);
+                }
+                return Err(e);
+            }
+        };
         first = false;
         let pttl = match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => {

@@ -258,7 +258,7 @@ fn try_once_returns_at_once_and_a_deadline_is_kept() {
     );
     // The waiter left the queue behind it: no hand-off to a departed waiter.
     let mut raw = srv.raw();
-    let queued: i64 = raw.zcard("{busy}:queue").unwrap();
+    let queued: i64 = raw.llen("{busy}:queue").unwrap();
     assert_eq!(queued, 0);
 }
 
@@ -332,7 +332,7 @@ fn a_dead_waiter_never_blocks_the_queue() {
     let holder = client.acquire("ghost", 30 * S, Wait::TryOnce).unwrap();
     // A queue entry whose process is gone: nobody listens on its channel.
     let member = format!("{}:{}:30000:deadbeef", "0".repeat(32), "0".repeat(16));
-    let _: () = raw.zadd("{ghost}:queue", member, 1).unwrap();
+    let _: () = raw.rpush("{ghost}:queue", member).unwrap();
     holder.release().unwrap();
     assert_eq!(
         get(&mut raw, b"ghost"),
@@ -476,6 +476,12 @@ fn a_key_of_another_type_is_wrong_type_and_left_alone() {
     let v: String = raw.hget("ahash", "field").unwrap();
     assert_eq!(v, "value");
     assert_eq!(pttl(&mut raw, "ahash"), -1);
+    let keys: Vec<String> = raw.keys("*ahash*").unwrap();
+    assert_eq!(
+        keys,
+        vec!["ahash".to_string()],
+        "a waiter left something behind"
+    );
     // Release by token on it does not touch it either.
     assert!(!client.release_token("ahash", "x").unwrap());
     let v: String = raw.hget("ahash", "field").unwrap();
