@@ -75,7 +75,7 @@ demo-run:
 VENV_BENCH := target/venv-bench
 BENCH_ARGS ?=
 bench: deps
-	$(CARGO) build --release --examples
+	$(CARGO) build --release --lib --bins --examples
 	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
 	$(VENV_BENCH)/bin/pip install -q --upgrade pip
 	rm -rf target/wheels-bench
