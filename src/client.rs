@@ -164,6 +164,10 @@ impl ClientBuilder {
                 e.detail().unwrap_or(&e.to_string())
             ))
         })?;
+        // No CLIENT SETINFO after connecting: it would cost every new
+        // connection (every fresh PHP process) one more round trip.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(settings);
         let addr = match info.addr() {
             ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
             ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
