@@ -137,9 +137,11 @@ fn a_paused_server_is_a_timeout_not_a_hang() {
     let (r, took) = timed(|| lock.extend(30 * S));
     assert_eq!(r.unwrap_err().kind(), ErrorKind::Connection);
     assert!(took < ms(1500), "took {took:?}");
-    // New connections time out too (the kernel accepts, nobody answers).
+    // New connections time out too: the kernel accepts the connection,
+    // nobody answers the first command.
     let fresh = Client::builder(&srv.url())
         .connect_timeout(ms(300))
+        .command_timeout(ms(300))
         .build()
         .unwrap();
     let (r, took) = timed(|| fresh.acquire("q", 5 * S, Wait::Timeout(5 * S)));
