@@ -210,10 +210,12 @@ def chart(path, un, co):
     ns = sorted({r["workers"] for r in co})
     width = 0.8 / len(impls)
     g = by(co, "impl", "workers")
+    palette = {"redislock": "tab:green", "redislock-php": "tab:olive", "redis-py": "tab:blue",
+               "python-redis-lock": "tab:orange", "predis-1ms": "tab:purple"}
     for i, impl in enumerate(impls):
         ys = [med([r["acq_per_s"] for r in g.get((impl, n), [])]) or 0 for n in ns]
-        b.bar([j + i * width for j in range(len(ns))], ys, width, label=impl,
-              color=None if "redislock" not in impl else ("tab:green" if impl == "redislock" else "tab:olive"))
+        label = {"redislock": "redislock (Python)", "redislock-php": "redislock (PHP)"}.get(impl, impl)
+        b.bar([j + i * width for j in range(len(ns))], ys, width, label=label, color=palette[impl])
     b.set_xticks([j + 0.4 - width / 2 for j in range(len(ns))], [f"{n} workers" for n in ns])
     b.set_title("contended acquisitions/s (median)")
     b.legend()
