@@ -15,6 +15,7 @@ use crate::conn::{Pool, Target};
 use crate::error::{show_key, Error, Result};
 use crate::lock::Lock;
 use crate::protocol::{self, scripts, Attempt, LockKeys};
+use crate::redlock;
 use crate::renew::Renewer;
 use crate::wait;
 
@@ -100,9 +101,10 @@ pub struct LockInfo {
 /// Settings for [`Client`], made by [`Client::builder`].
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
-    url: String,
+    urls: Vec<String>,
     connect_timeout: Option<Duration>,
     command_timeout: Option<Duration>,
+    node_timeout: Option<Duration>,
     tls_root_cert: Option<Vec<u8>>,
 }
 
@@ -128,9 +130,41 @@ impl ClientBuilder {
         self
     }
 
+    /// Redlock only: the bound on each node's reply (default: a tenth of
+    /// the lock's TTL, at least 5 ms, at most the command timeout).
+    pub fn node_timeout(mut self, d: Duration) -> Self {
+        self.node_timeout = Some(d);
+        self
+    }
+
     /// Validate everything and make the client. Does not connect.
     pub fn build(self) -> Result<Client> {
-        let parsed = ParsedUrl::parse(&self.url)?;
+        if self.urls.is_empty() {
+            return Err(Error::invalid("no URL given"));
+        }
+        if let Some(d) = self.node_timeout {
+            if d.is_zero() || d > Duration::from_secs(3600) {
+                return Err(Error::invalid(format!(
+                    "node timeout must be between 1 ms and 1 hour, got {d:?}"
+                )));
+            }
+        }
+        let nodes = self
+            .urls
+            .iter()
+            .map(|url| self.target(url).map(Pool::new))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                nodes,
+                node_timeout: self.node_timeout,
+                renewer: Renewer::new(),
+            }),
+        })
+    }
+
+    fn target(&self, url: &str) -> Result<Target> {
+        let parsed = ParsedUrl::parse(url)?;
         let connect_timeout = self
             .connect_timeout
             .or(parsed.connect_timeout)
@@ -149,8 +183,8 @@ impl ClientBuilder {
                 )));
             }
         }
-        let root_cert = match (self.tls_root_cert, &parsed.tls_ca_file) {
-            (Some(pem), _) => Some(pem),
+        let root_cert = match (&self.tls_root_cert, &parsed.tls_ca_file) {
+            (Some(pem), _) => Some(pem.clone()),
             (None, Some(path)) => Some(
                 std::fs::read(path)
                     .map_err(|e| Error::invalid(format!("cannot read tls_ca_file {path}: {e}")))?,
@@ -205,16 +239,11 @@ impl ClientBuilder {
                 e.detail().unwrap_or(&e.to_string())
             ))
         })?;
-        Ok(Client {
-            inner: Arc::new(Inner {
-                pool: Pool::new(Target {
-                    client,
-                    addr,
-                    connect_timeout,
-                    command_timeout,
-                }),
-                renewer: Renewer::new(),
-            }),
+        Ok(Target {
+            client,
+            addr,
+            connect_timeout,
+            command_timeout,
         })
     }
 }
@@ -309,8 +338,21 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 }
 
 pub(crate) struct Inner {
-    pub(crate) pool: Pool,
+    /// One server, or the Redlock nodes.
+    pub(crate) nodes: Vec<Pool>,
+    pub(crate) node_timeout: Option<Duration>,
     pub(crate) renewer: Renewer,
+}
+
+impl Inner {
+    /// The server of a single-server client.
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.nodes[0]
+    }
+
+    pub(crate) fn is_redlock(&self) -> bool {
+        self.nodes.len() > 1
+    }
 }
 
 /// A handle to one Redis server (the single-server deployment). Clone it
@@ -324,7 +366,7 @@ pub struct Client {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("addr", &self.inner.pool.target.addr)
+            .field("addr", &self.addr())
             .finish()
     }
 }
@@ -340,17 +382,39 @@ impl Client {
 
     /// A builder for a client with non-default settings.
     pub fn builder(url: &str) -> ClientBuilder {
+        Client::redlock([url])
+    }
+
+    /// A builder for a Redlock client over independent servers (one URL
+    /// gives a single-server client). See the `redlock` module for the
+    /// algorithm; fencing numbers are advisory there.
+    pub fn redlock<I, S>(urls: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
         ClientBuilder {
-            url: url.to_string(),
+            urls: urls.into_iter().map(|u| u.as_ref().to_string()).collect(),
             connect_timeout: None,
             command_timeout: None,
+            node_timeout: None,
             tls_root_cert: None,
         }
     }
 
     /// The server address (never with credentials).
-    pub fn addr(&self) -> &str {
-        &self.inner.pool.target.addr
+    pub fn addr(&self) -> String {
+        let addrs: Vec<&str> = self
+            .inner
+            .nodes
+            .iter()
+            .map(|p| p.target.addr.as_str())
+            .collect();
+        if addrs.len() == 1 {
+            addrs[0].to_string()
+        } else {
+            format!("Redlock over {}", addrs.join(", "))
+        }
     }
 
     /// Take the lock `key` with a random token: one round trip when it is
@@ -382,6 +446,14 @@ impl Client {
         let keys = LockKeys::new(key);
         let started = Instant::now();
         let fence = match opts.wait {
+            _ if self.inner.is_redlock() => {
+                let deadline = match opts.wait {
+                    Wait::TryOnce => Some(started),
+                    Wait::Timeout(d) => started.checked_add(d),
+                    Wait::Forever => None,
+                };
+                redlock::acquire(&self.inner, &keys, &token, ttl_ms, deadline, started)?
+            }
             Wait::TryOnce => self.try_once(&keys, &token, ttl_ms, started)?,
             Wait::Timeout(d) if d.is_zero() => self.try_once(&keys, &token, ttl_ms, started)?,
             Wait::Timeout(d) => {
@@ -435,9 +507,17 @@ impl Client {
         let key = key.as_ref();
         check_key(key)?;
         let keys = LockKeys::new(key);
+        if self.inner.is_redlock() {
+            // The holder a majority agrees on; TTLs and fences differ per node.
+            return Ok(LockInfo {
+                holder: redlock::holder(&self.inner, key)?,
+                ttl: None,
+                fence: 0,
+            });
+        }
         let (holder, pttl, fence): (Value, i64, Option<u64>) = self
             .inner
-            .pool
+            .pool()
             .with(|con, _| {
                 redis::pipe()
                     .cmd("GET")
@@ -468,9 +548,12 @@ impl Client {
     pub fn is_locked(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
+        if self.inner.is_redlock() {
+            return Ok(redlock::holder(&self.inner, key)?.is_some());
+        }
         let n: i64 = self
             .inner
-            .pool
+            .pool()
             .with(|con, _| redis::cmd("EXISTS").arg(key).query(con))?;
         Ok(n > 0)
     }
@@ -480,9 +563,12 @@ impl Client {
         let (key, token) = (key.as_ref(), token.as_ref());
         check_key(key)?;
         check_token(token)?;
+        if self.inner.is_redlock() {
+            return redlock::is_owned_by(&self.inner, key, token);
+        }
         let v: Value = self
             .inner
-            .pool
+            .pool()
             .with(|con, _| redis::cmd("GET").arg(key).query(con))
             .map_err(|e| self.with_key(e, key))?;
         Ok(matches!(v, Value::BulkString(ref b) if b.as_slice() == token))
@@ -508,7 +594,7 @@ impl Client {
             Error::WrongType { .. } => {
                 let found = self
                     .inner
-                    .pool
+                    .pool()
                     .with(|con, _| redis::cmd("TYPE").arg(key).query::<String>(con))
                     .unwrap_or_else(|_| String::from("non-string"));
                 Error::WrongType {
@@ -530,7 +616,7 @@ impl Client {
         retry_args: Option<&[&[u8]]>,
     ) -> Result<Value> {
         self.inner
-            .pool
+            .pool()
             .script(script, keys, args, retry_args)
             .map_err(|e| self.with_key(e, key))
     }
@@ -538,6 +624,9 @@ impl Client {
 
 /// Compare-and-delete (or hand off). `Ok(false)` when not the owner.
 pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+    if client.inner.is_redlock() {
+        return redlock::release(&client.inner, keys, token);
+    }
     let reply = client.script(
         &scripts().release,
         &keys.lock,
@@ -548,6 +637,26 @@ pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<
     match reply {
         Value::Int(0) => Ok(false),
         Value::Int(1 | 2) => Ok(true),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Compare-and-PEXPIRE to `ttl_ms`. `Ok(false)` when not the owner.
+pub(crate) fn extend(client: &Client, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<bool> {
+    if client.inner.is_redlock() {
+        return redlock::extend(&client.inner, keys, token, ttl_ms);
+    }
+    let ms = ttl_ms.to_string();
+    let reply = client.script(
+        &scripts().extend,
+        &keys.lock,
+        &[&keys.lock],
+        &[token, ms.as_bytes()],
+        None,
+    )?;
+    match reply {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
         other => Err(unexpected(&other)),
     }
 }
@@ -628,10 +737,13 @@ mod tests {
         let c = Client::open("redis://:pw@127.0.0.1:1/2?connect_timeout=150ms&command_timeout=3s")
             .unwrap();
         assert_eq!(
-            c.inner.pool.target.connect_timeout,
+            c.inner.pool().target.connect_timeout,
             Duration::from_millis(150)
         );
-        assert_eq!(c.inner.pool.target.command_timeout, Duration::from_secs(3));
+        assert_eq!(
+            c.inner.pool().target.command_timeout,
+            Duration::from_secs(3)
+        );
         assert_eq!(c.addr(), "127.0.0.1:1");
         assert!(!format!("{c:?}").contains("pw"));
     }

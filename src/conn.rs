@@ -77,10 +77,14 @@ impl Pool {
     }
 
     fn connect(&self) -> Result<Connection> {
+        self.connect_within(self.target.connect_timeout)
+    }
+
+    fn connect_within(&self, connect_timeout: Duration) -> Result<Connection> {
         let t = &self.target;
         let con = t
             .client
-            .get_connection_with_timeout(t.connect_timeout)
+            .get_connection_with_timeout(connect_timeout)
             .map_err(|e| self.error(e, true))?;
         let timeout = Some(t.command_timeout);
         con.set_read_timeout(timeout)
@@ -127,6 +131,58 @@ impl Pool {
             }
             Err(e) => self.finish(con, Err(e)),
         }
+    }
+
+    /// Like [`Pool::with`], with every wait (connect, send, reply) bounded by
+    /// `timeout` instead of the client's timeouts: Redlock's per-node limit.
+    pub(crate) fn with_timeout<T>(
+        &self,
+        timeout: Duration,
+        mut f: impl FnMut(&mut Connection, bool) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let normal = Some(self.target.command_timeout);
+        let mut run = |con: &mut Connection, retried: bool| {
+            con.set_read_timeout(Some(timeout))?;
+            con.set_write_timeout(Some(timeout))?;
+            let r = f(con, retried)?;
+            con.set_read_timeout(normal)?;
+            con.set_write_timeout(normal)?;
+            Ok(r)
+        };
+        let (mut con, reused) = match self.take() {
+            Some(c) => (c, true),
+            None => (
+                self.connect_within(timeout.min(self.target.connect_timeout))?,
+                false,
+            ),
+        };
+        match run(&mut con, false) {
+            Ok(v) => {
+                self.put(con);
+                Ok(v)
+            }
+            Err(e) if reused && is_dead_connection(&e) => {
+                drop(con);
+                let mut con = self.connect_within(timeout.min(self.target.connect_timeout))?;
+                let r = run(&mut con, true);
+                self.finish(con, r)
+            }
+            Err(e) => self.finish(con, Err(e)),
+        }
+    }
+
+    /// Run a script with [`Pool::with_timeout`]'s bound.
+    pub(crate) fn script_within(
+        &self,
+        timeout: Duration,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        let evalsha = script.evalsha(keys, args);
+        self.with_timeout(timeout, |con, _| {
+            run_script(con, script, &evalsha, keys, args)
+        })
     }
 
     fn finish<T>(&self, con: Connection, r: redis::RedisResult<T>) -> Result<T> {

@@ -27,6 +27,7 @@ mod lock;
 mod protocol;
 #[cfg(feature = "python")]
 mod python;
+mod redlock;
 mod renew;
 mod sync;
 mod wait;

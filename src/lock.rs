@@ -8,11 +8,10 @@ use std::time::Duration;
 use std::sync::Mutex;
 
 use crate::sync::locked;
-use redis::Value;
 
-use crate::client::{self, ttl_millis, unexpected, Client};
+use crate::client::{self, ttl_millis, Client};
 use crate::error::{show_key, Error, Result};
-use crate::protocol::{scripts, LockKeys};
+use crate::protocol::LockKeys;
 
 /// State shared between a [`Lock`] and the renewal thread.
 pub(crate) struct LockState {
@@ -114,24 +113,12 @@ impl Lock {
         if !self.in_owner_process() {
             return Err(self.not_owner());
         }
-        let ms = ttl_ms.to_string();
-        let reply = self.client.script(
-            &scripts().extend,
-            &self.state.keys.lock,
-            &[&self.state.keys.lock],
-            &[&self.state.token, ms.as_bytes()],
-            None,
-        )?;
-        match reply {
-            Value::Int(1) => {
-                self.state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
-                Ok(())
-            }
-            Value::Int(0) => {
-                self.state.lost.store(true, Ordering::Release);
-                Err(self.not_owner())
-            }
-            other => Err(unexpected(&other)),
+        if client::extend(&self.client, &self.state.keys, &self.state.token, ttl_ms)? {
+            self.state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
+            Ok(())
+        } else {
+            self.state.lost.store(true, Ordering::Release);
+            Err(self.not_owner())
         }
     }
 

@@ -203,6 +203,16 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
     if live.is_empty() {
         return out;
     }
+    if inner.is_redlock() {
+        // Each lock needs its own majority.
+        for &i in &live {
+            let l = &due[i];
+            let ttl = l.ttl_ms.load(Ordering::Relaxed);
+            out[i] = crate::redlock::extend(inner, &l.keys, &l.token, ttl).ok();
+        }
+        drop(guards);
+        return out;
+    }
     let extend = &scripts().extend;
     let mut pipe = redis::pipe();
     for &i in &live {
@@ -210,7 +220,7 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
         let ttl = l.ttl_ms.load(Ordering::Relaxed).to_string();
         pipe.add_command(extend.eval(&[&l.keys.lock], &[&l.token, ttl.as_bytes()]));
     }
-    if let Ok(replies) = inner.pool.with(|con, _| pipe.query::<Vec<Value>>(con)) {
+    if let Ok(replies) = inner.pool().with(|con, _| pipe.query::<Vec<Value>>(con)) {
         for (&i, reply) in live.iter().zip(replies) {
             out[i] = match reply {
                 Value::Int(1) => Some(true),

@@ -30,7 +30,7 @@ pub(crate) fn acquire(
     deadline: Option<Instant>,
     started: Instant,
 ) -> Result<u64> {
-    let pool = &client.inner.pool;
+    let pool = client.inner.pool();
     let (mut sub, mut reused) = pool.subscriber()?;
     let nonce = protocol::hex(&protocol::random_bytes::<8>());
     let mut member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);

@@ -1,0 +1,285 @@
+//! Redlock: one lock over N independent Redis masters.
+//!
+//! Each operation runs the same scripts as the single-server lock on every
+//! node at once (one thread per node), each bounded by a per-node timeout
+//! much shorter than the TTL (a tenth of it, at least 5 ms and at most the
+//! command timeout, unless set). An acquisition holds when a majority
+//! (N/2+1, integer) agreed and the validity `ttl − elapsed − drift` (drift =
+//! ttl·1% + 2 ms) is still positive, `elapsed` measured on the monotonic
+//! clock from the start of that attempt. Otherwise the lock is released on
+//! every node (compare-and-delete: only keys holding our token go) and,
+//! while the wait allows, tried again after a random delay. Extend needs a
+//! majority and re-checks validity; release goes to every node. When too
+//! many nodes fail to answer for a majority to be possible, the result is
+//! [`Error::NoQuorum`].
+//!
+//! Waiting here is by retries, not hand-off (a queue spread over nodes would
+//! need its own consensus). Fencing numbers are the largest of the agreeing
+//! nodes' counters: advisory only, since the nodes do not agree on a total
+//! order.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::client::{not_acquired, unexpected, Inner};
+use crate::conn::Pool;
+use crate::error::{show_key, Error, Result};
+use crate::protocol::{self, scripts, Attempt, LockKeys};
+
+/// Longest pause between two attempts.
+const MAX_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+fn drift_ms(ttl_ms: u64) -> u64 {
+    ttl_ms / 100 + 2
+}
+
+/// The per-node bound for a lock of `ttl_ms`.
+pub(crate) fn node_timeout(inner: &Inner, ttl_ms: u64) -> Duration {
+    if let Some(t) = inner.node_timeout {
+        return t;
+    }
+    let command = inner.nodes[0].target.command_timeout;
+    Duration::from_millis(ttl_ms / 10).clamp(Duration::from_millis(5), command)
+}
+
+/// Run `f` on every node at once; the results in node order.
+fn on_all<T: Send>(nodes: &[Pool], f: impl Fn(&Pool) -> Result<T> + Sync) -> Vec<Result<T>> {
+    let f = &f;
+    thread::scope(|s| {
+        let handles: Vec<_> = nodes.iter().map(|p| s.spawn(move || f(p))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Internal("a Redlock node thread panicked".into()))
+                })
+            })
+            .collect()
+    })
+}
+
+fn no_quorum(key: &[u8], n: usize, errors: &[&Error]) -> Error {
+    let mut detail = format!(
+        "{} of {n} Redis nodes failed, a majority needs {}",
+        errors.len(),
+        quorum(n)
+    );
+    if let Some(first) = errors.first() {
+        detail.push_str(&format!(" (first: {first})"));
+    }
+    Error::NoQuorum {
+        key: show_key(key),
+        detail,
+    }
+}
+
+/// Acquire on a majority; retry until `deadline` (`None`: forever).
+pub(crate) fn acquire(
+    inner: &Inner,
+    keys: &LockKeys,
+    token: &[u8],
+    ttl_ms: u64,
+    deadline: Option<Instant>,
+    started: Instant,
+) -> Result<u64> {
+    let nodes = &inner.nodes;
+    let n = nodes.len();
+    let timeout = node_timeout(inner, ttl_ms);
+    let ttl = ttl_ms.to_string();
+    loop {
+        let t0 = Instant::now();
+        let results = on_all(nodes, |p| {
+            p.script_within(
+                timeout,
+                &scripts().acquire,
+                &[&keys.lock, &keys.fence],
+                &[token, ttl.as_bytes(), b"0"],
+            )
+        });
+        let elapsed = t0.elapsed().as_millis() as u64;
+        let mut agreed = 0;
+        let mut fence = 0;
+        let mut holder_ttl: Option<i64> = None;
+        let mut errors = Vec::new();
+        for r in &results {
+            match r {
+                Ok(reply) => match protocol::parse_attempt(reply) {
+                    Some(Attempt::Taken(f)) => {
+                        agreed += 1;
+                        fence = fence.max(f);
+                    }
+                    Some(Attempt::Held { pttl, .. }) => {
+                        holder_ttl = Some(holder_ttl.map_or(pttl, |t| t.min(pttl)));
+                    }
+                    None => return Err(unexpected(reply)),
+                },
+                Err(e) => errors.push(e),
+            }
+        }
+        let validity = ttl_ms as i64 - elapsed as i64 - drift_ms(ttl_ms) as i64;
+        if agreed >= quorum(n) && validity > 0 {
+            return Ok(fence);
+        }
+        // Not held: take back what we got, everywhere.
+        if agreed > 0 {
+            release_all(inner, keys, token, timeout);
+        }
+        if let Some(wrong) = errors.iter().find(|e| matches!(e, Error::WrongType { .. })) {
+            return Err(match wrong {
+                Error::WrongType { found, .. } => Error::WrongType {
+                    key: show_key(&keys.lock),
+                    found: if found.contains("fence counter") {
+                        "non-integer fence".into()
+                    } else {
+                        "non-string".into()
+                    },
+                },
+                _ => unreachable!(),
+            });
+        }
+        if errors.len() > n - quorum(n) {
+            return Err(no_quorum(&keys.lock, n, &errors));
+        }
+        let now = Instant::now();
+        let left = match deadline {
+            Some(d) if now >= d => {
+                return Err(not_acquired(&keys.lock, holder_ttl.unwrap_or(-1), started))
+            }
+            Some(d) => d - now,
+            None => MAX_RETRY_DELAY,
+        };
+        let cap = match holder_ttl {
+            Some(t) if t >= 0 => Duration::from_millis(t as u64 + 1).min(MAX_RETRY_DELAY),
+            _ => MAX_RETRY_DELAY,
+        };
+        thread::sleep(random_below(cap.min(left)));
+    }
+}
+
+fn random_below(d: Duration) -> Duration {
+    let r = u32::from_le_bytes(protocol::random_bytes::<4>());
+    d.mul_f64(r as f64 / u32::MAX as f64)
+}
+
+/// Release on every node; how many released and the errors.
+fn release_all(
+    inner: &Inner,
+    keys: &LockKeys,
+    token: &[u8],
+    timeout: Duration,
+) -> (usize, Vec<Error>) {
+    let results = on_all(&inner.nodes, |p| {
+        p.script_within(
+            timeout,
+            &scripts().release,
+            &[&keys.lock, &keys.fence, &keys.queue],
+            &[token],
+        )
+    });
+    let mut released = 0;
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(Value::Int(1 | 2)) => released += 1,
+            Ok(_) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    (released, errors)
+}
+
+/// Release on every node. `Ok(false)` when no node held our token.
+pub(crate) fn release(inner: &Inner, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+    let n = inner.nodes.len();
+    let timeout = inner.nodes[0].target.command_timeout;
+    let (released, errors) = release_all(inner, keys, token, timeout);
+    if released == 0 && errors.len() > n - quorum(n) {
+        return Err(no_quorum(&keys.lock, n, &errors.iter().collect::<Vec<_>>()));
+    }
+    Ok(released > 0)
+}
+
+/// Extend on every node; `Ok(true)` when a majority extended in time.
+pub(crate) fn extend(inner: &Inner, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<bool> {
+    let n = inner.nodes.len();
+    let timeout = node_timeout(inner, ttl_ms);
+    let ms = ttl_ms.to_string();
+    let t0 = Instant::now();
+    let results = on_all(&inner.nodes, |p| {
+        p.script_within(
+            timeout,
+            &scripts().extend,
+            &[&keys.lock],
+            &[token, ms.as_bytes()],
+        )
+    });
+    let elapsed = t0.elapsed().as_millis() as i64;
+    let agreed = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Value::Int(1))))
+        .count();
+    let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    if agreed >= quorum(n) && ttl_ms as i64 - elapsed - (drift_ms(ttl_ms) as i64) > 0 {
+        return Ok(true);
+    }
+    if errors.len() > n - quorum(n) {
+        return Err(no_quorum(&keys.lock, n, &errors));
+    }
+    Ok(false)
+}
+
+/// GET on every node: how many hold `token`, and the values seen.
+fn values(inner: &Inner, key: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
+    let n = inner.nodes.len();
+    let results = on_all(&inner.nodes, |p| {
+        p.with(|con, _| redis::cmd("GET").arg(key).query::<Option<Vec<u8>>>(con))
+    });
+    let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    if errors.len() > n - quorum(n) {
+        return Err(no_quorum(key, n, &errors));
+    }
+    Ok(results.into_iter().map(|r| r.ok().flatten()).collect())
+}
+
+/// Whether a majority of nodes hold `token` under `key`.
+pub(crate) fn is_owned_by(inner: &Inner, key: &[u8], token: &[u8]) -> Result<bool> {
+    let vals = values(inner, key)?;
+    Ok(vals.iter().filter(|v| v.as_deref() == Some(token)).count() >= quorum(inner.nodes.len()))
+}
+
+/// Whether one owner holds `key` on a majority of nodes.
+pub(crate) fn holder(inner: &Inner, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let vals = values(inner, key)?;
+    let q = quorum(inner.nodes.len());
+    Ok(vals
+        .iter()
+        .flatten()
+        .find(|v| vals.iter().filter(|w| w.as_ref() == Some(*v)).count() >= q)
+        .cloned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_is_an_integer_majority() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(2), 2);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
+    }
+
+    #[test]
+    fn drift_follows_the_spec() {
+        assert_eq!(drift_ms(10_000), 102);
+        assert_eq!(drift_ms(100), 3);
+    }
+}
