@@ -104,10 +104,13 @@ enum redislock_status redislock_client_open(const char *url, struct redislock_cl
 /**
  * Open a client over `n` independent servers (Redlock).
  *
- * `urls`: borrowed array of `n` NUL-terminated URLs. `out`: as for
- * `redislock_client_open`. In this version `n` must be 1 (the same as
- * `redislock_client_open`); more servers return
- * `REDISLOCK_INVALID_ARGUMENT` until Redlock support lands.
+ * `urls`: borrowed array of `n` NUL-terminated URLs, each as for
+ * `redislock_client_open`. `out`: as for `redislock_client_open`. With
+ * `n == 1` this is a single-server client. With more, a lock is held when a
+ * majority (n/2+1) of the servers agreed within its validity; release and
+ * extend go to every server; `REDISLOCK_NO_QUORUM` when no majority can be
+ * reached. Fencing numbers are advisory under Redlock (the servers keep
+ * separate counters).
  */
 enum redislock_status redislock_client_open_redlock(const char *const *urls,
                                                     size_t n,

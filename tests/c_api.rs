@@ -66,12 +66,17 @@ fn assert_ok(out: &Output, what: &str) {
 
 /// Compile the C test program against an installed copy.
 fn build_test_program(dir: &Path, lib: &Path) -> PathBuf {
-    let exe = dir.join("test_api");
+    build_c(dir, lib, "test_api")
+}
+
+/// Compile tests/c/NAME.c against an installed copy.
+fn build_c(dir: &Path, lib: &Path, name: &str) -> PathBuf {
+    let exe = dir.join(name);
     let out = Command::new("cc")
         .args(CFLAGS)
         .arg("-I")
         .arg(root().join("include"))
-        .arg(root().join("tests/c/test_api.c"))
+        .arg(root().join(format!("tests/c/{name}.c")))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", lib.display()))
@@ -79,7 +84,7 @@ fn build_test_program(dir: &Path, lib: &Path) -> PathBuf {
         .args(["-lredislock", "-lpthread"])
         .output()
         .expect("cc (apt-get install gcc)");
-    assert_ok(&out, "compiling tests/c/test_api.c");
+    assert_ok(&out, &format!("compiling tests/c/{name}.c"));
     exe
 }
 
@@ -118,6 +123,38 @@ fn the_c_test_program_passes() {
     assert_eq!(failed, 0, "{stdout}");
     assert!(passed > 100, "only {passed} checks ran");
     assert_ok(&out, "tests/c/test_api");
+}
+
+#[test]
+fn redlock_from_c() {
+    let (prefix, lib) = install();
+    let exe = build_c(prefix.path(), &lib, "test_redlock");
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for valgrind in [false, true] {
+        let mut cmd = if valgrind {
+            let mut c = Command::new("valgrind");
+            c.args([
+                "--error-exitcode=99",
+                "--leak-check=full",
+                "--errors-for-leak-kinds=definite",
+                "--quiet",
+            ])
+            .arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let out = cmd
+            .args(servers.iter().map(|s| s.url()))
+            .arg(dead_url())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let (passed, failed) = verdict(&stdout);
+        assert_eq!(failed, 0, "{stdout}");
+        assert!(passed >= 12, "{stdout}");
+        assert_ok(&out, "tests/c/test_redlock");
+    }
 }
 
 #[test]

@@ -210,10 +210,13 @@ pub extern "C" fn redislock_client_open(
 
 /// Open a client over `n` independent servers (Redlock).
 ///
-/// `urls`: borrowed array of `n` NUL-terminated URLs. `out`: as for
-/// `redislock_client_open`. In this version `n` must be 1 (the same as
-/// `redislock_client_open`); more servers return
-/// `REDISLOCK_INVALID_ARGUMENT` until Redlock support lands.
+/// `urls`: borrowed array of `n` NUL-terminated URLs, each as for
+/// `redislock_client_open`. `out`: as for `redislock_client_open`. With
+/// `n == 1` this is a single-server client. With more, a lock is held when a
+/// majority (n/2+1) of the servers agreed within its validity; release and
+/// extend go to every server; `REDISLOCK_NO_QUORUM` when no majority can be
+/// reached. Fencing numbers are advisory under Redlock (the servers keep
+/// separate counters).
 #[no_mangle]
 pub extern "C" fn redislock_client_open_redlock(
     urls: *const *const c_char,
@@ -229,14 +232,19 @@ pub extern "C" fn redislock_client_open_redlock(
                     "n is 0: give at least one URL".into(),
                 ));
             }
-            if n > 1 {
+            if n > 1024 {
                 return Err(Error::InvalidArgument(format!(
-                    "Redlock over {n} servers is not supported by this version of redislock yet; pass one URL"
+                    "n is {n}: at most 1024 servers"
                 )));
             }
-            // SAFETY: non-NULL with at least one element, as the caller promises.
-            let first = unsafe { *urls };
-            let client = Client::open(url_str(first, "urls[0]")?)?;
+            // SAFETY: non-NULL with `n` elements, as the caller promises.
+            let ptrs = unsafe { std::slice::from_raw_parts(urls, n) };
+            let list = ptrs
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| url_str(u, &format!("urls[{i}]")))
+                .collect::<Result<Vec<_>, Error>>()?;
+            let client = Client::redlock(list).build()?;
             *out = Box::into_raw(Box::new(redislock_client { client }));
             Ok(())
         })())

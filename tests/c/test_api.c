@@ -131,8 +131,9 @@ static void test_bad_input(redislock_client *c) {
   expect_invalid(redislock_client_open("redis://127.0.0.1:1\xff\xfe", &cout), "non-UTF-8 URL");
   CHECK(cout == NULL, "out written on failure");
   {
-    const char *two[2] = {url, url};
-    expect_invalid(redislock_client_open_redlock(two, 2, &cout), "redlock (not yet)");
+    const char *two[2] = {url, "redis://bad host"};
+    expect_invalid(redislock_client_open_redlock(two, 2, &cout), "redlock with one bad URL");
+    CHECK(strstr(last_error(), "urls[1]") != NULL || strstr(last_error(), "URL") != NULL, "%s", last_error());
   }
   redislock_client_free(dead);
   (void)c;

@@ -1,0 +1,309 @@
+//! Redlock over five independent throwaway servers: majorities, dead and
+//! paused nodes, validity used up by slow nodes, extend and release on
+//! every node, and mutual exclusion under contention.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{timed, Server};
+use redis::Commands;
+use redislock::{AcquireOptions, Client, ErrorKind, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn cluster(n: usize) -> (Vec<Server>, Client) {
+    let servers: Vec<Server> = (0..n).map(|_| Server::start()).collect();
+    let client = Client::redlock(servers.iter().map(|s| s.url()))
+        .build()
+        .unwrap();
+    (servers, client)
+}
+
+fn value(srv: &Server, key: &str) -> Option<Vec<u8>> {
+    srv.raw().get(key).unwrap()
+}
+
+#[test]
+fn a_majority_of_free_nodes_is_needed_and_foreign_keys_are_never_touched() {
+    let (servers, client) = cluster(5);
+    assert!(
+        client.addr().starts_with("Redlock over "),
+        "{}",
+        client.addr()
+    );
+    let mut subsets = Vec::new();
+    for mask in 0u32..32 {
+        if (1..=3).contains(&mask.count_ones()) {
+            subsets.push(mask);
+        }
+    }
+    assert_eq!(subsets.len(), 25);
+    for (i, mask) in subsets.into_iter().enumerate() {
+        let key = format!("subset-{i}");
+        let taken: Vec<usize> = (0..5).filter(|n| mask & (1 << n) != 0).collect();
+        for &n in &taken {
+            let _: () = redis::cmd("SET")
+                .arg(&key)
+                .arg("other")
+                .arg("PX")
+                .arg(60_000)
+                .query(&mut servers[n].raw())
+                .unwrap();
+        }
+        let r = client.acquire(&key, 10 * S, Wait::TryOnce);
+        let free = 5 - taken.len();
+        match r {
+            Ok(lock) => {
+                assert!(free >= 3, "acquired with only {free} free nodes");
+                for (n, srv) in servers.iter().enumerate() {
+                    let v = value(srv, &key);
+                    if taken.contains(&n) {
+                        assert_eq!(v.as_deref(), Some(&b"other"[..]));
+                    } else {
+                        assert_eq!(v.as_deref(), Some(lock.token()));
+                    }
+                }
+                lock.release().unwrap();
+            }
+            Err(e) => {
+                assert!(free < 3, "refused with {free} free nodes: {e}");
+                assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+            }
+        }
+        // Foreign values and their TTLs untouched; nothing of ours is left.
+        for (n, srv) in servers.iter().enumerate() {
+            let v = value(srv, &key);
+            if taken.contains(&n) {
+                assert_eq!(v.as_deref(), Some(&b"other"[..]));
+                let pttl: i64 = srv.raw().pttl(&key).unwrap();
+                assert!(pttl > 50_000, "a foreign TTL changed: {pttl}");
+            } else {
+                assert_eq!(v, None, "left behind on node {n} (subset {mask:05b})");
+            }
+        }
+    }
+}
+
+#[test]
+fn two_dead_nodes_of_five_still_acquire_three_are_no_quorum() {
+    let (mut servers, client) = cluster(5);
+    servers[0].kill();
+    servers[3].kill();
+    let lock = client.acquire("dead", 10 * S, Wait::TryOnce).unwrap();
+    lock.extend(10 * S).unwrap();
+    lock.release().unwrap();
+    servers[4].kill();
+    let (r, took) = timed(|| client.acquire("dead", 10 * S, Wait::Timeout(2 * S)));
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
+    assert!(e.to_string().contains("3 of 5"), "{e}");
+    assert!(took < S, "a quorum error should not wait: {took:?}");
+    for n in [1, 2] {
+        assert_eq!(value(&servers[n], "dead"), None, "left behind on node {n}");
+    }
+}
+
+#[test]
+fn a_paused_node_costs_the_per_node_timeout_not_the_pause() {
+    let (mut servers, client) = cluster(5);
+    client
+        .acquire("warm", S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    servers[2].pause();
+    // ttl 1 s: the per-node bound is 100 ms.
+    let (r, took) = timed(|| client.acquire("paused", S, Wait::TryOnce));
+    let lock = r.unwrap();
+    assert!(took < ms(600), "took {took:?}");
+    let (r, took) = timed(|| lock.release());
+    r.unwrap();
+    assert!(took < 3 * S, "release took {took:?}");
+    servers[2].resume();
+}
+
+#[test]
+fn a_lock_whose_validity_was_used_up_by_slow_nodes_is_not_acquired_and_cleaned_up() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let client = Client::redlock(servers.iter().map(|s| s.url()))
+        .node_timeout(2 * S)
+        .build()
+        .unwrap();
+    client
+        .acquire("warm", S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    // Two of three nodes answer only after 400 ms; the lock lives 300 ms.
+    let mut servers = servers;
+    servers[0].pause();
+    servers[1].pause();
+    let (s0, s1) = {
+        let (a, b) = servers.split_at_mut(1);
+        (&mut a[0], &mut b[0])
+    };
+    let (r, took) = thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(ms(400));
+            s0.resume();
+            s1.resume();
+        });
+        timed(|| client.acquire("slow", ms(300), Wait::TryOnce))
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    assert!(took >= ms(380), "{took:?}");
+    // The keys the slow nodes set are gone again (they would live 300 ms).
+    for (n, srv) in servers.iter().enumerate() {
+        assert_eq!(value(srv, "slow"), None, "left behind on node {n}");
+    }
+}
+
+#[test]
+fn extend_needs_a_majority_and_release_reaches_every_node() {
+    let (mut servers, client) = cluster(5);
+    let lock = client.acquire("ext", 5 * S, Wait::TryOnce).unwrap();
+    let token = lock.token().to_vec();
+    for srv in &servers {
+        assert_eq!(value(srv, "ext"), Some(token.clone()));
+    }
+    // Another owner took two nodes: extend still has a majority.
+    for n in [0, 1] {
+        let _: () = servers[n].raw().set("ext", "thief").unwrap();
+    }
+    lock.extend(20 * S).unwrap();
+    for n in 2..5 {
+        let pttl: i64 = servers[n].raw().pttl("ext").unwrap();
+        assert!(pttl > 19_000, "node {n}: {pttl}");
+    }
+    // A third node gone: no majority, the lock is lost.
+    servers[2].kill();
+    let e = lock.extend(20 * S).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::NotOwner | ErrorKind::NoQuorum),
+        "{e}"
+    );
+    assert!(lock.is_lost());
+    // Release still goes to every node that is up.
+    let lock2 = client.acquire("rel", 5 * S, Wait::TryOnce).unwrap();
+    lock2.release().unwrap();
+    for n in [0, 1, 3, 4] {
+        assert_eq!(value(&servers[n], "rel"), None, "node {n}");
+        assert_eq!(
+            value(&servers[n], "ext").as_deref() == Some(&token[..]),
+            n >= 3
+        );
+    }
+    assert_eq!(value(&servers[0], "ext").as_deref(), Some(&b"thief"[..]));
+}
+
+#[test]
+fn threads_contending_over_redlock_keep_a_counter_exact() {
+    let (servers, client) = cluster(3);
+    let url = servers[0].url();
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let client = client.clone();
+            let url = url.clone();
+            thread::spawn(move || {
+                let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for _ in 0..25 {
+                    let lock = client
+                        .acquire("rl-counter", 5 * S, Wait::Timeout(30 * S))
+                        .unwrap();
+                    let n: i64 = raw.get::<_, Option<i64>>("n").unwrap().unwrap_or(0);
+                    let _: () = raw.set("n", n + 1).unwrap();
+                    lock.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let n: i64 = servers[0].raw().get("n").unwrap();
+    assert_eq!(n, 150);
+}
+
+#[test]
+fn processes_contending_over_redlock_keep_a_counter_exact() {
+    let (servers, client) = cluster(3);
+    let url = servers[0].url();
+    let pids: Vec<libc::pid_t> = (0..4)
+        .map(|_| match unsafe { libc::fork() } {
+            0 => {
+                let ok = std::panic::catch_unwind(|| {
+                    let mut raw = redis::Client::open(url.as_str())
+                        .unwrap()
+                        .get_connection()
+                        .unwrap();
+                    for _ in 0..20 {
+                        let lock = client
+                            .acquire("rl-procs", 5 * S, Wait::Timeout(60 * S))
+                            .unwrap();
+                        let n: i64 = raw.get::<_, Option<i64>>("p").unwrap().unwrap_or(0);
+                        let _: () = raw.set("p", n + 1).unwrap();
+                        lock.release().unwrap();
+                    }
+                })
+                .is_ok();
+                unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+            }
+            pid => pid,
+        })
+        .collect();
+    for pid in pids {
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    }
+    let n: i64 = servers[0].raw().get("p").unwrap();
+    assert_eq!(n, 80);
+}
+
+#[test]
+fn renewal_and_inspection_over_redlock() {
+    let (servers, client) = cluster(3);
+    let lock = client
+        .acquire_with("rl-renew", AcquireOptions::new(ms(300)).auto_renew(true))
+        .unwrap();
+    thread::sleep(ms(1000));
+    assert!(!lock.is_lost());
+    assert!(lock.owned().unwrap());
+    assert!(client.is_locked("rl-renew").unwrap());
+    assert_eq!(
+        client.inspect("rl-renew").unwrap().holder.as_deref(),
+        Some(lock.token())
+    );
+    // Stolen on two of three nodes: renewal finds no majority.
+    for srv in &servers[..2] {
+        let _: () = srv.raw().set("rl-renew", "thief").unwrap();
+    }
+    let t = Instant::now();
+    while !lock.is_lost() && t.elapsed() < 3 * S {
+        thread::sleep(ms(10));
+    }
+    assert!(lock.is_lost());
+    assert!(!lock.owned().unwrap());
+    assert_eq!(
+        client.inspect("rl-renew").unwrap().holder.as_deref(),
+        Some(&b"thief"[..])
+    );
+    drop(lock);
+    // Release by token goes to every node.
+    let l = client
+        .acquire_with("rl-token", AcquireOptions::new(5 * S).token("req-1"))
+        .unwrap();
+    l.forget();
+    assert!(client.release_token("rl-token", "req-1").unwrap());
+    for srv in &servers {
+        assert_eq!(value(srv, "rl-token"), None);
+    }
+    assert!(!client.release_token("rl-token", "req-1").unwrap());
+}
