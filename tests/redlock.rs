@@ -178,8 +178,8 @@ fn extend_needs_a_majority_and_release_reaches_every_node() {
         let _: () = servers[n].raw().set("ext", "thief").unwrap();
     }
     lock.extend(20 * S).unwrap();
-    for n in 2..5 {
-        let pttl: i64 = servers[n].raw().pttl("ext").unwrap();
+    for (n, srv) in servers.iter().enumerate().skip(2) {
+        let pttl: i64 = srv.raw().pttl("ext").unwrap();
         assert!(pttl > 19_000, "node {n}: {pttl}");
     }
     // A third node gone: no majority, the lock is lost.

@@ -46,6 +46,7 @@ class Client:
         *,
         connect_timeout: Optional[float] = None,
         command_timeout: Optional[float] = None,
+        node_timeout: Optional[float] = None,
     ) -> "Client": ...
     def lock(
         self,

@@ -132,8 +132,10 @@ fn wait_arg(timeout: Option<f64>) -> PyResult<Wait> {
     })
 }
 
-/// A connection pool for one Redis deployment: `Client(url)` or
-/// `Client([url])`. Thread-safe; share one per process.
+/// A connection pool for one Redis deployment: `Client(url)`, or
+/// `Client([url, url, url])` for Redlock over independent servers (a
+/// majority must agree; fencing numbers are advisory there). Thread-safe;
+/// share one per process.
 #[pyclass(module = "redislock", frozen)]
 pub struct Client {
     client: CoreClient,
@@ -142,35 +144,32 @@ pub struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (url, *, connect_timeout=None, command_timeout=None))]
+    #[pyo3(signature = (url, *, connect_timeout=None, command_timeout=None, node_timeout=None))]
     fn new(
         url: &Bound<'_, PyAny>,
         connect_timeout: Option<f64>,
         command_timeout: Option<f64>,
+        node_timeout: Option<f64>,
     ) -> PyResult<Self> {
         let py = url.py();
-        let url: String = if let Ok(s) = url.cast::<PyString>() {
-            s.to_cow()?.into_owned()
+        let urls: Vec<String> = if let Ok(s) = url.cast::<PyString>() {
+            vec![s.to_cow()?.into_owned()]
         } else {
-            let urls: Vec<String> = url
-                .extract()
-                .map_err(|_| PyTypeError::new_err("url must be a str or a list of str"))?;
-            match urls.len() {
-                0 => return Err(PyValueError::new_err("the list of URLs is empty")),
-                1 => urls.into_iter().next().unwrap(),
-                n => {
-                    return Err(PyValueError::new_err(format!(
-                        "Redlock over {n} servers is not supported by this version of redislock yet; pass one URL"
-                    )))
-                }
-            }
+            url.extract()
+                .map_err(|_| PyTypeError::new_err("url must be a str or a list of str"))?
         };
-        let mut builder = CoreClient::builder(&url);
+        if urls.is_empty() {
+            return Err(PyValueError::new_err("the list of URLs is empty"));
+        }
+        let mut builder = CoreClient::redlock(&urls);
         if let Some(t) = connect_timeout {
             builder = builder.connect_timeout(seconds(t, "connect_timeout")?);
         }
         if let Some(t) = command_timeout {
             builder = builder.command_timeout(seconds(t, "command_timeout")?);
+        }
+        if let Some(t) = node_timeout {
+            builder = builder.node_timeout(seconds(t, "node_timeout")?);
         }
         let client = builder.build().map_err(|e| to_py(py, e))?;
         Ok(Client { client })

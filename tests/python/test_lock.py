@@ -379,8 +379,6 @@ def test_bad_names_urls_and_types(dead_url):
     for url in ["", "not a url", "http://127.0.0.1:1", "redis://127.0.0.1:99999", []]:
         with pytest.raises(ValueError):
             Client(url)
-    with pytest.raises(ValueError):
-        Client([dead_url, dead_url])  # Redlock: not in this version
     with pytest.raises(TypeError):
         Client(3)
     with pytest.raises(ValueError):
@@ -398,3 +396,30 @@ def test_a_dead_server_raises_lock_connection_error_quickly(dead_url):
     with pytest.raises(ConnectionError):
         with client.lock("k", ttl=5.0):
             pass
+
+
+def test_redlock_over_three_servers(dead_url):
+    from redis_server import RedisServer
+    servers = [RedisServer() for _ in range(3)]
+    try:
+        urls = [s.url for s in servers]
+        raws = [redis.Redis(port=s.port) for s in servers]
+        client = Client(urls)
+        with client.lock("rl", ttl=10.0, timeout=0) as lock:
+            assert all(r.get("rl") == lock.token for r in raws)
+            assert isinstance(lock.fence, int)
+            assert not client.lock("rl", timeout=0).acquire()
+            lock.extend(20.0)
+            assert all(r.pttl("rl") > 19000 for r in raws)
+        assert all(r.get("rl") is None for r in raws)
+        # One of three down: still a majority.
+        with Client([urls[0], urls[1], dead_url]).lock("rl", ttl=5.0, timeout=0):
+            pass
+        # Two of three down: no quorum.
+        with pytest.raises(LockQuorumError):
+            Client([urls[0], dead_url, dead_url]).lock("rl", ttl=5.0, timeout=1.0).acquire()
+        for r in raws:
+            r.close()
+    finally:
+        for s in servers:
+            s.stop()
