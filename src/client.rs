@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, IntoConnectionInfo, Value};
 
-use crate::conn::{Pool, Target};
+use crate::conn::{Endpoint, Pool, Target};
 use crate::error::{show_key, Error, Result};
 use crate::lock::Lock;
 use crate::protocol::{self, scripts, Attempt, LockKeys};
@@ -164,26 +164,17 @@ impl ClientBuilder {
     }
 
     fn target(&self, url: &str) -> Result<Target> {
-        let parsed = ParsedUrl::parse(url)?;
-        let connect_timeout = self
-            .connect_timeout
-            .or(parsed.connect_timeout)
-            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
-        let command_timeout = self
-            .command_timeout
-            .or(parsed.command_timeout)
-            .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
-        for (name, d) in [
-            ("connect timeout", connect_timeout),
-            ("command timeout", command_timeout),
-        ] {
-            if d.is_zero() || d > Duration::from_secs(3600) {
-                return Err(Error::invalid(format!(
-                    "{name} must be between 1 ms and 1 hour, got {d:?}"
-                )));
-            }
+        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            return self.sentinel_target(rest);
         }
-        let root_cert = match (&self.tls_root_cert, &parsed.tls_ca_file) {
+        if url.starts_with("rediss+sentinel://") {
+            return Err(Error::invalid(
+                "TLS to Sentinel (rediss+sentinel://) is not supported yet",
+            ));
+        }
+        let parsed = ParsedUrl::parse(url)?;
+        let (connect_timeout, command_timeout) = self.timeouts(&parsed.options)?;
+        let root_cert = match (&self.tls_root_cert, &parsed.options.tls_ca_file) {
             (Some(pem), _) => Some(pem.clone()),
             (None, Some(path)) => Some(
                 std::fs::read(path)
@@ -240,11 +231,110 @@ impl ClientBuilder {
             ))
         })?;
         Ok(Target {
-            client,
+            endpoint: Endpoint::Direct(client),
+            wait_replicas: parsed.options.wait_replicas()?,
             addr,
             connect_timeout,
             command_timeout,
         })
+    }
+
+    fn timeouts(&self, options: &UrlOptions) -> Result<(Duration, Duration)> {
+        let connect_timeout = self
+            .connect_timeout
+            .or(options.connect_timeout)
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        let command_timeout = self
+            .command_timeout
+            .or(options.command_timeout)
+            .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
+        for (name, d) in [
+            ("connect timeout", connect_timeout),
+            ("command timeout", command_timeout),
+        ] {
+            if d.is_zero() || d > Duration::from_secs(3600) {
+                return Err(Error::invalid(format!(
+                    "{name} must be between 1 ms and 1 hour, got {d:?}"
+                )));
+            }
+        }
+        Ok((connect_timeout, command_timeout))
+    }
+
+    fn sentinel_target(&self, rest: &str) -> Result<Target> {
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut options = UrlOptions::default();
+        let mut db = 0;
+        for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+            match k.as_ref() {
+                "db" => {
+                    db = v
+                        .parse()
+                        .map_err(|_| Error::invalid(format!("bad db {v:?} in the Sentinel URL")))?
+                }
+                _ => {
+                    if !options.take(&k, &v)? {
+                        return Err(Error::invalid(format!(
+                            "unknown parameter {k:?} in the Sentinel URL"
+                        )));
+                    }
+                }
+            }
+        }
+        let sentinel = crate::sentinel::Sentinel::parse(rest, db)?;
+        let (connect_timeout, command_timeout) = self.timeouts(&options)?;
+        Ok(Target {
+            addr: sentinel.describe(),
+            endpoint: Endpoint::Sentinel(sentinel),
+            wait_replicas: options.wait_replicas()?,
+            connect_timeout,
+            command_timeout,
+        })
+    }
+}
+
+/// redislock's own URL parameters.
+#[derive(Default)]
+struct UrlOptions {
+    connect_timeout: Option<Duration>,
+    command_timeout: Option<Duration>,
+    tls_ca_file: Option<String>,
+    wait_replicas: Option<u32>,
+    wait_timeout: Option<Duration>,
+}
+
+impl UrlOptions {
+    /// Take `k=v` if it is one of ours.
+    fn take(&mut self, k: &str, v: &str) -> Result<bool> {
+        match k {
+            "connect_timeout" => self.connect_timeout = Some(parse_duration(v)?),
+            "command_timeout" => self.command_timeout = Some(parse_duration(v)?),
+            "tls_ca_file" => self.tls_ca_file = Some(v.to_string()),
+            "wait_replicas" => {
+                self.wait_replicas = Some(v.parse().map_err(|_| {
+                    Error::invalid(format!("wait_replicas must be a number, got {v:?}"))
+                })?)
+            }
+            "wait_timeout" => self.wait_timeout = Some(parse_duration(v)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn wait_replicas(&self) -> Result<Option<(u32, Duration)>> {
+        match (self.wait_replicas, self.wait_timeout) {
+            (None | Some(0), None) => Ok(None),
+            (None | Some(0), Some(_)) => Err(Error::invalid("wait_timeout needs wait_replicas")),
+            (Some(n), t) => {
+                let t = t.unwrap_or(Duration::from_millis(100));
+                if t.is_zero() {
+                    return Err(Error::invalid(
+                        "wait_timeout must be at least 1 ms (0 would wait forever)",
+                    ));
+                }
+                Ok(Some((n, t)))
+            }
+        }
     }
 }
 
@@ -256,9 +346,7 @@ fn url_help() -> &'static str {
 /// The URL minus redislock's own query parameters.
 struct ParsedUrl {
     url: url::Url,
-    connect_timeout: Option<Duration>,
-    command_timeout: Option<Duration>,
-    tls_ca_file: Option<String>,
+    options: UrlOptions,
 }
 
 impl ParsedUrl {
@@ -284,19 +372,11 @@ impl ParsedUrl {
                 url_help()
             )));
         }
-        let mut parsed = ParsedUrl {
-            url: url.clone(),
-            connect_timeout: None,
-            command_timeout: None,
-            tls_ca_file: None,
-        };
+        let mut options = UrlOptions::default();
         let mut kept = Vec::new();
         for (k, v) in url.query_pairs() {
-            match k.as_ref() {
-                "connect_timeout" => parsed.connect_timeout = Some(parse_duration(&v)?),
-                "command_timeout" => parsed.command_timeout = Some(parse_duration(&v)?),
-                "tls_ca_file" => parsed.tls_ca_file = Some(v.into_owned()),
-                _ => kept.push((k.into_owned(), v.into_owned())),
+            if !options.take(&k, &v)? {
+                kept.push((k.into_owned(), v.into_owned()));
             }
         }
         if kept.is_empty() {
@@ -304,8 +384,7 @@ impl ParsedUrl {
         } else {
             url.query_pairs_mut().clear().extend_pairs(kept);
         }
-        parsed.url = url;
-        Ok(parsed)
+        Ok(ParsedUrl { url, options })
     }
 }
 
@@ -461,11 +540,59 @@ impl Client {
             }
             Wait::Forever => wait::acquire(self, &keys, &token, ttl_ms, None, started)?,
         };
+        if let (false, Some((n, t))) = (
+            self.inner.is_redlock(),
+            self.inner.pool().target.wait_replicas,
+        ) {
+            self.confirm_replicated(&keys, &token, ttl_ms, n, t)?;
+        }
         let lock = Lock::new(self.clone(), keys, token, fence, ttl_ms);
         if opts.auto_renew {
             lock.auto_renew();
         }
         Ok(lock)
+    }
+
+    /// `?wait_replicas=N`: rewrite the lock on our own connection (an
+    /// extend, so that whatever path granted it, the write to wait for is
+    /// ours) and WAIT for N replicas, in one round trip. Too few: release
+    /// and fail with [`Error::NoQuorum`].
+    fn confirm_replicated(
+        &self,
+        keys: &LockKeys,
+        token: &[u8],
+        ttl_ms: u64,
+        n: u32,
+        t: Duration,
+    ) -> Result<()> {
+        let ms = ttl_ms.to_string();
+        let extend = scripts()
+            .extend
+            .eval(&[&keys.lock], &[token, ms.as_bytes()]);
+        let wait_ms = t.as_millis().max(1) as u64;
+        let (still, acked): (i64, i64) = self
+            .inner
+            .pool()
+            .with(|con, _| {
+                redis::pipe()
+                    .add_command(extend.clone())
+                    .cmd("WAIT")
+                    .arg(n)
+                    .arg(wait_ms)
+                    .query(con)
+            })
+            .map_err(|e| self.with_key(e, &keys.lock))?;
+        if still == 1 && acked >= i64::from(n) {
+            return Ok(());
+        }
+        let _ = release(self, keys, token);
+        Err(Error::NoQuorum {
+            key: show_key(&keys.lock),
+            detail: format!(
+                "only {acked} of the {n} replicas asked for (wait_replicas) acknowledged the lock \
+                 within {wait_ms} ms; it was released"
+            ),
+        })
     }
 
     fn try_once(

@@ -20,9 +20,20 @@ use redis::{Cmd, Connection, ConnectionLike, ErrorKind as RedisKind, Value};
 use crate::error::{Error, Result};
 use crate::protocol::{self, Script};
 
+/// Where connections go.
+pub(crate) enum Endpoint {
+    /// One server.
+    Direct(redis::Client),
+    /// The current master of a Sentinel service.
+    Sentinel(crate::sentinel::Sentinel),
+}
+
 /// How to reach the server and how long to wait for it.
 pub(crate) struct Target {
-    pub(crate) client: redis::Client,
+    pub(crate) endpoint: Endpoint,
+    /// Opt-in: after acquiring, wait until this many replicas have the lock
+    /// (Redis WAIT), at most this long.
+    pub(crate) wait_replicas: Option<(u32, Duration)>,
     /// `host:port` or the socket path: safe to print.
     pub(crate) addr: String,
     pub(crate) connect_timeout: Duration,
@@ -82,10 +93,13 @@ impl Pool {
 
     fn connect_within(&self, connect_timeout: Duration) -> Result<Connection> {
         let t = &self.target;
-        let con = t
-            .client
-            .get_connection_with_timeout(connect_timeout)
-            .map_err(|e| self.error(e, true))?;
+        let con = match &t.endpoint {
+            Endpoint::Direct(client) => client.get_connection_with_timeout(connect_timeout),
+            Endpoint::Sentinel(s) => s
+                .master(connect_timeout)?
+                .get_connection_with_timeout(connect_timeout),
+        }
+        .map_err(|e| self.error(e, true))?;
         let timeout = Some(t.command_timeout);
         con.set_read_timeout(timeout)
             .and_then(|_| con.set_write_timeout(timeout))
@@ -195,7 +209,9 @@ impl Pool {
                 // A server error leaves the connection usable; anything else
                 // (timeouts above all: a late reply would desynchronise it)
                 // does not.
-                if matches!(e.kind(), RedisKind::Server(_) | RedisKind::Extension) {
+                if matches!(e.kind(), RedisKind::Server(_) | RedisKind::Extension)
+                    && !is_demoted(&e)
+                {
                     self.put(con);
                 }
                 Err(self.error(e, false))
@@ -321,8 +337,18 @@ fn run_script(
     }
 }
 
+/// A connection that must be replaced, after which the command may be sent
+/// again: dropped, or talking to a master that was demoted in a failover
+/// (the command was refused, so it had no effect).
 fn is_dead_connection(e: &redis::RedisError) -> bool {
-    e.is_connection_dropped() && !e.is_timeout()
+    (e.is_connection_dropped() && !e.is_timeout()) || is_demoted(e)
+}
+
+fn is_demoted(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        RedisKind::Server(redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown)
+    )
 }
 
 fn io_reason(e: &redis::RedisError) -> String {

@@ -29,6 +29,7 @@ mod protocol;
 mod python;
 mod redlock;
 mod renew;
+mod sentinel;
 mod sync;
 mod wait;
 

@@ -44,6 +44,8 @@ pub struct Server {
     args: Vec<String>,
     paused: bool,
     pub tls: Option<Tls>,
+    /// Sentinel mode: these config lines (the port and paths are added).
+    sentinel_conf: Option<String>,
 }
 
 impl Server {
@@ -65,6 +67,7 @@ impl Server {
             args: args.iter().map(|s| s.to_string()).collect(),
             paused: false,
             tls: None,
+            sentinel_conf: None,
         };
         s.launch_on_free_port();
         s
@@ -94,6 +97,27 @@ impl Server {
             ],
             paused: false,
             tls: Some(tls),
+            sentinel_conf: None,
+        };
+        s.launch_on_free_port();
+        s
+    }
+
+    /// A Sentinel (`redis-server --sentinel`) with these config lines, e.g.
+    /// `sentinel monitor mymaster 127.0.0.1 6390 2`.
+    pub fn start_sentinel(conf: &str) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("redislock-sentinel-")
+            .tempdir()
+            .expect("temp dir");
+        let mut s = Server {
+            port: 0,
+            dir,
+            child: None,
+            args: Vec::new(),
+            paused: false,
+            tls: None,
+            sentinel_conf: Some(conf.to_string()),
         };
         s.launch_on_free_port();
         s
@@ -114,26 +138,39 @@ impl Server {
     fn launch(&mut self) -> bool {
         let port = self.port.to_string();
         let mut cmd = Command::new(redis_server_bin());
-        if self.tls.is_some() {
+        if let Some(conf) = &self.sentinel_conf {
+            let path = self.dir.path().join("sentinel.conf");
+            std::fs::write(
+                &path,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\nlogfile redis.log\n{conf}\n",
+                    self.dir.path().display()
+                ),
+            )
+            .unwrap();
+            cmd.arg(&path).arg("--sentinel");
+        } else if self.tls.is_some() {
             cmd.args(["--port", "0", "--tls-port", &port]);
         } else {
             cmd.args(["--port", &port]);
         }
-        cmd.args([
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-        ])
-        .arg(self.dir.path())
-        .args(["--logfile", "redis.log", "--daemonize", "no"])
-        .args(&self.args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        if self.sentinel_conf.is_none() {
+            cmd.args([
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+            ])
+            .arg(self.dir.path())
+            .args(["--logfile", "redis.log", "--daemonize", "no"])
+            .args(&self.args);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => panic!(
