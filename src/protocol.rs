@@ -219,31 +219,62 @@ impl LockKeys {
 }
 
 /// A key in the same cluster hash slot as `key`: `key` + suffix when `key`
-/// has a hash tag, `{key}` + suffix otherwise.
+/// has a hash tag, `{key}` + suffix when it has no `}` at all. A name with
+/// a `}` but no valid tag cannot be wrapped; it gets a short tag of its own
+/// slot in front: `{t}key` + suffix, where `slot(t) == slot(key)`.
 pub(crate) fn companion_key(key: &[u8], suffix: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.len() + suffix.len() + 2);
-    if has_hash_tag(key) || key.contains(&b'}') {
-        // With a tag, appending keeps it. A '}' without a tag cannot be
-        // wrapped safely; such names share a slot only on a single server.
+    let mut out = Vec::with_capacity(key.len() + suffix.len() + 8);
+    if has_hash_tag(key) {
         out.extend_from_slice(key);
-    } else {
+    } else if !key.contains(&b'}') {
         out.push(b'{');
         out.extend_from_slice(key);
         out.push(b'}');
+    } else {
+        out.push(b'{');
+        out.extend_from_slice(tag_for_slot(slot(key)).as_bytes());
+        out.push(b'}');
+        out.extend_from_slice(key);
     }
     out.extend_from_slice(suffix);
     out
 }
 
+/// The first decimal number whose cluster slot is `slot` (a few thousand
+/// CRCs at most).
+fn tag_for_slot(slot: u16) -> String {
+    (0u32..)
+        .map(|n| n.to_string())
+        .find(|t| crc16(t.as_bytes()) % 16384 == slot)
+        .expect("every slot has a decimal tag")
+}
+
 /// Redis Cluster's rule: a '{' followed later by a '}' with something between.
 fn has_hash_tag(key: &[u8]) -> bool {
-    match key.iter().position(|&b| b == b'{') {
-        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
-            Some(len) => len > 0,
-            None => false,
-        },
-        None => false,
+    hash_tag(key).is_some()
+}
+
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// The Redis Cluster hash slot of a key.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) % 16384
+}
+
+/// CRC16-CCITT (XModem), as Redis Cluster uses it.
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
     }
+    crc
 }
 
 /// `n` random bytes from the operating system.
@@ -344,6 +375,26 @@ mod tests {
         assert!(has_hash_tag(b"a{b}c"));
         assert!(!has_hash_tag(b"a{}c"));
         assert!(!has_hash_tag(b"a}b{"));
+        // A '}' without a tag: a tag of the same slot goes in front.
+        for key in [&b"a}b"[..], b"}", b"{}x", b"x}{"] {
+            for suffix in [&b":fence"[..], b":queue"] {
+                let c = companion_key(key, suffix);
+                assert_eq!(slot(&c), slot(key), "{:?}", String::from_utf8_lossy(&c));
+                assert!(c.ends_with(suffix));
+            }
+        }
+        for key in [&b"jobs"[..], b"{user1}:job", b"{x"] {
+            assert_eq!(slot(&companion_key(key, b":fence")), slot(key));
+        }
+    }
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from CLUSTER KEYSLOT.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"bar"), 5061);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(crc16(b"123456789"), 0x31c3);
     }
 
     #[test]
