@@ -167,7 +167,10 @@ impl ClientBuilder {
         if let Some(rest) = url.strip_prefix("redis+sentinel://") {
             return self.sentinel_target(rest);
         }
-        if url.starts_with("rediss+sentinel://") {
+        if let Some(rest) = url.strip_prefix("redis+cluster://") {
+            return self.cluster_target(rest);
+        }
+        if url.starts_with("rediss+sentinel://") || url.starts_with("rediss+cluster://") {
             return Err(Error::invalid(
                 "TLS to Sentinel (rediss+sentinel://) is not supported yet",
             ));
@@ -259,6 +262,59 @@ impl ClientBuilder {
             }
         }
         Ok((connect_timeout, command_timeout))
+    }
+
+    fn cluster_target(&self, rest: &str) -> Result<Target> {
+        let help =
+            "invalid Cluster URL: expected redis+cluster://[user:password@]host:port[,host:port…]";
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut options = UrlOptions::default();
+        for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+            if !options.take(&k, &v)? {
+                return Err(Error::invalid(format!(
+                    "unknown parameter {k:?} in the Cluster URL"
+                )));
+            }
+        }
+        if options.wait_replicas()?.is_some() {
+            return Err(Error::invalid(
+                "wait_replicas is not supported with Cluster yet",
+            ));
+        }
+        let (auth, hosts) = match rest.rfind('@') {
+            Some(i) => (&rest[..=i], &rest[i + 1..]),
+            None => ("", rest),
+        };
+        let hosts = hosts.trim_end_matches('/');
+        let mut nodes = Vec::new();
+        for hp in hosts.split(',') {
+            let (host, port) = hp
+                .rsplit_once(':')
+                .ok_or_else(|| Error::invalid(format!("{help} ({hp:?} has no port)")))?;
+            if host.is_empty() || port.parse::<u16>().is_err() {
+                return Err(Error::invalid(format!("{help} (bad node {hp:?})")));
+            }
+            nodes.push(format!("redis://{auth}{host}:{port}"));
+        }
+        let (connect_timeout, command_timeout) = self.timeouts(&options)?;
+        let client = redis::cluster::ClusterClient::builder(nodes)
+            .connection_timeout(connect_timeout)
+            .response_timeout(command_timeout)
+            .build()
+            .map_err(|e| {
+                Error::invalid(format!("{help} ({})", e.detail().unwrap_or(&e.to_string())))
+            })?;
+        Ok(Target {
+            addr: format!("cluster {hosts}"),
+            endpoint: Endpoint::Cluster {
+                client,
+                auth: format!("redis://{auth}"),
+                slots: std::sync::Mutex::new((None, Vec::new())),
+            },
+            wait_replicas: None,
+            connect_timeout,
+            command_timeout,
+        })
     }
 
     fn sentinel_target(&self, rest: &str) -> Result<Target> {

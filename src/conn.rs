@@ -10,12 +10,13 @@
 //! [`Subscriber`], subscribed once to its own wake-up channel and pooled
 //! while still subscribed.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::sync::Mutex;
 
 use crate::sync::locked;
-use redis::{Cmd, Connection, ConnectionLike, ErrorKind as RedisKind, Value};
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::{Cmd, Connection, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 
 use crate::error::{Error, Result};
 use crate::protocol::{self, Script};
@@ -26,6 +27,96 @@ pub(crate) enum Endpoint {
     Direct(redis::Client),
     /// The current master of a Sentinel service.
     Sentinel(crate::sentinel::Sentinel),
+    /// A Redis Cluster: commands are routed by key slot (MOVED and ASK
+    /// followed by redis-rs); waiters subscribe on the node that owns their
+    /// lock's slot, where the release script's PUBLISH is counted.
+    Cluster {
+        client: ClusterClient,
+        /// `redis://[user:password@]` for connections to single nodes.
+        auth: String,
+        /// Slot ranges and their masters, refreshed every few seconds.
+        slots: Mutex<SlotMap>,
+    },
+}
+
+/// When the slot map was read, and its ranges: (first, last, "host:port").
+pub(crate) type SlotMap = (Option<Instant>, Vec<(u16, u16, String)>);
+
+/// A command connection: to one server, or routed over a cluster.
+pub(crate) enum Conn {
+    Plain(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+impl Conn {
+    fn set_timeouts(&self, d: Option<Duration>) -> RedisResult<()> {
+        match self {
+            Conn::Plain(c) => {
+                c.set_read_timeout(d)?;
+                c.set_write_timeout(d)
+            }
+            Conn::Cluster(c) => {
+                c.set_read_timeout(d)?;
+                c.set_write_timeout(d)
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        match self {
+            Conn::Plain(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        match self {
+            Conn::Plain(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Plain(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.req_command(cmd),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Plain(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+
+    fn supports_pipelining(&self) -> bool {
+        match self {
+            Conn::Plain(c) => c.supports_pipelining(),
+            Conn::Cluster(c) => c.supports_pipelining(),
+        }
+    }
+
+    fn check_connection(&mut self) -> bool {
+        match self {
+            Conn::Plain(c) => c.check_connection(),
+            Conn::Cluster(c) => c.check_connection(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            Conn::Plain(c) => c.is_open(),
+            Conn::Cluster(c) => c.is_open(),
+        }
+    }
 }
 
 /// How to reach the server and how long to wait for it.
@@ -42,7 +133,7 @@ pub(crate) struct Target {
 
 struct Idle {
     pid: u32,
-    cmd: Vec<Connection>,
+    cmd: Vec<Conn>,
     subs: Vec<Subscriber>,
 }
 
@@ -73,6 +164,8 @@ pub(crate) struct Subscriber {
     pub(crate) con: Connection,
     /// 32 hex characters, unique per subscriber.
     pub(crate) id: String,
+    /// The node it is connected to (Cluster), or empty.
+    node: String,
 }
 
 impl Pool {
@@ -87,17 +180,47 @@ impl Pool {
         }
     }
 
-    fn connect(&self) -> Result<Connection> {
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.target.endpoint, Endpoint::Cluster { .. })
+    }
+
+    fn connect(&self) -> Result<Conn> {
         self.connect_within(self.target.connect_timeout)
     }
 
-    fn connect_within(&self, connect_timeout: Duration) -> Result<Connection> {
+    fn connect_within(&self, connect_timeout: Duration) -> Result<Conn> {
         let t = &self.target;
         let con = match &t.endpoint {
-            Endpoint::Direct(client) => client.get_connection_with_timeout(connect_timeout),
-            Endpoint::Sentinel(s) => s
+            Endpoint::Cluster { client, .. } => Conn::Cluster(Box::new(
+                client.get_connection().map_err(|e| self.error(e, true))?,
+            )),
+            _ => Conn::Plain(self.plain_connection(connect_timeout, None)?),
+        };
+        con.set_timeouts(Some(t.command_timeout))
+            .map_err(|e| self.error(e, true))?;
+        Ok(con)
+    }
+
+    /// A connection to one server: the server, Sentinel's master, or the
+    /// cluster node `node`.
+    fn plain_connection(
+        &self,
+        connect_timeout: Duration,
+        node: Option<&str>,
+    ) -> Result<Connection> {
+        let t = &self.target;
+        let con = match (&t.endpoint, node) {
+            (Endpoint::Direct(client), _) => client.get_connection_with_timeout(connect_timeout),
+            (Endpoint::Sentinel(s), _) => s
                 .master(connect_timeout)?
                 .get_connection_with_timeout(connect_timeout),
+            (Endpoint::Cluster { auth, .. }, Some(node)) => {
+                redis::Client::open(format!("{auth}{node}"))
+                    .and_then(|c| c.get_connection_with_timeout(connect_timeout))
+            }
+            (Endpoint::Cluster { .. }, None) => {
+                return Err(Error::Internal("a cluster connection needs a node".into()))
+            }
         }
         .map_err(|e| self.error(e, true))?;
         let timeout = Some(t.command_timeout);
@@ -107,13 +230,62 @@ impl Pool {
         Ok(con)
     }
 
-    fn take(&self) -> Option<Connection> {
+    /// The node (`host:port`) serving `key`'s slot, for a cluster; empty
+    /// otherwise. The slot map is read with CLUSTER SLOTS and kept 5 s.
+    fn node_for(&self, key: &[u8]) -> Result<String> {
+        let Endpoint::Cluster { slots, .. } = &self.target.endpoint else {
+            return Ok(String::new());
+        };
+        let slot = protocol::slot(key);
+        let fresh = |map: &SlotMap| map.0.is_some_and(|t| t.elapsed() < Duration::from_secs(5));
+        {
+            let map = locked(slots);
+            if fresh(&map) {
+                if let Some((_, _, node)) = map.1.iter().find(|(a, b, _)| (*a..=*b).contains(&slot))
+                {
+                    return Ok(node.clone());
+                }
+            }
+        }
+        let reply: Value = self.with(|con, _| redis::cmd("CLUSTER").arg("SLOTS").query(con))?;
+        let mut ranges = Vec::new();
+        if let Value::Array(items) = reply {
+            for item in items {
+                if let Value::Array(parts) = item {
+                    if let (Some(Value::Int(a)), Some(Value::Int(b)), Some(Value::Array(master))) =
+                        (parts.first(), parts.get(1), parts.get(2))
+                    {
+                        let host = match master.first() {
+                            Some(Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
+                            Some(Value::SimpleString(h)) => h.clone(),
+                            _ => continue,
+                        };
+                        if let Some(Value::Int(port)) = master.get(1) {
+                            ranges.push((*a as u16, *b as u16, format!("{host}:{port}")));
+                        }
+                    }
+                }
+            }
+        }
+        let node = ranges
+            .iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&slot))
+            .map(|(_, _, n)| n.clone())
+            .ok_or_else(|| Error::Server {
+                addr: self.target.addr.clone(),
+                message: format!("no cluster node serves slot {slot} (CLUSTERDOWN?)"),
+            })?;
+        *locked(slots) = (Some(Instant::now()), ranges);
+        Ok(node)
+    }
+
+    fn take(&self) -> Option<Conn> {
         let mut idle = locked(&self.idle);
         idle.check_pid();
         idle.cmd.pop()
     }
 
-    fn put(&self, con: Connection) {
+    fn put(&self, con: Conn) {
         let mut idle = locked(&self.idle);
         idle.check_pid();
         if con.is_open() && idle.cmd.len() < MAX_IDLE {
@@ -126,7 +298,7 @@ impl Pool {
     /// more on a fresh connection; `retried` tells it which run it is.
     pub(crate) fn with<T>(
         &self,
-        mut f: impl FnMut(&mut Connection, bool) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let (mut con, reused) = match self.take() {
             Some(c) => (c, true),
@@ -152,15 +324,13 @@ impl Pool {
     pub(crate) fn with_timeout<T>(
         &self,
         timeout: Duration,
-        mut f: impl FnMut(&mut Connection, bool) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let normal = Some(self.target.command_timeout);
-        let mut run = |con: &mut Connection, retried: bool| {
-            con.set_read_timeout(Some(timeout))?;
-            con.set_write_timeout(Some(timeout))?;
+        let mut run = |con: &mut Conn, retried: bool| {
+            con.set_timeouts(Some(timeout))?;
             let r = f(con, retried)?;
-            con.set_read_timeout(normal)?;
-            con.set_write_timeout(normal)?;
+            con.set_timeouts(normal)?;
             Ok(r)
         };
         let (mut con, reused) = match self.take() {
@@ -199,7 +369,7 @@ impl Pool {
         })
     }
 
-    fn finish<T>(&self, con: Connection, r: redis::RedisResult<T>) -> Result<T> {
+    fn finish<T>(&self, con: Conn, r: redis::RedisResult<T>) -> Result<T> {
         match r {
             Ok(v) => {
                 self.put(con);
@@ -239,21 +409,33 @@ impl Pool {
         })
     }
 
-    /// A subscriber from the pool (`true`: reused), or a new one.
-    pub(crate) fn subscriber(&self) -> Result<(Subscriber, bool)> {
+    /// A subscriber for a waiter on `key` from the pool (`true`: reused),
+    /// or a new one. In a cluster it is connected to the node serving the
+    /// key's slot.
+    pub(crate) fn subscriber(&self, key: &[u8]) -> Result<(Subscriber, bool)> {
+        let node = self.node_for(key)?;
         {
             let mut idle = locked(&self.idle);
             idle.check_pid();
-            if let Some(s) = idle.subs.pop() {
-                return Ok((s, true));
+            if let Some(i) = idle.subs.iter().rposition(|s| s.node == node) {
+                return Ok((idle.subs.swap_remove(i), true));
             }
         }
-        Ok((self.new_subscriber()?, false))
+        Ok((self.new_subscriber_on(node)?, false))
     }
 
-    /// A new subscriber: connect, then SUBSCRIBE to a fresh channel.
-    pub(crate) fn new_subscriber(&self) -> Result<Subscriber> {
-        let mut con = self.connect()?;
+    /// A new subscriber for a waiter on `key`.
+    pub(crate) fn new_subscriber(&self, key: &[u8]) -> Result<Subscriber> {
+        let node = self.node_for(key)?;
+        self.new_subscriber_on(node)
+    }
+
+    /// Connect, then SUBSCRIBE to a fresh channel.
+    fn new_subscriber_on(&self, node: String) -> Result<Subscriber> {
+        let mut con = self.plain_connection(
+            self.target.connect_timeout,
+            Some(node.as_str()).filter(|n| !n.is_empty()),
+        )?;
         let id = protocol::hex(&protocol::random_bytes::<16>());
         let channel = format!("{}{}", protocol::WAKE_CHANNEL_PREFIX, id);
         let mut ps = con.as_pubsub();
@@ -263,7 +445,7 @@ impl Pool {
         // (it owns nothing but an empty message queue).
         std::mem::forget(ps);
         r.map_err(|e| self.error(e, false))?;
-        Ok(Subscriber { con, id })
+        Ok(Subscriber { con, id, node })
     }
 
     /// Return a subscriber that ended its wait cleanly.
@@ -323,7 +505,7 @@ impl Pool {
 }
 
 fn run_script(
-    con: &mut Connection,
+    con: &mut Conn,
     script: &Script,
     evalsha: &Cmd,
     keys: &[&[u8]],

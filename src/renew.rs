@@ -203,12 +203,27 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
     if live.is_empty() {
         return out;
     }
-    if inner.is_redlock() {
-        // Each lock needs its own majority.
+    if inner.is_redlock() || inner.pool().is_cluster() {
+        // Each lock on its own: it needs its own majority (Redlock), or
+        // its own slot's node (Cluster).
         for &i in &live {
             let l = &due[i];
             let ttl = l.ttl_ms.load(Ordering::Relaxed);
-            out[i] = crate::redlock::extend(inner, &l.keys, &l.token, ttl).ok();
+            out[i] = if inner.is_redlock() {
+                crate::redlock::extend(inner, &l.keys, &l.token, ttl).ok()
+            } else {
+                let ms = ttl.to_string();
+                match inner.pool().script(
+                    &scripts().extend,
+                    &[&l.keys.lock],
+                    &[&l.token, ms.as_bytes()],
+                    None,
+                ) {
+                    Ok(Value::Int(1)) => Some(true),
+                    Ok(Value::Int(0)) => Some(false),
+                    _ => None,
+                }
+            };
         }
         drop(guards);
         return out;

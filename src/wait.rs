@@ -31,7 +31,7 @@ pub(crate) fn acquire(
     started: Instant,
 ) -> Result<u64> {
     let pool = client.inner.pool();
-    let (mut sub, mut reused) = pool.subscriber()?;
+    let (mut sub, mut reused) = pool.subscriber(&keys.lock)?;
     let nonce = protocol::hex(&protocol::random_bytes::<8>());
     let mut member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
     let ttl = ttl_ms.to_string();
@@ -102,7 +102,7 @@ pub(crate) fn acquire(
                 if !reused {
                     return Err(pool.error(e, false));
                 }
-                sub = pool.new_subscriber()?;
+                sub = pool.new_subscriber(&keys.lock)?;
                 reused = false;
                 member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
                 first = true;

@@ -238,7 +238,7 @@ fn processes_contending_over_redlock_keep_a_counter_exact() {
     let pids: Vec<libc::pid_t> = (0..4)
         .map(|_| match unsafe { libc::fork() } {
             0 => {
-                let ok = std::panic::catch_unwind(|| {
+                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let mut raw = redis::Client::open(url.as_str())
                         .unwrap()
                         .get_connection()
@@ -251,7 +251,7 @@ fn processes_contending_over_redlock_keep_a_counter_exact() {
                         let _: () = raw.set("p", n + 1).unwrap();
                         lock.release().unwrap();
                     }
-                })
+                }))
                 .is_ok();
                 unsafe { libc::_exit(if ok { 0 } else { 1 }) }
             }

@@ -30,6 +30,62 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A free port whose cluster bus port (+10000) is free too.
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let p = free_port();
+        if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// A Redis Cluster of `n` masters (no replicas), all slots assigned, state ok.
+pub fn start_cluster(n: usize) -> Vec<Server> {
+    let servers: Vec<Server> = (0..n)
+        .map(|_| {
+            Server::start_with(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "3000",
+            ])
+        })
+        .collect();
+    let out = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(servers.iter().map(|s| format!("127.0.0.1:{}", s.port)))
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli (apt-get install redis-tools)");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let start = Instant::now();
+    for s in &servers {
+        loop {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut s.raw())
+                .unwrap_or_default();
+            if info.contains("cluster_state:ok") {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the cluster never became ok: {info}"
+            );
+            sleep(Duration::from_millis(50));
+        }
+    }
+    servers
+}
+
 /// TLS material made for one server at test time.
 pub struct Tls {
     pub ca: PathBuf,
@@ -124,8 +180,13 @@ impl Server {
     }
 
     fn launch_on_free_port(&mut self) {
+        let cluster = self.args.iter().any(|a| a == "--cluster-enabled");
         for _ in 0..20 {
-            self.port = free_port();
+            self.port = if cluster {
+                free_cluster_port()
+            } else {
+                free_port()
+            };
             if self.launch() {
                 return;
             }

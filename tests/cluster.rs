@@ -1,0 +1,224 @@
+//! Redis Cluster: three masters on free loopback ports. Lock, fence and
+//! queue keys share a slot; commands follow MOVED and ASK; a waiter is woken
+//! on the node that owns its lock's slot; a slot migrates under a held lock.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{start_cluster, Server};
+use redislock::{Client, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+fn client(servers: &[Server]) -> Client {
+    let hosts: Vec<String> = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    Client::open(&format!("redis+cluster://{}", hosts.join(","))).unwrap()
+}
+
+fn keyslot(srv: &Server, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut srv.raw())
+        .unwrap()
+}
+
+fn dbsize(srv: &Server) -> i64 {
+    redis::cmd("DBSIZE").query(&mut srv.raw()).unwrap()
+}
+
+/// Calls of `cmd` on all nodes since the last CONFIG RESETSTAT.
+fn calls(servers: &[Server], cmd: &str) -> i64 {
+    servers
+        .iter()
+        .map(|s| {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut s.raw())
+                .unwrap();
+            info.lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+                .and_then(|l| l.split("calls=").nth(1))
+                .and_then(|v| v.split(',').next())
+                .map_or(0, |v| v.parse().unwrap())
+        })
+        .sum()
+}
+
+fn node_id(srv: &Server) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut srv.raw())
+        .unwrap()
+}
+
+/// The server that owns `slot`.
+fn owner(servers: &[Server], slot: u16) -> usize {
+    servers
+        .iter()
+        .position(|s| {
+            let n: i64 = redis::cmd("CLUSTER")
+                .arg("COUNTKEYSINSLOT")
+                .arg(slot)
+                .query(&mut s.raw())
+                .unwrap_or(0);
+            let mine: Vec<redis::Value> = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query(&mut s.raw())
+                .unwrap();
+            let _ = n;
+            mine.iter().any(|r| match r {
+                redis::Value::Array(p) => match (&p[0], &p[1], &p[2]) {
+                    (redis::Value::Int(a), redis::Value::Int(b), redis::Value::Array(m)) => {
+                        (*a..=*b).contains(&(slot as i64))
+                            && m.get(1) == Some(&redis::Value::Int(s.port as i64))
+                    }
+                    _ => false,
+                },
+                _ => false,
+            })
+        })
+        .expect("a node owns every slot")
+}
+
+#[test]
+fn names_over_many_slots_hash_tags_and_fences() {
+    let servers = start_cluster(3);
+    let client = client(&servers);
+    assert!(client.addr().starts_with("cluster "), "{}", client.addr());
+    // 60 names spread over the nodes, all held at once.
+    let locks: Vec<_> = (0..60)
+        .map(|i| {
+            client
+                .acquire(format!("job:{i}"), 30 * S, Wait::TryOnce)
+                .unwrap()
+        })
+        .collect();
+    for s in &servers {
+        assert!(dbsize(s) > 0, "no lock landed on node {}", s.port);
+    }
+    for l in &locks {
+        assert!(l.owned().unwrap());
+    }
+    for l in locks {
+        l.release().unwrap();
+    }
+    // Lock, fence and queue keys of one name share its slot, with or
+    // without a hash tag, including names with a '}' and no tag.
+    for name in ["plain", "{user1}:a", "{user1}:b", "odd}name"] {
+        let lock = client.acquire(name, 30 * S, Wait::TryOnce).unwrap();
+        let c2 = client.clone();
+        let n = name.to_string();
+        let waiter = thread::spawn(move || c2.acquire(n, 30 * S, Wait::Timeout(20 * S)).unwrap());
+        thread::sleep(S / 5);
+        let released = Instant::now();
+        lock.release().unwrap();
+        let next = waiter.join().unwrap();
+        // Woken by the hand-off on the slot's node, not by a retry at the TTL.
+        assert!(
+            released.elapsed() < S,
+            "{name}: the waiter took {:?}",
+            released.elapsed()
+        );
+        next.release().unwrap();
+    }
+    assert_eq!(
+        keyslot(&servers[0], "{user1}:a"),
+        keyslot(&servers[0], "{user1}:b")
+    );
+    // Fences strictly increase per name.
+    let mut last = 0;
+    for _ in 0..50 {
+        let l = client.acquire("fenced", 5 * S, Wait::TryOnce).unwrap();
+        assert!(l.fence() > last);
+        last = l.fence();
+        l.release().unwrap();
+    }
+}
+
+#[test]
+fn a_slot_migrates_under_a_held_lock() {
+    let servers = start_cluster(3);
+    let client = client(&servers);
+    let name = "migrating";
+    let slot = keyslot(&servers[0], name);
+    let lock = client.acquire(name, 30 * S, Wait::TryOnce).unwrap();
+    let first_fence = lock.fence();
+    let src = owner(&servers, slot);
+    let dst = (src + 1) % servers.len();
+    let (src_id, dst_id) = (node_id(&servers[src]), node_id(&servers[dst]));
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("IMPORTING")
+        .arg(&src_id)
+        .query(&mut servers[dst].raw())
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("MIGRATING")
+        .arg(&dst_id)
+        .query(&mut servers[src].raw())
+        .unwrap();
+    // Mid-migration (ASK for keys already moved): the lock is still ours.
+    assert!(lock.owned().unwrap());
+    let keys: Vec<String> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(100)
+        .query(&mut servers[src].raw())
+        .unwrap();
+    assert!(
+        keys.len() >= 2,
+        "lock and fence keys in slot {slot}: {keys:?}"
+    );
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(servers[dst].port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&keys)
+        .query(&mut servers[src].raw())
+        .unwrap();
+    for s in &servers {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&dst_id)
+            .query(&mut s.raw())
+            .unwrap();
+    }
+    // After the move (MOVED followed): extend, release, acquire again.
+    lock.extend(30 * S).unwrap();
+    lock.release().unwrap();
+    let again = client.acquire(name, 30 * S, Wait::TryOnce).unwrap();
+    assert!(
+        again.fence() > first_fence,
+        "the fence counter moved with the slot"
+    );
+    let on_dst: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(name)
+        .query(&mut servers[dst].raw())
+        .unwrap();
+    assert_eq!(on_dst.as_deref(), Some(again.token()));
+    // A waiter on the moved slot is still woken by the hand-off.
+    let c2 = client.clone();
+    let waiter = thread::spawn(move || {
+        c2.acquire("migrating", 30 * S, Wait::Timeout(20 * S))
+            .unwrap()
+    });
+    thread::sleep(S / 5);
+    let released = Instant::now();
+    again.release().unwrap();
+    waiter.join().unwrap().release().unwrap();
+    assert!(released.elapsed() < 2 * S, "{:?}", released.elapsed());
+}
