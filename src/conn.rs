@@ -180,6 +180,13 @@ impl Pool {
         }
     }
 
+    /// Whether a subscriber may receive messages PUBLISHed on another node
+    /// (Cluster broadcasts them; a demoted Sentinel master gets them
+    /// replicated).
+    pub(crate) fn remote_publish(&self) -> bool {
+        !matches!(self.target.endpoint, Endpoint::Direct(_))
+    }
+
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.target.endpoint, Endpoint::Cluster { .. })
     }

@@ -86,11 +86,18 @@ pub(crate) fn acquire(
             wait_for_handoff(&mut sub, &nonce, slice)
         };
         match woken {
-            Ok(Some(fence)) => {
+            // With Cluster and Sentinel a hand-off message can reach a waiter
+            // whose subscriber sits on another node than the one that ran
+            // the release (cluster PUBLISH is broadcast, a replica gets it
+            // replicated), where PUBLISH did not count it and the lock went
+            // elsewhere. There the message is checked against the key.
+            Ok(Some(fence))
+                if !pool.remote_publish() || client.is_owned_by(&keys.lock, token)? =>
+            {
                 pool.put_subscriber(sub);
                 return Ok(fence);
             }
-            Ok(None) => {}
+            Ok(Some(_)) | Ok(None) => {}
             Err(e) => {
                 // The subscriber is dead: the server restarted or closed it.
                 // Leave the queue under the old channel (keeping the lock if
