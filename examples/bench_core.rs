@@ -235,6 +235,22 @@ fn main() {
         );
     }
 
+    // Redlock over 3 and 5 local servers, next to the single server.
+    let single = cycle(&client, Wait::TryOnce, seconds).0;
+    let mut line = format!("\ntry-once cycles/s: single server {single:.0}");
+    for n in [3, 5] {
+        let nodes: Vec<common::Server> = (0..n).map(|_| common::Server::start()).collect();
+        let rl = Client::redlock(nodes.iter().map(|s| s.url()))
+            .build()
+            .unwrap();
+        let rate = cycle(&rl, Wait::TryOnce, seconds).0;
+        line.push_str(&format!(
+            ", Redlock over {n} nodes {rate:.0} ({:.2}x)",
+            rate / single
+        ));
+    }
+    println!("{line}");
+
     let n = 2000;
     let lat = handoff(&client, n);
     println!(

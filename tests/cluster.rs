@@ -212,6 +212,8 @@ fn a_slot_migrates_under_a_held_lock() {
         .arg(&keys)
         .query(&mut servers[src].raw())
         .unwrap();
+    // Keys moved, slot still MIGRATING: the source answers ASK, followed.
+    assert!(lock.owned().unwrap());
     for s in &servers {
         let _: () = redis::cmd("CLUSTER")
             .arg("SETSLOT")
