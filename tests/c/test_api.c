@@ -18,23 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "redislock.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else {                                                                   \
-      failed++;                                                                \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                   \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-    }                                                                          \
-  } while (0)
-
-#define KEY(s) (const uint8_t *)(s), strlen(s)
+#include "check.h"
 
 static const char *url;
 static const char *dead_url;
@@ -48,12 +32,6 @@ static double now_ms(void) {
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
-}
-
-static const char *last_error(void) {
-  static char buf[1024];
-  redislock_last_error(buf, sizeof buf);
-  return buf;
 }
 
 static int held(redislock_client *c, const char *key) {

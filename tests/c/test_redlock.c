@@ -10,29 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "redislock.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else {                                                                   \
-      failed++;                                                                \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                   \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-    }                                                                          \
-  } while (0)
-
-#define KEY(s) (const uint8_t *)(s), strlen(s)
-
-static const char *last_error(void) {
-  static char buf[1024];
-  redislock_last_error(buf, sizeof buf);
-  return buf;
-}
+#include "check.h"
 
 int main(int argc, char **argv) {
   if (argc != 5) {
