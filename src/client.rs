@@ -281,21 +281,12 @@ impl ClientBuilder {
                 "wait_replicas is not supported with Cluster yet",
             ));
         }
-        let (auth, hosts) = match rest.rfind('@') {
-            Some(i) => (&rest[..=i], &rest[i + 1..]),
-            None => ("", rest),
-        };
+        let (auth, hosts) = crate::sentinel::split_auth(rest);
         let hosts = hosts.trim_end_matches('/');
-        let mut nodes = Vec::new();
-        for hp in hosts.split(',') {
-            let (host, port) = hp
-                .rsplit_once(':')
-                .ok_or_else(|| Error::invalid(format!("{help} ({hp:?} has no port)")))?;
-            if host.is_empty() || port.parse::<u16>().is_err() {
-                return Err(Error::invalid(format!("{help} (bad node {hp:?})")));
-            }
-            nodes.push(format!("redis://{auth}{host}:{port}"));
-        }
+        let nodes: Vec<String> = crate::sentinel::host_list(hosts, help)?
+            .into_iter()
+            .map(|(host, port)| format!("redis://{auth}{host}:{port}"))
+            .collect();
         let (connect_timeout, command_timeout) = self.timeouts(&options)?;
         let client = redis::cluster::ClusterClient::builder(nodes)
             .connection_timeout(connect_timeout)

@@ -191,10 +191,6 @@ impl Pool {
         matches!(self.target.endpoint, Endpoint::Cluster { .. })
     }
 
-    fn connect(&self) -> Result<Conn> {
-        self.connect_within(self.target.connect_timeout)
-    }
-
     fn connect_within(&self, connect_timeout: Duration) -> Result<Conn> {
         let t = &self.target;
         let con = match &t.endpoint {
@@ -305,25 +301,9 @@ impl Pool {
     /// more on a fresh connection; `retried` tells it which run it is.
     pub(crate) fn with<T>(
         &self,
-        mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
+        f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let (mut con, reused) = match self.take() {
-            Some(c) => (c, true),
-            None => (self.connect()?, false),
-        };
-        match f(&mut con, false) {
-            Ok(v) => {
-                self.put(con);
-                Ok(v)
-            }
-            Err(e) if reused && is_dead_connection(&e) => {
-                drop(con);
-                let mut con = self.connect()?;
-                let r = f(&mut con, true);
-                self.finish(con, r)
-            }
-            Err(e) => self.finish(con, Err(e)),
-        }
+        self.run(self.target.connect_timeout, f)
     }
 
     /// Like [`Pool::with`], with every wait (connect, send, reply) bounded by
@@ -334,28 +314,33 @@ impl Pool {
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let normal = Some(self.target.command_timeout);
-        let mut run = |con: &mut Conn, retried: bool| {
+        self.run(timeout.min(self.target.connect_timeout), |con, retried| {
             con.set_timeouts(Some(timeout))?;
             let r = f(con, retried)?;
             con.set_timeouts(normal)?;
             Ok(r)
-        };
+        })
+    }
+
+    /// The pooled run with one retry on a fresh connection (see `with`).
+    fn run<T>(
+        &self,
+        connect_timeout: Duration,
+        mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
+    ) -> Result<T> {
         let (mut con, reused) = match self.take() {
             Some(c) => (c, true),
-            None => (
-                self.connect_within(timeout.min(self.target.connect_timeout))?,
-                false,
-            ),
+            None => (self.connect_within(connect_timeout)?, false),
         };
-        match run(&mut con, false) {
+        match f(&mut con, false) {
             Ok(v) => {
                 self.put(con);
                 Ok(v)
             }
             Err(e) if reused && is_dead_connection(&e) => {
                 drop(con);
-                let mut con = self.connect_within(timeout.min(self.target.connect_timeout))?;
-                let r = run(&mut con, true);
+                let mut con = self.connect_within(connect_timeout)?;
+                let r = f(&mut con, true);
                 self.finish(con, r)
             }
             Err(e) => self.finish(con, Err(e)),

@@ -130,17 +130,19 @@ pub(crate) fn acquire(
         if agreed > 0 {
             release_all(inner, keys, token, timeout);
         }
-        if let Some(wrong) = errors.iter().find(|e| matches!(e, Error::WrongType { .. })) {
-            return Err(match wrong {
-                Error::WrongType { found, .. } => Error::WrongType {
-                    key: show_key(&keys.lock),
-                    found: if found.contains("fence counter") {
-                        "non-integer fence".into()
-                    } else {
-                        "non-string".into()
-                    },
-                },
-                _ => unreachable!(),
+        let wrong_type = errors.iter().find_map(|e| match e {
+            Error::WrongType { found, .. } => Some(found),
+            _ => None,
+        });
+        if let Some(found) = wrong_type {
+            return Err(Error::WrongType {
+                key: show_key(&keys.lock),
+                found: if found.contains("fence counter") {
+                    "non-integer fence"
+                } else {
+                    "non-string"
+                }
+                .into(),
             });
         }
         if errors.len() > n - quorum(n) {

@@ -21,6 +21,28 @@ use redis::ConnectionLike;
 
 use crate::error::{Error, Result};
 
+/// `user:password@` (with the `@`, or empty) and the rest of a URL body.
+pub(crate) fn split_auth(rest: &str) -> (&str, &str) {
+    match rest.rfind('@') {
+        Some(i) => (&rest[..=i], &rest[i + 1..]),
+        None => ("", rest),
+    }
+}
+
+/// `host:port[,host:port…]` of Sentinel and Cluster URLs; `help` explains
+/// the expected form in errors.
+pub(crate) fn host_list<'a>(list: &'a str, help: &str) -> Result<Vec<(&'a str, u16)>> {
+    list.split(',')
+        .map(|hp| match hp.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() => port
+                .parse()
+                .map(|port| (host, port))
+                .map_err(|_| Error::invalid(format!("{help} (bad port in {hp:?})"))),
+            _ => Err(Error::invalid(format!("{help} ({hp:?} is not host:port)"))),
+        })
+        .collect()
+}
+
 /// How to find the master.
 pub(crate) struct Sentinel {
     sentinels: Vec<(String, redis::Client)>,
@@ -37,10 +59,7 @@ fn url_help() -> &'static str {
 impl Sentinel {
     /// Parse everything after `redis+sentinel://` (query already removed).
     pub(crate) fn parse(rest: &str, db: i64) -> Result<Sentinel> {
-        let (auth, rest) = match rest.rfind('@') {
-            Some(i) => (&rest[..=i], &rest[i + 1..]),
-            None => ("", rest),
-        };
+        let (auth, rest) = split_auth(rest);
         let (hosts, service) = rest
             .split_once('/')
             .ok_or_else(|| Error::invalid(format!("{} (no service name)", url_help())))?;
@@ -49,22 +68,11 @@ impl Sentinel {
             return Err(Error::invalid(format!("{} (no service name)", url_help())));
         }
         let mut sentinels = Vec::new();
-        for hp in hosts.split(',') {
-            let (host, port) = hp.rsplit_once(':').ok_or_else(|| {
-                Error::invalid(format!("{} (sentinel {hp:?} has no port)", url_help()))
-            })?;
-            let port: u16 = port
-                .parse()
-                .map_err(|_| Error::invalid(format!("{} (bad port in {hp:?})", url_help())))?;
-            if host.is_empty() {
-                return Err(Error::invalid(format!(
-                    "{} (a sentinel has no host)",
-                    url_help()
-                )));
-            }
-            let client = redis::Client::open(format!("redis://{host}:{port}"))
-                .map_err(|_| Error::invalid(format!("{} (bad sentinel {hp:?})", url_help())))?;
-            sentinels.push((format!("{host}:{port}"), client));
+        for (host, port) in host_list(hosts, url_help())? {
+            let addr = format!("{host}:{port}");
+            let client = redis::Client::open(format!("redis://{addr}"))
+                .map_err(|_| Error::invalid(format!("{} (bad sentinel {addr:?})", url_help())))?;
+            sentinels.push((addr, client));
         }
         Ok(Sentinel {
             sentinels,
