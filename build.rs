@@ -5,13 +5,23 @@
 //! is written only when its content changed; a read-only source tree only
 //! gets a warning. The test `tests/c_api.rs` fails when a committed header
 //! differs from what this generates.
+//!
+//! It also writes `$OUT_DIR/slot_tags.rs`: for each of Redis Cluster's
+//! 16,384 hash slots, the smallest decimal number whose CRC16 falls in it
+//! (the tags that put the shared fence counters into their locks' slots),
+//! so that no process pays for the search at run time.
 
 use std::path::Path;
+
+#[path = "src/crc16.rs"]
+mod crc16;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=src/ffi");
+    println!("cargo:rerun-if-changed=src/crc16.rs");
+    write_slot_tags();
     // A versioned soname, so that programs linked against this ABI keep
     // finding a compatible library (libredislock.so.0).
     let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
@@ -49,6 +59,34 @@ fn main() {
     let preload =
         format!("#define FFI_SCOPE \"redislock\"\n#define FFI_LIB \"libredislock.so.0\"\n{php}");
     write_if_changed(&dir.join("bindings/php/redislock_preload.h"), &preload);
+}
+
+/// `SLOT_TAGS[slot]`: the smallest decimal number `n` with
+/// `crc16(n) % 16384 == slot` (all below 2^32; about 170,000 numbers are
+/// tried).
+fn write_slot_tags() {
+    const SLOTS: usize = 16384;
+    let mut tags = vec![u32::MAX; SLOTS];
+    let mut missing = SLOTS;
+    let mut n: u32 = 0;
+    while missing > 0 {
+        let slot = usize::from(crc16::crc16(n.to_string().as_bytes())) % SLOTS;
+        if tags[slot] == u32::MAX {
+            tags[slot] = n;
+            missing -= 1;
+        }
+        n += 1;
+    }
+    let mut out = String::from(
+        "/// For each cluster slot, the smallest decimal number hashing to it (build.rs).\n",
+    );
+    out.push_str(&format!("static SLOT_TAGS: [u32; {SLOTS}] = ["));
+    for t in &tags {
+        out.push_str(&format!("{t},"));
+    }
+    out.push_str("];\n");
+    let path = Path::new(&std::env::var("OUT_DIR").unwrap()).join("slot_tags.rs");
+    write_if_changed(&path, &out);
 }
 
 fn generate(dir: &Path, config: cbindgen::Config) -> String {

@@ -94,8 +94,36 @@ pub struct LockInfo {
     /// How long the holder's lock still lives; `None` when free or when the
     /// key has no expiry.
     pub ttl: Option<Duration>,
-    /// The last fencing number handed out for this name (0: never).
-    pub fence: u64,
+    /// The current holder's fencing number; `None` when the lock is free or
+    /// its holder did not get one from redislock (a plain `SET NX` client).
+    pub fence: Option<u64>,
+    /// How many waiters are queued for it (waiters of this library; the
+    /// entries of a waiter that died count until they are cleaned).
+    pub waiters: u64,
+}
+
+impl LockInfo {
+    /// Parse the INSPECT script's reply.
+    pub(crate) fn from_reply(v: &Value) -> Option<LockInfo> {
+        let Value::Array(items) = v else { return None };
+        let holder = match items.first()? {
+            Value::BulkString(b) => Some(b.clone()),
+            _ => None,
+        };
+        let int = |i: usize| match items.get(i) {
+            Some(Value::Int(n)) => Some(*n),
+            _ => None,
+        };
+        Some(LockInfo {
+            ttl: holder
+                .as_ref()
+                .and_then(|_| u64::try_from(int(1)?).ok())
+                .map(Duration::from_millis),
+            holder,
+            fence: int(2).and_then(|f| u64::try_from(f).ok()),
+            waiters: int(3).and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+        })
+    }
 }
 
 /// Settings for [`Client`], made by [`Client::builder`].
@@ -613,9 +641,7 @@ impl Client {
         t: Duration,
     ) -> Result<()> {
         let ms = ttl_ms.to_string();
-        let extend = scripts()
-            .extend
-            .eval(&[&keys.lock], &[token, ms.as_bytes()]);
+        let extend = scripts().extend.eval(&keys.all(), &[token, ms.as_bytes()]);
         let wait_ms = t.as_millis().max(1) as u64;
         let (still, acked): (i64, i64) = self
             .inner
@@ -653,7 +679,7 @@ impl Client {
         let reply = self.script(
             &scripts().acquire,
             &keys.lock,
-            &[&keys.lock, &keys.fence],
+            &keys.all(),
             &[token, ttl.as_bytes(), b"0"],
             Some(&[token, ttl.as_bytes(), b"1"]),
         )?;
@@ -675,47 +701,20 @@ impl Client {
         release(self, &keys, token)
     }
 
-    /// The holder, remaining TTL and last fencing number of `key`, read in
-    /// one round trip (for status displays; it may be stale at once).
+    /// The holder, its remaining TTL and fencing number, and the number of
+    /// queued waiters of `key`, read atomically in one round trip (for
+    /// status displays; it may be stale at once). Over Redlock: the holder
+    /// a majority agrees on, the shortest TTL and the largest fence among
+    /// the nodes that hold it, the most waiters seen on one node.
     pub fn inspect(&self, key: impl AsRef<[u8]>) -> Result<LockInfo> {
         let key = key.as_ref();
         check_key(key)?;
         let keys = LockKeys::new(key);
         if self.inner.is_redlock() {
-            // The holder a majority agrees on; TTLs and fences differ per node.
-            return Ok(LockInfo {
-                holder: redlock::holder(&self.inner, key)?,
-                ttl: None,
-                fence: 0,
-            });
+            return redlock::inspect(&self.inner, &keys);
         }
-        let (holder, pttl, fence): (Value, i64, Option<u64>) = self
-            .inner
-            .pool()
-            .with(|con, _| {
-                redis::pipe()
-                    .cmd("GET")
-                    .arg(&keys.lock)
-                    .cmd("PTTL")
-                    .arg(&keys.lock)
-                    .cmd("GET")
-                    .arg(&keys.fence)
-                    .query(con)
-            })
-            .map_err(|e| self.with_key(e, key))?;
-        let holder = match holder {
-            Value::BulkString(b) => Some(b),
-            _ => None,
-        };
-        Ok(LockInfo {
-            ttl: if holder.is_some() {
-                u64::try_from(pttl).ok().map(Duration::from_millis)
-            } else {
-                None
-            },
-            holder,
-            fence: fence.unwrap_or(0),
-        })
+        let reply = self.script(&scripts().inspect, key, &keys.all(), &[], None)?;
+        LockInfo::from_reply(&reply).ok_or_else(|| unexpected(&reply))
     }
 
     /// Whether anyone holds the lock `key` (the key exists).
@@ -755,7 +754,7 @@ impl Client {
             // The scripts' own errors about the companion keys.
             Error::WrongType { found, .. } if found.contains("the fence counter") => {
                 Error::WrongType {
-                    key: show_key(&LockKeys::new(key).fence),
+                    key: show_key(&LockKeys::new(key).counter),
                     found: String::from("non-integer"),
                 }
             }
@@ -801,13 +800,7 @@ pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<
     if client.inner.is_redlock() {
         return redlock::release(&client.inner, keys, token);
     }
-    let reply = client.script(
-        &scripts().release,
-        &keys.lock,
-        &[&keys.lock, &keys.fence, &keys.queue],
-        &[token],
-        None,
-    )?;
+    let reply = client.script(&scripts().release, &keys.lock, &keys.all(), &[token], None)?;
     match reply {
         Value::Int(0) => Ok(false),
         Value::Int(1 | 2) => Ok(true),
@@ -824,7 +817,7 @@ pub(crate) fn extend(client: &Client, keys: &LockKeys, token: &[u8], ttl_ms: u64
     let reply = client.script(
         &scripts().extend,
         &keys.lock,
-        &[&keys.lock],
+        &keys.all(),
         &[token, ms.as_bytes()],
         None,
     )?;

@@ -21,6 +21,7 @@
 
 mod client;
 mod conn;
+mod crc16;
 mod error;
 pub mod ffi;
 mod lock;

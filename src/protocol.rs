@@ -1,55 +1,114 @@
-//! What goes over the wire: the Lua scripts, the companion key names, tokens
-//! and the encoding of waiters in the queue.
+//! What goes over the wire: the Lua scripts, the key names, tokens and the
+//! encoding of waiters in the queue.
 //!
-//! For a lock named `K` three keys are used, all in `K`'s cluster hash slot:
-//! `K` itself holds the owner's token and nothing else (so `SET K tok NX PX`
-//! from any other client excludes us and is excluded by us), the fence
-//! counter `{K}:fence` (an integer `INCR`ed on every acquisition) and the
-//! waiter queue `{K}:queue` (a sorted set, scored by arrival time on the
-//! server's clock). When `K` already has a hash tag the suffix is appended to
-//! `K` unchanged instead.
+//! For a lock named `K` these keys are used, all in `K`'s cluster hash slot:
+//! - `K` itself holds the owner's token and nothing else (so `SET K tok NX
+//!   PX` from any other client excludes us and is excluded by us);
+//! - `{K}:fence` holds the current holder's fencing number, with the same
+//!   expiry as `K` (set, extended and deleted together with it);
+//! - `{K}:queue` is the waiter queue, a list that empties itself as waiters
+//!   are served and expires a grace period after the lock;
+//! - `redislock:fence:{N}` is the fence counter shared by every lock name in
+//!   the slot (`N` is the smallest decimal tag hashing to that slot), so at
+//!   most 16,384 counters exist per database whatever the number of names.
+//!
+//! When `K` already has a hash tag the suffixes are appended to `K` as it
+//! is. So no key of a lock name outlives its last holder and its waiters;
+//! only the shared counters stay.
+//!
+//! A fence is `max(counter + 1, server TIME in µs)`, drawn in the same
+//! script as the `SET NX`: a counter lost to a restart without persistence,
+//! an eviction or a failover to a lagging replica resumes above every
+//! number handed out before, as long as the servers' clocks agree better
+//! than the outage lasted. A server that refuses `TIME` in scripts gets the
+//! counter alone. Numbers stay below 2^53 (exact as doubles).
 //!
 //! Waiting works by hand-off: a blocked acquirer subscribes to its own
 //! channel `redislock:w:<id>` and appends `<id>:<nonce>:<ttl>:<token>` to
-//! the queue.
-//! The release script pops the oldest waiter, `PUBLISH`es the new fence
-//! number to it, and only if someone received the message (a dead or
+//! the queue. The release script pops the oldest waiter, `PUBLISH`es the new
+//! fence number to it, and only if someone received the message (a dead or
 //! departed waiter receives nothing) sets the key to that waiter's token
 //! with that waiter's TTL. Otherwise it deletes the key. The key therefore
 //! always holds exactly one owner's token, and the releaser cannot jump the
 //! queue.
+//!
+//! Every script takes the same KEYS, in [`LockKeys::all`]'s order: lock,
+//! fence, queue, counter.
 
 use redis::Value;
+
+use crate::crc16::crc16;
 
 /// Prefix of each waiter's own pub/sub channel.
 pub(crate) const WAKE_CHANNEL_PREFIX: &str = "redislock:w:";
 
-/// How long an abandoned queue outlives the lock it queues for.
-pub(crate) const QUEUE_GRACE_MS: u64 = 60_000;
+/// How long an abandoned queue outlives the lock it queues for. Live
+/// waiters push the expiry forward on every retry (at least once a second),
+/// so this only bounds how long the entries of waiters that died stay.
+pub(crate) const QUEUE_GRACE_MS: u64 = 10_000;
+
+/// Lua shared by the scripts that grant the lock.
+///
+/// `next_fence(counter)`: the next number of the slot's counter, as a
+/// string, stored back; nil when the counter holds something else than an
+/// integer below 2^53. `take(KEYS, token, ttl)`: SET NX the lock and give
+/// it a fence; nil when held, an error reply when the counter is damaged
+/// (then the SET is undone).
+macro_rules! grant_lua {
+    () => {
+        r#"
+local function next_fence(counter)
+  local c = redis.pcall('GET', counter)
+  if type(c) == 'table' then return nil end
+  local f = 1
+  if c then
+    f = tonumber(c)
+    if not f or f < 0 or f >= 9007199254740991 then return nil end
+    f = math.floor(f) + 1
+  end
+  local t = redis.pcall('TIME')
+  if type(t[1]) == 'string' then
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if now > f then f = now end
+  end
+  local s = string.format('%.0f', f)
+  redis.call('SET', counter, s)
+  return s
+end
+local function take(keys, token, ttl)
+  if not redis.call('SET', keys[1], token, 'NX', 'PX', ttl) then return nil end
+  local f = next_fence(keys[4])
+  if not f then
+    redis.call('DEL', keys[1])
+    return redis.error_reply('WRONGTYPE the fence counter does not hold an integer below 2^53')
+  end
+  redis.call('SET', keys[2], f, 'PX', ttl)
+  return {1, tonumber(f)}
+end
+"#
+    };
+}
 
 /// One atomic attempt: take the lock or report the holder.
-/// KEYS: lock, fence. ARGV: token, ttl_ms, retry (1 when a first run may
-/// have taken the lock before its connection died).
-/// Returns {1, fence} or {0, pttl, holder_token}. A fence key that is not
-/// an integer undoes the SET and fails with WRONGTYPE.
-pub(crate) const ACQUIRE: &str = r#"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local fence = redis.pcall('INCR', KEYS[2])
-  if type(fence) == 'table' then
-    redis.call('DEL', KEYS[1])
-    return redis.error_reply('WRONGTYPE the fence counter does not hold an integer')
-  end
-  return {1, fence}
-end
+/// ARGV: token, ttl_ms, retry (1 when a first run may have taken the lock
+/// before its connection died).
+/// Returns {1, fence} or {0, pttl, holder_token}. A damaged counter undoes
+/// the SET and fails with WRONGTYPE.
+pub(crate) const ACQUIRE: &str = concat!(
+    grant_lua!(),
+    r#"
+local taken = take(KEYS, ARGV[1], ARGV[2])
+if taken then return taken end
 local holder = redis.call('GET', KEYS[1])
 if ARGV[3] == '1' and holder == ARGV[1] then
   return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
 end
 return {0, redis.call('PTTL', KEYS[1]), holder}
-"#;
+"#
+);
 
 /// An attempt that joins the queue when the lock is held.
-/// KEYS: lock, fence, queue. ARGV: token, ttl_ms, member, first (1|0), grace_ms.
+/// ARGV: token, ttl_ms, member, first (1|0), grace_ms.
 /// Returns {1, fence} (taken, or handed to us since the last call) or
 /// {0, pttl[, holder_token]} (queued).
 ///
@@ -61,16 +120,14 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// no longer queued), and put the waiter back in the queue only if it is
 /// missing (the queue expired). LPOS needs Redis 6.0.6; older servers skip
 /// that check.
-pub(crate) const ENQUEUE: &str = r#"
+pub(crate) const ENQUEUE: &str = concat!(
+    grant_lua!(),
+    r#"
 local first = ARGV[4] == '1'
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local fence = redis.pcall('INCR', KEYS[2])
-  if type(fence) == 'table' then
-    redis.call('DEL', KEYS[1])
-    return redis.error_reply('WRONGTYPE the fence counter does not hold an integer')
-  end
-  if not first then redis.pcall('LREM', KEYS[3], 1, ARGV[3]) end
-  return {1, fence}
+local taken = take(KEYS, ARGV[1], ARGV[2])
+if taken then
+  if not first and not taken.err then redis.pcall('LREM', KEYS[3], 1, ARGV[3]) end
+  return taken
 end
 if first then
   local pttl = redis.call('PTTL', KEYS[1])
@@ -93,11 +150,12 @@ if not pos and type(redis.pcall('RPUSH', KEYS[3], ARGV[3])) == 'table' then
 end
 redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5]))
 return {0, pttl, holder}
-"#;
+"#
+);
 
 /// Leave the queue. If the lock was handed to us meanwhile, keep it.
-/// KEYS: lock, fence, queue. ARGV: token, member.
-/// Returns the fence when the lock is ours, nil otherwise.
+/// ARGV: token, member. Returns the fence when the lock is ours, nil
+/// otherwise.
 pub(crate) const CANCEL: &str = r#"
 if redis.pcall('LREM', KEYS[3], 1, ARGV[2]) == 0 and redis.pcall('GET', KEYS[1]) == ARGV[1] then
   return tonumber(redis.pcall('GET', KEYS[2])) or 0
@@ -106,37 +164,56 @@ return false
 "#;
 
 /// Compare-and-delete, handing the lock to the oldest live waiter instead
-/// of deleting when there is one. A damaged queue or fence key never stops
-/// a release: the key is then simply deleted.
-/// KEYS: lock, fence, queue. ARGV: token.
-/// Returns 0 (not the owner), 1 (deleted) or 2 (handed off).
-pub(crate) const RELEASE: &str = r#"
+/// of deleting when there is one (with a new fence). A damaged queue or
+/// counter never stops a release: the lock is then simply deleted.
+/// ARGV: token. Returns 0 (not the owner), 1 (deleted) or 2 (handed off).
+pub(crate) const RELEASE: &str = concat!(
+    grant_lua!(),
+    r#"
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local f
 while true do
   local m = redis.pcall('LPOP', KEYS[3])
   if type(m) ~= 'string' then break end
   local sep = string.find(m, ':', 51, true)
   if sep then
-    local fence = redis.pcall('INCR', KEYS[2])
-    if type(fence) == 'table' then break end
+    f = f or next_fence(KEYS[4])
+    if not f then break end
     if redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
-                  string.sub(m, 34, 49) .. ':' .. fence) > 0 then
-      redis.call('SET', KEYS[1], string.sub(m, sep + 1), 'PX', string.sub(m, 51, sep - 1))
+                  string.sub(m, 34, 49) .. ':' .. f) > 0 then
+      local ttl = string.sub(m, 51, sep - 1)
+      redis.call('SET', KEYS[1], string.sub(m, sep + 1), 'PX', ttl)
+      redis.call('SET', KEYS[2], f, 'PX', ttl)
       return 2
     end
   end
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
 return 1
-"#;
+"#
+);
 
-/// Compare-and-PEXPIRE: sets the remaining time, never re-creates the key.
-/// KEYS: lock. ARGV: token, ttl_ms. Returns 1 (extended) or 0 (not owner).
+/// Compare-and-PEXPIRE of the lock and its fence: sets the remaining time,
+/// never re-creates a key. ARGV: token, ttl_ms. Returns 1 (extended) or 0
+/// (not owner).
 pub(crate) const EXTEND: &str = r#"
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
+"#;
+
+/// What a status display shows, read atomically. No ARGV.
+/// Returns {holder|nil, pttl, fence|nil, queued}: the fence only while
+/// the lock is held and one of ours was granted it.
+pub(crate) const INSPECT: &str = r#"
+local holder = redis.call('GET', KEYS[1])
+local fence = false
+if holder then fence = tonumber(redis.pcall('GET', KEYS[2])) or false end
+local n = redis.pcall('LLEN', KEYS[3])
+if type(n) ~= 'number' then n = 0 end
+return {holder, redis.call('PTTL', KEYS[1]), fence, n}
 "#;
 
 /// A Lua script with its SHA1, sent as EVALSHA with an EVAL fallback.
@@ -187,6 +264,7 @@ pub(crate) struct Scripts {
     pub(crate) cancel: Script,
     pub(crate) release: Script,
     pub(crate) extend: Script,
+    pub(crate) inspect: Script,
 }
 
 pub(crate) fn scripts() -> &'static Scripts {
@@ -197,15 +275,17 @@ pub(crate) fn scripts() -> &'static Scripts {
         cancel: Script::new(CANCEL),
         release: Script::new(RELEASE),
         extend: Script::new(EXTEND),
+        inspect: Script::new(INSPECT),
     })
 }
 
-/// The names of the keys that belong to one lock.
+/// The names of the keys that one lock uses (see the module comment).
 #[derive(Debug, Clone)]
 pub(crate) struct LockKeys {
     pub(crate) lock: Vec<u8>,
     pub(crate) fence: Vec<u8>,
     pub(crate) queue: Vec<u8>,
+    pub(crate) counter: Vec<u8>,
 }
 
 impl LockKeys {
@@ -214,8 +294,19 @@ impl LockKeys {
             lock: key.to_vec(),
             fence: companion_key(key, b":fence"),
             queue: companion_key(key, b":queue"),
+            counter: counter_key(slot(key)),
         }
     }
+
+    /// The KEYS of every script: lock, fence, queue, counter.
+    pub(crate) fn all(&self) -> [&[u8]; 4] {
+        [&self.lock, &self.fence, &self.queue, &self.counter]
+    }
+}
+
+/// The fence counter shared by the lock names of one cluster slot.
+pub(crate) fn counter_key(slot: u16) -> Vec<u8> {
+    format!("redislock:fence:{{{}}}", slot_tag(slot)).into_bytes()
 }
 
 /// A key in the same cluster hash slot as `key`: `key` + suffix when `key`
@@ -232,7 +323,7 @@ pub(crate) fn companion_key(key: &[u8], suffix: &[u8]) -> Vec<u8> {
         out.push(b'}');
     } else {
         out.push(b'{');
-        out.extend_from_slice(tag_for_slot(slot(key)).as_bytes());
+        out.extend_from_slice(slot_tag(slot(key)).to_string().as_bytes());
         out.push(b'}');
         out.extend_from_slice(key);
     }
@@ -240,13 +331,12 @@ pub(crate) fn companion_key(key: &[u8], suffix: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The first decimal number whose cluster slot is `slot` (a few thousand
-/// CRCs at most).
-fn tag_for_slot(slot: u16) -> String {
-    (0u32..)
-        .map(|n| n.to_string())
-        .find(|t| crc16(t.as_bytes()) % 16384 == slot)
-        .expect("every slot has a decimal tag")
+include!(concat!(env!("OUT_DIR"), "/slot_tags.rs"));
+
+/// The smallest decimal number whose cluster slot is `slot` (a table made
+/// by build.rs).
+fn slot_tag(slot: u16) -> u32 {
+    SLOT_TAGS[usize::from(slot) % SLOT_TAGS.len()]
 }
 
 /// Redis Cluster's rule: a '{' followed later by a '}' with something between.
@@ -263,22 +353,6 @@ fn hash_tag(key: &[u8]) -> Option<&[u8]> {
 /// The Redis Cluster hash slot of a key.
 pub(crate) fn slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) % 16384
-}
-
-/// CRC16-CCITT (XModem), as Redis Cluster uses it.
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
 }
 
 /// `n` random bytes from the operating system.
@@ -390,6 +464,24 @@ mod tests {
         for key in [&b"jobs"[..], b"{user1}:job", b"{x"] {
             assert_eq!(slot(&companion_key(key, b":fence")), slot(key));
         }
+    }
+
+    #[test]
+    fn slot_tags_hash_to_their_slot() {
+        for slot in 0..16384u16 {
+            let tag = slot_tag(slot).to_string();
+            assert_eq!(crc16(tag.as_bytes()) % 16384, slot, "tag {tag}");
+        }
+        // The counter of a name sits in the name's slot, tagged or not.
+        for key in [&b"order:1"[..], b"{user1}:job", b"a}b", b"x"] {
+            let keys = LockKeys::new(key);
+            for k in keys.all() {
+                assert_eq!(slot(k), slot(key), "{}", String::from_utf8_lossy(k));
+            }
+        }
+        assert!(String::from_utf8(LockKeys::new(b"x").counter)
+            .unwrap()
+            .starts_with("redislock:fence:{"));
     }
 
     #[test]

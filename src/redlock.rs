@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::{not_acquired, unexpected, Inner};
+use crate::client::{not_acquired, unexpected, Inner, LockInfo};
 use crate::conn::Pool;
 use crate::error::{show_key, Error, Result};
 use crate::protocol::{self, scripts, Attempt, LockKeys};
@@ -98,7 +98,7 @@ pub(crate) fn acquire(
             p.script_within(
                 timeout,
                 &scripts().acquire,
-                &[&keys.lock, &keys.fence],
+                &keys.all(),
                 &[token, ttl.as_bytes(), b"0"],
             )
         });
@@ -177,12 +177,7 @@ fn release_all(
     timeout: Duration,
 ) -> (usize, Vec<Error>) {
     let results = on_all(&inner.nodes, |p| {
-        p.script_within(
-            timeout,
-            &scripts().release,
-            &[&keys.lock, &keys.fence, &keys.queue],
-            &[token],
-        )
+        p.script_within(timeout, &scripts().release, &keys.all(), &[token])
     });
     let mut released = 0;
     let mut errors = Vec::new();
@@ -217,7 +212,7 @@ pub(crate) fn extend(inner: &Inner, keys: &LockKeys, token: &[u8], ttl_ms: u64) 
         p.script_within(
             timeout,
             &scripts().extend,
-            &[&keys.lock],
+            &keys.all(),
             &[token, ms.as_bytes()],
         )
     });
@@ -253,6 +248,49 @@ fn values(inner: &Inner, key: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
 pub(crate) fn is_owned_by(inner: &Inner, key: &[u8], token: &[u8]) -> Result<bool> {
     let vals = values(inner, key)?;
     Ok(vals.iter().filter(|v| v.as_deref() == Some(token)).count() >= quorum(inner.nodes.len()))
+}
+
+/// INSPECT on every node, summed up for the holder a majority agrees on.
+pub(crate) fn inspect(inner: &Inner, keys: &LockKeys) -> Result<LockInfo> {
+    let n = inner.nodes.len();
+    let results = on_all(&inner.nodes, |p| {
+        p.script(&scripts().inspect, &keys.all(), &[], None)
+    });
+    let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    if errors.len() > n - quorum(n) {
+        return Err(no_quorum(&keys.lock, n, &errors));
+    }
+    let infos = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|v| LockInfo::from_reply(v).ok_or_else(|| unexpected(v)))
+        .collect::<Result<Vec<_>>>()?;
+    let waiters = infos.iter().map(|i| i.waiters).max().unwrap_or(0);
+    let holder = infos.iter().filter_map(|i| i.holder.as_ref()).find(|h| {
+        infos
+            .iter()
+            .filter(|i| i.holder.as_ref() == Some(*h))
+            .count()
+            >= quorum(n)
+    });
+    let Some(holder) = holder else {
+        return Ok(LockInfo {
+            holder: None,
+            ttl: None,
+            fence: None,
+            waiters,
+        });
+    };
+    let held: Vec<&LockInfo> = infos
+        .iter()
+        .filter(|i| i.holder.as_ref() == Some(holder))
+        .collect();
+    Ok(LockInfo {
+        holder: Some(holder.clone()),
+        ttl: held.iter().map(|i| i.ttl).min().flatten(),
+        fence: held.iter().filter_map(|i| i.fence).max(),
+        waiters,
+    })
 }
 
 /// Whether one owner holds `key` on a majority of nodes.

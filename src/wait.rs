@@ -47,7 +47,7 @@ pub(crate) fn acquire(
         let reply = match client.script(
             &scripts().enqueue,
             &keys.lock,
-            &[&keys.lock, &keys.fence, &keys.queue],
+            &keys.all(),
             &args,
             Some(&again),
         ) {
@@ -136,7 +136,7 @@ fn cancel(client: &Client, keys: &LockKeys, token: &[u8], member: &[u8]) -> Resu
     let reply = client.script(
         &scripts().cancel,
         &keys.lock,
-        &[&keys.lock, &keys.fence, &keys.queue],
+        &keys.all(),
         &[token, member],
         None,
     )?;

@@ -91,7 +91,10 @@ fn run_holds_the_lock_while_the_command_runs_and_exits_with_its_status() {
         "the key held {token:?} during the command"
     );
     assert!(token.contains(&format!(":{}:", std::process::id())) || token.split(':').count() == 4);
-    assert_eq!(lines.next().unwrap(), "job 1");
+    let (key, fence) = lines.next().unwrap().split_once(' ').unwrap();
+    assert_eq!(key, "job");
+    let fence: u64 = fence.parse().unwrap();
+    assert!(fence > 0 && fence < 1 << 53, "REDISLOCK_FENCE={fence}");
     let mut raw = srv.raw();
     assert_eq!(
         raw.get::<_, Option<String>>("job").unwrap(),
@@ -230,7 +233,9 @@ fn status_shows_the_holder_ttl_and_fence() {
     let (code, out, _) = output(redislock(&srv, &["status", "st"]));
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains("free") && out.contains("last fencing number: 0"),
+        out.contains("free")
+            && !out.contains("fencing number")
+            && out.contains("queued waiters: 0"),
         "{out}"
     );
     let mut child = redislock(&srv, &["run", "--ttl", "20s", "st", "--", "sleep", "30"])
@@ -241,9 +246,25 @@ fn status_shows_the_holder_ttl_and_fence() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&format!("pid {}", child.id())), "{out}");
     assert!(out.contains("expires in"), "{out}");
-    assert!(out.contains("last fencing number: 1"), "{out}");
+    let fence: String = srv.raw().get("{st}:fence").unwrap();
+    assert!(out.contains(&format!("fencing number: {fence}\n")), "{out}");
+    // A second `run` waits in the queue, and status counts it.
+    let mut waiter = redislock(&srv, &["run", "--wait", "30s", "st", "--", "true"])
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        let (_, out, _) = output(redislock(&srv, &["status", "st"]));
+        if out.contains("queued waiters: 1") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     signal(&child, libc::SIGTERM);
     exit_code(&mut child, Duration::from_secs(5));
+    // The waiter got it at once and finished.
+    assert_eq!(exit_code(&mut waiter, Duration::from_secs(5)), 0);
     // A lock taken by another client shows its token.
     let mut raw = srv.raw();
     let _: () = redis::cmd("SET")
@@ -256,6 +277,7 @@ fn status_shows_the_holder_ttl_and_fence() {
     let (code, out, _) = output(redislock(&srv, &["status", "st"]));
     assert_eq!(code, 1);
     assert!(out.contains("token 59"), "{out}");
+    assert!(!out.contains("fencing number"), "{out}");
 }
 
 #[test]

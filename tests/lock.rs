@@ -38,12 +38,20 @@ fn the_key_holds_exactly_the_token_with_the_ttl() {
     assert!(t > 9_000 && t <= 10_000, "pttl {t}");
     assert!(lock.owned().unwrap());
     assert!(client.is_locked("jobs").unwrap());
+    // The holder's fence lives beside the lock, with the same expiry.
+    let fence: u64 = raw.get("{jobs}:fence").unwrap();
+    assert_eq!(fence, lock.fence());
+    let t = pttl(&mut raw, "{jobs}:fence");
+    assert!(t > 9_000 && t <= 10_000, "pttl {t}");
     lock.release().unwrap();
     assert_eq!(get(&mut raw, b"jobs"), None);
     assert!(!client.is_locked("jobs").unwrap());
-    // Nothing is left behind but the fence counter.
+    // Nothing is left behind but the slot's shared fence counter.
     let keys: Vec<String> = raw.keys("*").unwrap();
-    assert_eq!(keys, vec!["{jobs}:fence".to_string()]);
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys[0].starts_with("redislock:fence:{"), "{keys:?}");
+    let counter: u64 = raw.get(&keys[0]).unwrap();
+    assert_eq!(counter, fence);
 }
 
 #[test]
@@ -56,18 +64,58 @@ fn inspect_reports_holder_ttl_and_fence() {
         redislock::LockInfo {
             holder: None,
             ttl: None,
-            fence: 0
+            fence: None,
+            waiters: 0,
         }
     );
     let lock = client.acquire("insp", 10 * S, Wait::TryOnce).unwrap();
     let held = client.inspect("insp").unwrap();
     assert_eq!(held.holder.as_deref(), Some(lock.token()));
     assert!(held.ttl.unwrap() > 9 * S);
-    assert_eq!(held.fence, lock.fence());
+    assert_eq!(held.fence, Some(lock.fence()));
+    assert_eq!(held.waiters, 0);
+    // Two waiters queue up and are counted.
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let client = client.clone();
+            thread::spawn(move || {
+                client
+                    .acquire("insp", 10 * S, Wait::Timeout(20 * S))
+                    .map(|l| l.release())
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    while client.inspect("insp").unwrap().waiters < 2 {
+        assert!(start.elapsed() < 10 * S, "the waiters never queued");
+        thread::sleep(ms(5));
+    }
     lock.release().unwrap();
+    for w in waiters {
+        w.join().unwrap().unwrap().unwrap();
+    }
     let after = client.inspect("insp").unwrap();
-    assert_eq!((after.holder, after.fence), (None, held.fence));
+    assert_eq!(
+        after,
+        redislock::LockInfo {
+            holder: None,
+            ttl: None,
+            fence: None,
+            waiters: 0,
+        }
+    );
+    // A lock taken by a plain SET NX client: holder and TTL, no fence.
     let mut raw = srv.raw();
+    let _: () = redis::cmd("SET")
+        .arg("insp")
+        .arg("foreign")
+        .arg("PX")
+        .arg(5000)
+        .query(&mut raw)
+        .unwrap();
+    let foreign = client.inspect("insp").unwrap();
+    assert_eq!(foreign.holder.as_deref(), Some(&b"foreign"[..]));
+    assert_eq!(foreign.fence, None);
     let _: () = raw.hset("insp-h", "f", "v").unwrap();
     assert_eq!(
         client.inspect("insp-h").unwrap_err().kind(),
@@ -494,17 +542,46 @@ fn damaged_companion_keys_are_reported_and_never_block_a_release() {
     let client = Client::open(&srv.url()).unwrap();
     let mut raw = srv.raw();
     // A fence counter that is not a number: acquire fails and leaves nothing.
-    let _: () = raw.set("{f}:fence", "not-a-number").unwrap();
-    for wait in [Wait::TryOnce, Wait::Timeout(ms(200))] {
-        let e = client.acquire("f", 5 * S, wait).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
-        assert!(e.to_string().contains("\"{f}:fence\""), "{e}");
-        assert_eq!(get(&mut raw, b"f"), None, "the lock key was left behind");
-        assert_eq!(
-            get(&mut raw, b"{f}:fence").as_deref(),
-            Some(&b"not-a-number"[..])
-        );
+    client
+        .acquire("f", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let counters: Vec<String> = raw.keys("redislock:fence:*").unwrap();
+    assert_eq!(counters.len(), 1, "{counters:?}");
+    let counter = counters[0].as_bytes();
+    for junk in ["not-a-number", "9007199254740991", "-5"] {
+        let _: () = raw.set(counter, junk).unwrap();
+        for wait in [Wait::TryOnce, Wait::Timeout(ms(200))] {
+            let e = client.acquire("f", 5 * S, wait).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+            assert!(e.to_string().contains(&format!("{:?}", counters[0])), "{e}");
+            assert_eq!(get(&mut raw, b"f"), None, "the lock key was left behind");
+            assert_eq!(get(&mut raw, b"{f}:fence"), None);
+            assert_eq!(get(&mut raw, counter).as_deref(), Some(junk.as_bytes()));
+        }
     }
+    // A damaged counter never stops the release of a lock already held,
+    // even when a waiter is queued for a hand-off (the lock is then
+    // deleted, and the waiter's own retry reports the counter).
+    let _: () = raw.del(counter).unwrap();
+    let held = client.acquire("f", 5 * S, Wait::TryOnce).unwrap();
+    let waiter = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("f", 5 * S, Wait::Timeout(10 * S)))
+    };
+    let start = Instant::now();
+    while client.inspect("f").unwrap().waiters < 1 {
+        assert!(start.elapsed() < 10 * S, "the waiter never queued");
+        thread::sleep(ms(5));
+    }
+    let _: () = raw.set(counter, "junk").unwrap();
+    held.release().unwrap();
+    let e = waiter.join().unwrap().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+    assert_eq!(get(&mut raw, b"f"), None);
+    assert_eq!(get(&mut raw, b"{f}:fence"), None);
+    assert_eq!(get(&mut raw, b"{f}:queue"), None);
     // A queue of the wrong type: waiting is refused with a clear error...
     let _: () = raw.set("{q}:queue", "junk").unwrap();
     let held = client.acquire("q", 5 * S, Wait::TryOnce).unwrap();

@@ -188,7 +188,10 @@ fn status(url: Option<String>, key: &str) -> redislock::Result<u8> {
     let client = client(url)?;
     let info = client.inspect(key)?;
     println!("lock {key:?} on {}: {}", client.addr(), describe(&info));
-    println!("last fencing number: {}", info.fence);
+    if let Some(fence) = info.fence {
+        println!("fencing number: {fence}");
+    }
+    println!("queued waiters: {}", info.waiters);
     Ok(if info.holder.is_some() { 1 } else { 0 })
 }
 
