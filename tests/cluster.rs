@@ -144,13 +144,47 @@ fn names_over_many_slots_hash_tags_and_fences() {
         keyslot(&servers[0], "{user1}:a"),
         keyslot(&servers[0], "{user1}:b")
     );
-    // Fences strictly increase per name.
-    let mut last = 0;
-    for _ in 0..50 {
-        let l = client.acquire("fenced", 5 * S, Wait::TryOnce).unwrap();
-        assert!(l.fence() > last);
-        last = l.fence();
-        l.release().unwrap();
+    // Fences strictly increase per name, plain, hash-tagged or with a '}',
+    // also when the slot's counter is lost (DEL on its node). Each name's
+    // counter sits in the name's slot, and once released only counters
+    // remain anywhere.
+    for name in ["fenced", "{user1}:fenced", "odd}fenced"] {
+        let slot = keyslot(&servers[0], name);
+        let node = owner(&servers, slot);
+        let mut last = 0;
+        for i in 0..30 {
+            if i == 15 {
+                let counters: Vec<String> = redis::cmd("CLUSTER")
+                    .arg("GETKEYSINSLOT")
+                    .arg(slot)
+                    .arg(100)
+                    .query(&mut servers[node].raw())
+                    .unwrap();
+                let counters: Vec<&String> = counters
+                    .iter()
+                    .filter(|k| k.starts_with("redislock:fence:{"))
+                    .collect();
+                assert_eq!(counters.len(), 1, "{name}: {counters:?}");
+                assert_eq!(keyslot(&servers[0], counters[0]), slot);
+                let _: () = redis::cmd("DEL")
+                    .arg(counters[0])
+                    .query(&mut servers[node].raw())
+                    .unwrap();
+            }
+            let l = client.acquire(name, 5 * S, Wait::TryOnce).unwrap();
+            assert!(l.fence() > last, "{name}: {} after {last}", l.fence());
+            assert!(l.fence() < 1 << 53);
+            last = l.fence();
+            l.release().unwrap();
+        }
+    }
+    for s in &servers {
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut s.raw()).unwrap();
+        assert!(
+            keys.iter().all(|k| k.starts_with("redislock:fence:{")),
+            "left behind on node {}: {keys:?}",
+            s.port
+        );
     }
 }
 

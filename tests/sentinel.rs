@@ -116,6 +116,9 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
     // Failover: the master dies, a sentinel promotes the replica, and the
     // same client goes on.
     let old = client.acquire("before", 30 * S, Wait::TryOnce).unwrap();
+    let fenced = client.acquire("fenced", 30 * S, Wait::TryOnce).unwrap();
+    let fence_before = fenced.fence();
+    fenced.release().unwrap();
     master.kill();
     wait_until("the failover", 30 * S, || {
         master_port(&sentinels[0]) == Some(replica.port)
@@ -134,6 +137,14 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
     let on_new: Option<Vec<u8>> = replica.raw().get("after").unwrap();
     assert_eq!(on_new.as_deref(), Some(lock.token()));
     lock.release().unwrap();
+    // The fence of a name keeps growing on the new master.
+    let fenced = client.acquire("fenced", 30 * S, Wait::TryOnce).unwrap();
+    assert!(
+        fenced.fence() > fence_before,
+        "fence {} after the failover, {fence_before} before",
+        fenced.fence()
+    );
+    fenced.release().unwrap();
     // The lock taken before survived the failover here (it was replicated).
     drop(old);
 }

@@ -1,0 +1,305 @@
+//! Fencing numbers that survive production, and lock names that leave
+//! nothing behind: counters shared per cluster slot, grants of
+//! `max(counter + 1, server TIME in µs)`, and no key of a name left once its
+//! last holder and waiters are gone.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use redis::Commands;
+use redislock::{Client, Wait};
+
+const S: Duration = Duration::from_secs(1);
+/// Fences stay exact as doubles (Lua, PHP, JavaScript).
+const MAX_FENCE: u64 = 1 << 53;
+
+/// Every key on the server matching `pattern`, by SCAN.
+fn scan(con: &mut redis::Connection, pattern: &str) -> Vec<String> {
+    let iter: redis::Iter<String> = con.scan_match(pattern).unwrap();
+    iter.map(|k| k.unwrap()).collect()
+}
+
+fn dbsize(con: &mut redis::Connection) -> usize {
+    redis::cmd("DBSIZE").query(con).unwrap()
+}
+
+/// Only shared counters remain, and no key of a lock name.
+fn assert_only_counters(con: &mut redis::Connection, names: usize) -> usize {
+    let all = scan(con, "*");
+    let strays: Vec<&String> = all
+        .iter()
+        .filter(|k| !k.starts_with("redislock:fence:{"))
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "keys left behind: {:?}",
+        &strays[..strays.len().min(10)]
+    );
+    assert!(all.len() <= 16_384, "{} counter keys", all.len());
+    assert!(
+        all.len() <= names,
+        "{} counters for {names} names",
+        all.len()
+    );
+    assert_eq!(dbsize(con), all.len());
+    all.len()
+}
+
+fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(
+            t.elapsed() < limit,
+            "{what} did not happen within {limit:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn twenty_thousand_names_leave_only_the_slot_counters() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let n = 20_000;
+    let threads = 4;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let client = client.clone();
+            thread::spawn(move || {
+                for i in (t..n).step_by(threads) {
+                    let lock = client
+                        .acquire(format!("order:{}", i + 1), 10 * S, Wait::TryOnce)
+                        .unwrap();
+                    assert!(lock.fence() > 0 && lock.fence() < MAX_FENCE);
+                    lock.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut raw = srv.raw();
+    assert!(scan(&mut raw, "*order:*").is_empty());
+    let counters = assert_only_counters(&mut raw, n);
+    // 20,000 names over 16,384 slots land in most of them.
+    assert!(counters > 10_000, "only {counters} counters");
+    println!(
+        "20000 names -> {counters} counter keys, DBSIZE {}",
+        dbsize(&mut raw)
+    );
+}
+
+#[test]
+fn contended_names_leave_nothing_once_served_and_dead_waiters_go_after_the_grace() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    // Ten names, each with a holder and three waiters served by hand-off.
+    for i in 0..10 {
+        let name = format!("busy:{i}");
+        let holder = client.acquire(&name, 10 * S, Wait::TryOnce).unwrap();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let client = client.clone();
+                let name = name.clone();
+                thread::spawn(move || {
+                    let l = client
+                        .acquire(&name, 10 * S, Wait::Timeout(20 * S))
+                        .unwrap();
+                    let f = l.fence();
+                    l.release().unwrap();
+                    f
+                })
+            })
+            .collect();
+        wait_until("three waiters queued", 10 * S, || {
+            client.inspect(&name).unwrap().waiters == 3
+        });
+        let first = holder.fence();
+        holder.release().unwrap();
+        for w in waiters {
+            assert!(w.join().unwrap() > first);
+        }
+    }
+    assert!(scan(&mut raw, "*busy:*").is_empty());
+    assert_only_counters(&mut raw, 10);
+
+    // A waiter that dies in the queue (a `redislock run` killed with
+    // SIGKILL) while the holder's lock expires instead of being released:
+    // its queue entry goes a grace period after the lock.
+    let holder = client.acquire("dying", S, Wait::TryOnce).unwrap();
+    let mut dead = Command::new(env!("CARGO_BIN_EXE_redislock"))
+        .args([
+            "run",
+            "--url",
+            &srv.url(),
+            "--wait",
+            "60s",
+            "dying",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the waiter queued", 10 * S, || {
+        client.inspect("dying").unwrap().waiters == 1
+    });
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    holder.forget();
+    assert!(!scan(&mut raw, "*dying*").is_empty());
+    wait_until("the dead waiter's queue expired", 15 * S, || {
+        scan(&mut raw, "*dying*").is_empty()
+    });
+    assert_only_counters(&mut raw, 11);
+}
+
+/// Acquire and release `inv`; its fence must exceed every one in `seen`.
+fn take(client: &Client, seen: &mut Vec<u64>, what: &str) {
+    let l = client.acquire("inv", 5 * S, Wait::TryOnce).unwrap();
+    let f = l.fence();
+    l.release().unwrap();
+    let last = *seen.last().unwrap();
+    assert!(f > last, "{what}: fence {f} after {last}");
+    assert!(f < MAX_FENCE, "{what}: {f}");
+    seen.push(f);
+}
+
+#[test]
+fn fences_increase_across_a_restart_an_eviction_and_a_lagging_server() {
+    let mut srv = Server::start();
+    // An independent server, used once early: its counter is behind.
+    let other = Server::start();
+    let behind = Client::open(&other.url()).unwrap();
+    let early = behind.acquire("inv", 5 * S, Wait::TryOnce).unwrap();
+    let early_fence = early.fence();
+    early.release().unwrap();
+
+    let client = Client::open(&srv.url()).unwrap();
+    let mut seen = vec![early_fence];
+    for _ in 0..3 {
+        take(&client, &mut seen, "plain");
+    }
+    // SHUTDOWN NOSAVE and a restart on the same port: the counter is gone.
+    let _ = redis::cmd("SHUTDOWN")
+        .arg("NOSAVE")
+        .query::<()>(&mut srv.raw());
+    srv.restart();
+    assert!(
+        scan(&mut srv.raw(), "*").is_empty(),
+        "the restart kept data"
+    );
+    take(&client, &mut seen, "after a restart without persistence");
+    // The counter evicted (what allkeys-lru does to it): DEL.
+    let mut raw = srv.raw();
+    let counters = scan(&mut raw, "redislock:fence:*");
+    assert_eq!(counters.len(), 1, "{counters:?}");
+    let _: () = raw.del(&counters[0]).unwrap();
+    take(&client, &mut seen, "after the counter was evicted");
+    // The lock moves to the other server, whose counter stayed behind (what
+    // a failover to a lagging replica looks like).
+    let counter: u64 = other.raw().get(&counters[0]).unwrap();
+    assert!(counter < *seen.last().unwrap());
+    take(&behind, &mut seen, "on a server whose counter was behind");
+    println!("fences: {seen:?}");
+}
+
+#[test]
+fn without_time_in_scripts_the_counter_alone_still_increases() {
+    let srv = Server::start_with(&["--rename-command", "TIME", ""]);
+    let client = Client::open(&srv.url()).unwrap();
+    let mut last = 0;
+    for i in 1..=5 {
+        let l = client.acquire("no-time", 5 * S, Wait::TryOnce).unwrap();
+        // TIME is refused: the counter alone, from 1.
+        assert_eq!(l.fence(), i);
+        assert!(l.fence() > last);
+        last = l.fence();
+        l.release().unwrap();
+    }
+    // A hand-off draws from the same counter.
+    let holder = client.acquire("no-time", 5 * S, Wait::TryOnce).unwrap();
+    let c2 = client.clone();
+    let waiter =
+        thread::spawn(move || c2.acquire("no-time", 5 * S, Wait::Timeout(10 * S)).unwrap());
+    wait_until("the waiter queued", 10 * S, || {
+        client.inspect("no-time").unwrap().waiters == 1
+    });
+    holder.release().unwrap();
+    let next = waiter.join().unwrap();
+    assert_eq!(next.fence(), 7);
+    next.release().unwrap();
+    assert_only_counters(&mut srv.raw(), 1);
+}
+
+#[test]
+fn a_hand_off_keeps_the_new_holders_fence_beside_the_lock() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let holder = client.acquire("ho", 10 * S, Wait::TryOnce).unwrap();
+    let c2 = client.clone();
+    let waiter = thread::spawn(move || c2.acquire("ho", 7 * S, Wait::Timeout(10 * S)).unwrap());
+    wait_until("the waiter queued", 10 * S, || {
+        client.inspect("ho").unwrap().waiters == 1
+    });
+    let first = holder.fence();
+    holder.release().unwrap();
+    let next = waiter.join().unwrap();
+    assert!(next.fence() > first);
+    let stored: u64 = raw.get("{ho}:fence").unwrap();
+    assert_eq!(stored, next.fence());
+    // The waiter's own TTL, on both keys.
+    for key in ["ho", "{ho}:fence"] {
+        let t: i64 = redis::cmd("PTTL").arg(key).query(&mut raw).unwrap();
+        assert!(t > 6_000 && t <= 7_000, "{key}: {t}");
+    }
+    // Extend moves both.
+    next.extend(20 * S).unwrap();
+    let t: i64 = redis::cmd("PTTL")
+        .arg("{ho}:fence")
+        .query(&mut raw)
+        .unwrap();
+    assert!(t > 19_000, "{t}");
+    let info = client.inspect("ho").unwrap();
+    assert_eq!(info.fence, Some(next.fence()));
+    next.release().unwrap();
+    assert_only_counters(&mut raw, 1);
+}
+
+#[test]
+fn redlock_fences_follow_the_same_rule_on_every_node() {
+    let mut servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let client = Client::redlock(&urls).build().unwrap();
+    let lock = client.acquire("rl-fence", 10 * S, Wait::TryOnce).unwrap();
+    let per_node: Vec<u64> = servers
+        .iter()
+        .map(|s| s.raw().get("{rl-fence}:fence").unwrap())
+        .collect();
+    assert_eq!(lock.fence(), *per_node.iter().max().unwrap());
+    assert_eq!(
+        client.inspect("rl-fence").unwrap().fence,
+        Some(lock.fence())
+    );
+    let first = lock.fence();
+    lock.release().unwrap();
+    for s in &servers {
+        assert_only_counters(&mut s.raw(), 1);
+    }
+    // Two of three nodes lose everything: the fence still grows.
+    for s in servers.iter_mut().take(2) {
+        s.restart();
+    }
+    let again = client.acquire("rl-fence", 10 * S, Wait::TryOnce).unwrap();
+    assert!(again.fence() > first, "{} after {first}", again.fence());
+    again.release().unwrap();
+}
