@@ -84,8 +84,10 @@ impl Lock {
     }
 
     /// The fencing number: strictly greater than any number handed out
-    /// before for this lock name. Pass it to the resource you protect and
-    /// have it reject writes with a smaller number than it has seen.
+    /// before for this lock name, below 2^53. Pass it to the resource you
+    /// protect and have it reject writes with a smaller number than it has
+    /// seen. It is at least the server's clock in microseconds, so it keeps
+    /// growing when the counter is lost (see the README's hazards).
     pub fn fence(&self) -> u64 {
         self.fence
     }

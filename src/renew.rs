@@ -215,7 +215,7 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
                 let ms = ttl.to_string();
                 match inner.pool().script(
                     &scripts().extend,
-                    &[&l.keys.lock],
+                    &l.keys.all(),
                     &[&l.token, ms.as_bytes()],
                     None,
                 ) {
@@ -233,7 +233,7 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
     for &i in &live {
         let l = &due[i];
         let ttl = l.ttl_ms.load(Ordering::Relaxed).to_string();
-        pipe.add_command(extend.eval(&[&l.keys.lock], &[&l.token, ttl.as_bytes()]));
+        pipe.add_command(extend.eval(&l.keys.all(), &[&l.token, ttl.as_bytes()]));
     }
     if let Ok(replies) = inner.pool().with(|con, _| pipe.query::<Vec<Value>>(con)) {
         for (&i, reply) in live.iter().zip(replies) {

@@ -303,3 +303,24 @@ fn redlock_fences_follow_the_same_rule_on_every_node() {
     assert!(again.fence() > first, "{} after {first}", again.fence());
     again.release().unwrap();
 }
+
+#[test]
+fn renewal_keeps_the_holders_fence_as_long_as_the_lock() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let lock = client
+        .acquire_with(
+            "renewed",
+            redislock::AcquireOptions::new(Duration::from_millis(600)).auto_renew(true),
+        )
+        .unwrap();
+    // Three TTLs later both keys are still there, renewed together.
+    thread::sleep(Duration::from_millis(1800));
+    assert!(!lock.is_lost());
+    let stored: Option<u64> = raw.get("{renewed}:fence").unwrap();
+    assert_eq!(stored, Some(lock.fence()));
+    assert_eq!(client.inspect("renewed").unwrap().fence, Some(lock.fence()));
+    lock.release().unwrap();
+    assert_only_counters(&mut raw, 1);
+}

@@ -416,7 +416,10 @@ pub extern "C" fn redislock_lock_token(
 }
 
 /// The lock's fencing number: strictly greater than any number handed out
-/// before for this lock name. `lock`: borrowed; NULL gives 0.
+/// before for this lock name, and below 2^53. It is the server's clock in
+/// microseconds or more (about 1.8e15), so it also grows across a restart
+/// that lost the counter: compare fences, do not count them. `lock`:
+/// borrowed; NULL gives 0.
 #[no_mangle]
 pub extern "C" fn redislock_lock_fence(lock: *const redislock_lock) -> u64 {
     guard(0, || {

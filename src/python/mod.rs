@@ -370,7 +370,9 @@ impl Lock {
         })
     }
 
-    /// The fencing number of the current acquisition (int), or None.
+    /// The fencing number of the current acquisition (int), or None: greater
+    /// than any number handed out before for this name, also across a server
+    /// restart (at least the server's clock in µs, below 2**53).
     #[getter]
     fn fence(&self) -> Option<u64> {
         self.with_held(|l| l.map(|l| l.fence()))

@@ -68,7 +68,11 @@ final class Lock
         return \FFI::string($buf, $n);
     }
 
-    /** The fencing number: greater than any handed out before for this name. */
+    /**
+     * The fencing number: greater than any handed out before for this name,
+     * also across a server restart that lost the counter (it is at least the
+     * server's clock in microseconds, about 1.8e15, and below 2^53).
+     */
     public function fence(): int
     {
         return FFI::get()->redislock_lock_fence($this->handle());
