@@ -619,7 +619,7 @@ impl Client {
             self.inner.is_redlock(),
             self.inner.pool().target.wait_replicas,
         ) {
-            self.confirm_replicated(&keys, &token, ttl_ms, n, t)?;
+            self.confirm_replicated(&keys, &token, fence, ttl_ms, n, t)?;
         }
         let lock = Lock::new(self.clone(), keys, token, fence, ttl_ms);
         if opts.auto_renew {
@@ -636,12 +636,15 @@ impl Client {
         &self,
         keys: &LockKeys,
         token: &[u8],
+        fence: u64,
         ttl_ms: u64,
         n: u32,
         t: Duration,
     ) -> Result<()> {
-        let ms = ttl_ms.to_string();
-        let extend = scripts().extend.eval(&keys.all(), &[token, ms.as_bytes()]);
+        let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
+        let extend = scripts()
+            .extend
+            .eval(&keys.all(), &[token, ms.as_bytes(), fence.as_bytes()]);
         let wait_ms = t.as_millis().max(1) as u64;
         let (still, acked): (i64, i64) = self
             .inner
@@ -808,17 +811,24 @@ pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<
     }
 }
 
-/// Compare-and-PEXPIRE to `ttl_ms`. `Ok(false)` when not the owner.
-pub(crate) fn extend(client: &Client, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<bool> {
+/// Compare-and-PEXPIRE to `ttl_ms`, keeping the holder's `fence` beside
+/// the lock. `Ok(false)` when not the owner.
+pub(crate) fn extend(
+    client: &Client,
+    keys: &LockKeys,
+    token: &[u8],
+    fence: u64,
+    ttl_ms: u64,
+) -> Result<bool> {
     if client.inner.is_redlock() {
-        return redlock::extend(&client.inner, keys, token, ttl_ms);
+        return redlock::extend(&client.inner, keys, token, fence, ttl_ms);
     }
-    let ms = ttl_ms.to_string();
+    let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
     let reply = client.script(
         &scripts().extend,
         &keys.lock,
         &keys.all(),
-        &[token, ms.as_bytes()],
+        &[token, ms.as_bytes(), fence.as_bytes()],
         None,
     )?;
     match reply {

@@ -141,7 +141,7 @@ impl Idle {
     /// Forget what a parent process left behind. Dropping a connection only
     /// closes this process's descriptor; the parent's socket stays open.
     fn check_pid(&mut self) {
-        let pid = std::process::id();
+        let pid = crate::sync::pid();
         if self.pid != pid {
             self.pid = pid;
             self.cmd.clear();
@@ -173,7 +173,7 @@ impl Pool {
         Pool {
             target,
             idle: Mutex::new(Idle {
-                pid: std::process::id(),
+                pid: crate::sync::pid(),
                 cmd: Vec::new(),
                 subs: Vec::new(),
             }),

@@ -17,6 +17,7 @@ use crate::protocol::LockKeys;
 pub(crate) struct LockState {
     pub(crate) keys: LockKeys,
     pub(crate) token: Vec<u8>,
+    pub(crate) fence: u64,
     pub(crate) ttl_ms: AtomicU64,
     pub(crate) lost: AtomicBool,
     /// True while the renewal thread may extend this lock. The renewal
@@ -35,7 +36,6 @@ pub(crate) struct LockState {
 pub struct Lock {
     client: Client,
     state: Arc<LockState>,
-    fence: u64,
     pid: u32,
     done: bool,
 }
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("key", &show_key(&self.state.keys.lock))
-            .field("fence", &self.fence)
+            .field("fence", &self.state.fence)
             .field("lost", &self.is_lost())
             .finish()
     }
@@ -63,12 +63,12 @@ impl Lock {
             state: Arc::new(LockState {
                 keys,
                 token,
+                fence,
                 ttl_ms: AtomicU64::new(ttl_ms),
                 lost: AtomicBool::new(false),
                 renewing: Mutex::new(false),
             }),
-            fence,
-            pid: std::process::id(),
+            pid: crate::sync::pid(),
             done: false,
         }
     }
@@ -89,7 +89,7 @@ impl Lock {
     /// seen. It is at least the server's clock in microseconds, so it keeps
     /// growing when the counter is lost (see the README's hazards).
     pub fn fence(&self) -> u64 {
-        self.fence
+        self.state.fence
     }
 
     /// The TTL last set by acquire or extend.
@@ -104,7 +104,7 @@ impl Lock {
     }
 
     fn in_owner_process(&self) -> bool {
-        self.pid == std::process::id()
+        self.pid == crate::sync::pid()
     }
 
     /// Set the remaining time to `ttl` (not added to it). Fails with
@@ -115,7 +115,13 @@ impl Lock {
         if !self.in_owner_process() {
             return Err(self.not_owner());
         }
-        if client::extend(&self.client, &self.state.keys, &self.state.token, ttl_ms)? {
+        if client::extend(
+            &self.client,
+            &self.state.keys,
+            &self.state.token,
+            self.state.fence,
+            ttl_ms,
+        )? {
             self.state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
             Ok(())
         } else {

@@ -4,8 +4,10 @@
 //! For a lock named `K` these keys are used, all in `K`'s cluster hash slot:
 //! - `K` itself holds the owner's token and nothing else (so `SET K tok NX
 //!   PX` from any other client excludes us and is excluded by us);
-//! - `{K}:fence` holds the current holder's fencing number, with the same
-//!   expiry as `K` (set, extended and deleted together with it);
+//! - `{K}:fence` holds the current holder's fencing number once the lock was
+//!   handed over, extended or renewed (a plain acquisition does not write
+//!   it: that would cost every lock a second write), with `K`'s expiry, and
+//!   is deleted with it;
 //! - `{K}:queue` is the waiter queue, a list that empties itself as waiters
 //!   are served and expires a grace period after the lock;
 //! - `redislock:fence:{N}` is the fence counter shared by every lock name in
@@ -35,6 +37,8 @@
 //! Every script takes the same KEYS, in [`LockKeys::all`]'s order: lock,
 //! fence, queue, counter.
 
+use std::sync::Mutex;
+
 use redis::Value;
 
 use crate::crc16::crc16;
@@ -47,43 +51,78 @@ pub(crate) const WAKE_CHANNEL_PREFIX: &str = "redislock:w:";
 /// so this only bounds how long the entries of waiters that died stay.
 pub(crate) const QUEUE_GRACE_MS: u64 = 10_000;
 
-/// Lua shared by the scripts that grant the lock.
+/// Lua that draws the next fence from the slot's counter `KEYS[4]` into
+/// `f` (declared by the caller): `max(counter + 1, TIME in µs)` as a
+/// decimal string, stored back with one `SET … GET` (Redis 6.2+; GET then
+/// SET on older servers). On a counter of another type, `f` is the
+/// WRONGTYPE error table instead and nothing was changed.
 ///
-/// `next_fence(counter)`: the next number of the slot's counter, as a
-/// string, stored back; nil when the counter holds something else than an
-/// integer below 2^53. `take(KEYS, token, ttl)`: SET NX the lock and give
-/// it a fence; nil when held, an error reply when the counter is damaged
-/// (then the SET is undone).
-macro_rules! grant_lua {
+/// Fences are handled as digit strings, compared by length then bytes:
+/// Lua's numbers are doubles, and each conversion to text is an `snprintf`
+/// on the hot path. A counter holding a string that is not a number below
+/// 2^53 is taken for lost and overwritten (the clock still puts the new
+/// number above every earlier one). Without TIME (refused in scripts) the
+/// counter alone counts from 1. Straight-line code rather than a Lua
+/// function: a closure per call costs more than the lines it saves.
+macro_rules! next_fence_lua {
     () => {
         r#"
-local function next_fence(counter)
-  local c = redis.pcall('GET', counter)
-  if type(c) == 'table' then return nil end
-  local f = 1
-  if c then
-    f = tonumber(c)
-    if not f or f < 0 or f >= 9007199254740991 then return nil end
-    f = math.floor(f) + 1
-  end
-  local t = redis.pcall('TIME')
-  if type(t[1]) == 'string' then
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if now > f then f = now end
-  end
-  local s = string.format('%.0f', f)
-  redis.call('SET', counter, s)
-  return s
+f = '1'
+local t = redis.pcall('TIME')
+if t[1] then f = t[1] .. string.sub('00000' .. t[2], -6) end
+local old = redis.pcall('SET', KEYS[4], f, 'GET')
+if type(old) == 'table' and not string.find(old.err, 'WRONGTYPE', 1, true) then
+  old = redis.pcall('GET', KEYS[4])
+  if type(old) ~= 'table' then redis.call('SET', KEYS[4], f) end
 end
-local function take(keys, token, ttl)
-  if not redis.call('SET', keys[1], token, 'NX', 'PX', ttl) then return nil end
-  local f = next_fence(keys[4])
-  if not f then
-    redis.call('DEL', keys[1])
-    return redis.error_reply('WRONGTYPE the fence counter does not hold an integer below 2^53')
+if type(old) == 'table' then
+  f = old
+elseif old and (#old > #f or (#old == #f and old >= f)) and string.find(old, '^%d+$') then
+  local n = tonumber(old)
+  if n < 9007199254740991 then
+    f = string.format('%.0f', n + 1)
+    redis.call('SET', KEYS[4], f)
   end
-  redis.call('SET', keys[2], f, 'PX', ttl)
-  return {1, tonumber(f)}
+end
+"#
+    };
+}
+
+/// Lua that runs once the lock's `SET NX` succeeded: draw the fence into
+/// `f`; a counter of the wrong type undoes the SET and returns the
+/// WRONGTYPE error. The fence is not written beside the lock here: that
+/// write would cost every acquisition; extend, renewal and hand-off keep
+/// it (see [`EXTEND`]).
+macro_rules! granted_lua {
+    () => {
+        concat!(
+            "local f\n",
+            next_fence_lua!(),
+            r#"
+if type(f) == 'table' then
+  redis.call('DEL', KEYS[1])
+  return redis.error_reply('WRONGTYPE the fence counter does not hold a number')
+end
+"#
+        )
+    };
+}
+
+/// Lua for a holder that finds the lock already its own (a repeated run
+/// after a lost reply, or a hand-off whose message was missed): its fence
+/// into `hf`. The one kept beside the lock when there is one; otherwise
+/// the slot's counter, which is at least the fence granted and below every
+/// later one, so it orders this holder as well; without a counter, the
+/// clock, which every later grant exceeds.
+macro_rules! held_fence_lua {
+    () => {
+        r#"
+local hf = redis.pcall('GET', KEYS[2])
+if type(hf) ~= 'string' then hf = redis.pcall('GET', KEYS[4]) end
+if type(hf) ~= 'string' or not string.find(hf, '^%d+$') then
+  local t = redis.pcall('TIME')
+  hf = 0
+  if t[1] then hf = t[1] .. string.sub('00000' .. t[2], -6) end
 end
 "#
     };
@@ -92,16 +131,21 @@ end
 /// One atomic attempt: take the lock or report the holder.
 /// ARGV: token, ttl_ms, retry (1 when a first run may have taken the lock
 /// before its connection died).
-/// Returns {1, fence} or {0, pttl, holder_token}. A damaged counter undoes
-/// the SET and fails with WRONGTYPE.
+/// Returns {1, fence} (the fence as digits or an integer) or
+/// {0, pttl, holder_token}. A counter of the wrong
+/// type undoes the SET and fails with WRONGTYPE.
 pub(crate) const ACQUIRE: &str = concat!(
-    grant_lua!(),
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n",
+    granted_lua!(),
     r#"
-local taken = take(KEYS, ARGV[1], ARGV[2])
-if taken then return taken end
+  return {1, f}
+end
 local holder = redis.call('GET', KEYS[1])
 if ARGV[3] == '1' and holder == ARGV[1] then
-  return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
+"#,
+    held_fence_lua!(),
+    r#"
+  return {1, hf}
 end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 "#
@@ -121,13 +165,12 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// missing (the queue expired). LPOS needs Redis 6.0.6; older servers skip
 /// that check.
 pub(crate) const ENQUEUE: &str = concat!(
-    grant_lua!(),
+    "local first = ARGV[4] == '1'\n",
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n",
+    granted_lua!(),
     r#"
-local first = ARGV[4] == '1'
-local taken = take(KEYS, ARGV[1], ARGV[2])
-if taken then
-  if not first and not taken.err then redis.pcall('LREM', KEYS[3], 1, ARGV[3]) end
-  return taken
+  if not first then redis.pcall('LREM', KEYS[3], 1, ARGV[3]) end
+  return {1, f}
 end
 if first then
   local pttl = redis.call('PTTL', KEYS[1])
@@ -142,7 +185,10 @@ local holder = redis.call('GET', KEYS[1])
 local pos = redis.pcall('LPOS', KEYS[3], ARGV[3])
 if type(pos) == 'table' then pos = 0 end
 if holder == ARGV[1] and not pos then
-  return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
+"#,
+    held_fence_lua!(),
+    r#"
+  return {1, hf}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if not pos and type(redis.pcall('RPUSH', KEYS[3], ARGV[3])) == 'table' then
@@ -154,21 +200,25 @@ return {0, pttl, holder}
 );
 
 /// Leave the queue. If the lock was handed to us meanwhile, keep it.
-/// ARGV: token, member. Returns the fence when the lock is ours, nil
+/// ARGV: token, member. Returns {fence} when the lock is ours, nil
 /// otherwise.
-pub(crate) const CANCEL: &str = r#"
+pub(crate) const CANCEL: &str = concat!(
+    r#"
 if redis.pcall('LREM', KEYS[3], 1, ARGV[2]) == 0 and redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return tonumber(redis.pcall('GET', KEYS[2])) or 0
+"#,
+    held_fence_lua!(),
+    r#"
+  return {hf}
 end
 return false
-"#;
+"#
+);
 
 /// Compare-and-delete, handing the lock to the oldest live waiter instead
 /// of deleting when there is one (with a new fence). A damaged queue or
 /// counter never stops a release: the lock is then simply deleted.
 /// ARGV: token. Returns 0 (not the owner), 1 (deleted) or 2 (handed off).
 pub(crate) const RELEASE: &str = concat!(
-    grant_lua!(),
     r#"
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local f
@@ -177,8 +227,12 @@ while true do
   if type(m) ~= 'string' then break end
   local sep = string.find(m, ':', 51, true)
   if sep then
-    f = f or next_fence(KEYS[4])
-    if not f then break end
+    if not f then
+"#,
+    next_fence_lua!(),
+    r#"
+    end
+    if type(f) == 'table' then break end
     if redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
                   string.sub(m, 34, 49) .. ':' .. f) > 0 then
       local ttl = string.sub(m, 51, sep - 1)
@@ -193,12 +247,18 @@ return 1
 "#
 );
 
-/// Compare-and-PEXPIRE of the lock and its fence: sets the remaining time,
-/// never re-creates a key. ARGV: token, ttl_ms. Returns 1 (extended) or 0
-/// (not owner).
+/// Compare-and-PEXPIRE: sets the remaining time, never re-creates the
+/// lock. ARGV: token, ttl_ms, fence (0: unknown). The holder's fence is
+/// written beside the lock with the same TTL, so that a lock held longer
+/// than one TTL shows its fence (see [`INSPECT`]). Returns 1 (extended) or
+/// 0 (not owner).
 pub(crate) const EXTEND: &str = r#"
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+  if ARGV[3] == '0' then
+    redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+  else
+    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+  end
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -206,7 +266,8 @@ return 0
 
 /// What a status display shows, read atomically. No ARGV.
 /// Returns {holder|nil, pttl, fence|nil, queued}: the fence only while
-/// the lock is held and one of ours was granted it.
+/// the lock is held and it was written beside it (a hand-off, an extend
+/// or a renewal wrote it; a plain acquisition does not).
 pub(crate) const INSPECT: &str = r#"
 local holder = redis.call('GET', KEYS[1])
 local fence = false
@@ -355,12 +416,29 @@ pub(crate) fn slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) % 16384
 }
 
-/// `n` random bytes from the operating system.
+/// `N` random bytes from the operating system's generator, taken from a
+/// per-process pool refilled 4 KiB at a time (one system call per 256
+/// tokens instead of one per token). A child after `fork()` discards the
+/// pool it inherited, so parent and child never hand out the same bytes.
 pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut buf = [0u8; N];
-    // getrandom only fails when the OS has no entropy source at all.
-    getrandom::fill(&mut buf).expect("the operating system's random generator failed");
-    buf
+    const POOL: usize = 4096;
+    static STATE: Mutex<(u32, usize, Vec<u8>)> = Mutex::new((0, 0, Vec::new()));
+    let mut out = [0u8; N];
+    let mut st = crate::sync::locked(&STATE);
+    let pid = crate::sync::pid();
+    let (owner, pos, pool) = &mut *st;
+    if *owner != pid || *pos + N > pool.len() {
+        pool.resize(POOL.max(N), 0);
+        // getrandom only fails when the OS has no entropy source at all.
+        getrandom::fill(pool).expect("the operating system's random generator failed");
+        *owner = pid;
+        *pos = 0;
+    }
+    out.copy_from_slice(&pool[*pos..*pos + N]);
+    // Bytes handed out are never handed out again.
+    pool[*pos..*pos + N].fill(0);
+    *pos += N;
+    out
 }
 
 /// Lower-case hex of some bytes.
@@ -410,13 +488,22 @@ pub(crate) enum Attempt {
     },
 }
 
+/// A fence in a script's reply: an integer, or a decimal string.
+pub(crate) fn parse_fence(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(f) => u64::try_from(*f).ok(),
+        Value::BulkString(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
 pub(crate) fn parse_attempt(v: &Value) -> Option<Attempt> {
     let items = match v {
         Value::Array(items) => items,
         _ => return None,
     };
     match (items.first()?, items.get(1)?) {
-        (Value::Int(1), Value::Int(fence)) => Some(Attempt::Taken(u64::try_from(*fence).ok()?)),
+        (Value::Int(1), fence) => Some(Attempt::Taken(parse_fence(fence)?)),
         (Value::Int(0), Value::Int(pttl)) => {
             let holder = match items.get(2) {
                 Some(Value::BulkString(b)) => b.clone(),
@@ -525,6 +612,16 @@ mod tests {
     fn attempts_parse() {
         let taken = Value::Array(vec![Value::Int(1), Value::Int(7)]);
         assert_eq!(parse_attempt(&taken), Some(Attempt::Taken(7)));
+        let digits = Value::Array(vec![
+            Value::Int(1),
+            Value::BulkString(b"1795360184864561".to_vec()),
+        ]);
+        assert_eq!(
+            parse_attempt(&digits),
+            Some(Attempt::Taken(1_795_360_184_864_561))
+        );
+        let junk = Value::Array(vec![Value::Int(1), Value::BulkString(b"x".to_vec())]);
+        assert_eq!(parse_attempt(&junk), None);
         let held = Value::Array(vec![
             Value::Int(0),
             Value::Int(250),

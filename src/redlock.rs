@@ -203,17 +203,23 @@ pub(crate) fn release(inner: &Inner, keys: &LockKeys, token: &[u8]) -> Result<bo
 }
 
 /// Extend on every node; `Ok(true)` when a majority extended in time.
-pub(crate) fn extend(inner: &Inner, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<bool> {
+pub(crate) fn extend(
+    inner: &Inner,
+    keys: &LockKeys,
+    token: &[u8],
+    fence: u64,
+    ttl_ms: u64,
+) -> Result<bool> {
     let n = inner.nodes.len();
     let timeout = node_timeout(inner, ttl_ms);
-    let ms = ttl_ms.to_string();
+    let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
     let t0 = Instant::now();
     let results = on_all(&inner.nodes, |p| {
         p.script_within(
             timeout,
             &scripts().extend,
             &keys.all(),
-            &[token, ms.as_bytes()],
+            &[token, ms.as_bytes(), fence.as_bytes()],
         )
     });
     let elapsed = t0.elapsed().as_millis() as i64;

@@ -61,7 +61,7 @@ impl Renewer {
         Renewer {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
-                    pid: std::process::id(),
+                    pid: crate::sync::pid(),
                     entries: Vec::new(),
                     thread: false,
                     shutdown: false,
@@ -82,7 +82,7 @@ impl Renewer {
             *renewing = true;
         }
         let mut st = locked(&self.shared.state);
-        let pid = std::process::id();
+        let pid = crate::sync::pid();
         if st.pid != pid {
             // A forked child: the parent's thread and locks are not ours.
             st.pid = pid;
@@ -210,13 +210,13 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
             let l = &due[i];
             let ttl = l.ttl_ms.load(Ordering::Relaxed);
             out[i] = if inner.is_redlock() {
-                crate::redlock::extend(inner, &l.keys, &l.token, ttl).ok()
+                crate::redlock::extend(inner, &l.keys, &l.token, l.fence, ttl).ok()
             } else {
-                let ms = ttl.to_string();
+                let (ms, fence) = (ttl.to_string(), l.fence.to_string());
                 match inner.pool().script(
                     &scripts().extend,
                     &l.keys.all(),
-                    &[&l.token, ms.as_bytes()],
+                    &[&l.token, ms.as_bytes(), fence.as_bytes()],
                     None,
                 ) {
                     Ok(Value::Int(1)) => Some(true),
@@ -233,7 +233,8 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
     for &i in &live {
         let l = &due[i];
         let ttl = l.ttl_ms.load(Ordering::Relaxed).to_string();
-        pipe.add_command(extend.eval(&l.keys.all(), &[&l.token, ttl.as_bytes()]));
+        let fence = l.fence.to_string();
+        pipe.add_command(extend.eval(&l.keys.all(), &[&l.token, ttl.as_bytes(), fence.as_bytes()]));
     }
     if let Ok(replies) = inner.pool().with(|con, _| pipe.query::<Vec<Value>>(con)) {
         for (&i, reply) in live.iter().zip(replies) {

@@ -7,8 +7,36 @@
 //! which in a child still lists the parent's threads (seen here as a panic in
 //! the child's renewal thread). A poisoned mutex is used as is: every
 //! critical section leaves its data consistent.
+//!
+//! [`pid`] is the process id, cached: the fork checks ask for it on every
+//! operation, and `getpid()` is a system call each time.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+
+static PID: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn forget_pid() {
+    PID.store(0, Ordering::Relaxed);
+}
+
+/// This process's id. Cached until a `fork()` (a `pthread_atfork` child
+/// handler clears it in the child).
+pub(crate) fn pid() -> u32 {
+    let p = PID.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        // SAFETY: registers a handler that only stores to an atomic; it
+        // runs in the child right after fork(), where that is allowed.
+        unsafe { libc::pthread_atfork(None, None, Some(forget_pid)) };
+    });
+    let p = std::process::id();
+    PID.store(p, Ordering::Relaxed);
+    p
+}
 
 /// Lock `m`, ignoring poisoning.
 pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

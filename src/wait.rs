@@ -140,10 +140,12 @@ fn cancel(client: &Client, keys: &LockKeys, token: &[u8], member: &[u8]) -> Resu
         &[token, member],
         None,
     )?;
-    match reply {
+    match &reply {
         redis::Value::Nil => Ok(None),
-        redis::Value::Int(f) if f >= 0 => Ok(Some(f as u64)),
-        other => Err(unexpected(&other)),
+        redis::Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])
+            .map(Some)
+            .ok_or_else(|| unexpected(&reply)),
+        _ => Err(unexpected(&reply)),
     }
 }
 

@@ -238,7 +238,7 @@ fn status_shows_the_holder_ttl_and_fence() {
             && out.contains("queued waiters: 0"),
         "{out}"
     );
-    let mut child = redislock(&srv, &["run", "--ttl", "20s", "st", "--", "sleep", "30"])
+    let mut child = redislock(&srv, &["run", "--ttl", "3s", "st", "--", "sleep", "30"])
         .spawn()
         .unwrap();
     wait_for_key(&srv, "st");
@@ -246,6 +246,16 @@ fn status_shows_the_holder_ttl_and_fence() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&format!("pid {}", child.id())), "{out}");
     assert!(out.contains("expires in"), "{out}");
+    // Its fence is known from the first renewal on (a third of the TTL).
+    let start = std::time::Instant::now();
+    let out = loop {
+        let (_, out, _) = output(redislock(&srv, &["status", "st"]));
+        if out.contains("fencing number") {
+            break out;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "{out}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let fence: String = srv.raw().get("{st}:fence").unwrap();
     assert!(out.contains(&format!("fencing number: {fence}\n")), "{out}");
     // A second `run` waits in the queue, and status counts it.

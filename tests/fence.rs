@@ -281,6 +281,7 @@ fn redlock_fences_follow_the_same_rule_on_every_node() {
     let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
     let client = Client::redlock(&urls).build().unwrap();
     let lock = client.acquire("rl-fence", 10 * S, Wait::TryOnce).unwrap();
+    lock.extend(10 * S).unwrap();
     let per_node: Vec<u64> = servers
         .iter()
         .map(|s| s.raw().get("{rl-fence}:fence").unwrap())

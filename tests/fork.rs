@@ -162,3 +162,33 @@ fn a_child_can_renew_its_own_locks() {
     assert!(parent.owned().unwrap());
     parent.release().unwrap();
 }
+
+#[test]
+fn a_child_never_makes_the_tokens_its_parent_makes() {
+    // The parent has drawn from its random pool; a child must not replay it.
+    let _ = redislock::random_token();
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (r, w) = (fds[0], fds[1]);
+    let pid = fork_child(move || {
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            out.extend_from_slice(&redislock::random_token());
+        }
+        let n = unsafe { libc::write(w, out.as_ptr().cast(), out.len()) };
+        n as usize == out.len()
+    });
+    unsafe { libc::close(w) };
+    let mut parent = Vec::new();
+    for _ in 0..4 {
+        parent.extend_from_slice(&redislock::random_token());
+    }
+    let mut child = vec![0u8; parent.len()];
+    let n = unsafe { libc::read(r, child.as_mut_ptr().cast(), child.len()) };
+    unsafe { libc::close(r) };
+    assert_eq!(wait_child(pid), 0);
+    assert_eq!(n as usize, child.len());
+    for (p, c) in parent.chunks(32).zip(child.chunks(32)) {
+        assert_ne!(p, c, "parent and child made the same token");
+    }
+}

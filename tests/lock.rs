@@ -38,7 +38,10 @@ fn the_key_holds_exactly_the_token_with_the_ttl() {
     assert!(t > 9_000 && t <= 10_000, "pttl {t}");
     assert!(lock.owned().unwrap());
     assert!(client.is_locked("jobs").unwrap());
-    // The holder's fence lives beside the lock, with the same expiry.
+    // A plain acquisition writes the lock and the slot's counter only; an
+    // extend keeps the holder's fence beside the lock, with its expiry.
+    assert_eq!(get(&mut raw, b"{jobs}:fence"), None);
+    lock.extend(10 * S).unwrap();
     let fence: u64 = raw.get("{jobs}:fence").unwrap();
     assert_eq!(fence, lock.fence());
     let t = pttl(&mut raw, "{jobs}:fence");
@@ -72,8 +75,12 @@ fn inspect_reports_holder_ttl_and_fence() {
     let held = client.inspect("insp").unwrap();
     assert_eq!(held.holder.as_deref(), Some(lock.token()));
     assert!(held.ttl.unwrap() > 9 * S);
-    assert_eq!(held.fence, Some(lock.fence()));
+    // The fence is known once the lock was extended (or renewed, or
+    // handed over): a plain acquisition does not write it.
+    assert_eq!(held.fence, None);
     assert_eq!(held.waiters, 0);
+    lock.extend(10 * S).unwrap();
+    assert_eq!(client.inspect("insp").unwrap().fence, Some(lock.fence()));
     // Two waiters queue up and are counted.
     let waiters: Vec<_> = (0..2)
         .map(|_| {
@@ -541,29 +548,40 @@ fn damaged_companion_keys_are_reported_and_never_block_a_release() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();
     let mut raw = srv.raw();
-    // A fence counter that is not a number: acquire fails and leaves nothing.
-    client
-        .acquire("f", 5 * S, Wait::TryOnce)
-        .unwrap()
-        .release()
-        .unwrap();
+    // A fence counter holding a string that is not a number below 2^53 is
+    // taken for lost: the clock puts the next fence above the earlier ones.
+    let first = client.acquire("f", 5 * S, Wait::TryOnce).unwrap();
+    let mut last = first.fence();
+    first.release().unwrap();
     let counters: Vec<String> = raw.keys("redislock:fence:*").unwrap();
     assert_eq!(counters.len(), 1, "{counters:?}");
     let counter = counters[0].as_bytes();
-    for junk in ["not-a-number", "9007199254740991", "-5"] {
+    for junk in ["not-a-number", "9007199254740993", "-5", "1.5"] {
         let _: () = raw.set(counter, junk).unwrap();
-        for wait in [Wait::TryOnce, Wait::Timeout(ms(200))] {
-            let e = client.acquire("f", 5 * S, wait).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
-            assert!(e.to_string().contains(&format!("{:?}", counters[0])), "{e}");
-            assert_eq!(get(&mut raw, b"f"), None, "the lock key was left behind");
-            assert_eq!(get(&mut raw, b"{f}:fence"), None);
-            assert_eq!(get(&mut raw, counter).as_deref(), Some(junk.as_bytes()));
-        }
+        let l = client.acquire("f", 5 * S, Wait::TryOnce).unwrap();
+        assert!(
+            l.fence() > last && l.fence() < 1 << 53,
+            "{junk}: {}",
+            l.fence()
+        );
+        last = l.fence();
+        l.release().unwrap();
     }
-    // A damaged counter never stops the release of a lock already held,
-    // even when a waiter is queued for a hand-off (the lock is then
-    // deleted, and the waiter's own retry reports the counter).
+    // A counter of another type: acquire fails naming it, and changes nothing.
+    let _: () = raw.del(counter).unwrap();
+    let _: () = raw.rpush(counter, "junk").unwrap();
+    for wait in [Wait::TryOnce, Wait::Timeout(ms(200))] {
+        let e = client.acquire("f", 5 * S, wait).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+        assert!(e.to_string().contains(&format!("{:?}", counters[0])), "{e}");
+        assert_eq!(get(&mut raw, b"f"), None, "the lock key was left behind");
+        assert_eq!(get(&mut raw, b"{f}:fence"), None);
+        let kept: Vec<String> = raw.lrange(counter, 0, -1).unwrap();
+        assert_eq!(kept, vec!["junk".to_string()]);
+    }
+    // Such a counter never stops the release of a lock already held, even
+    // when a waiter is queued for a hand-off (the lock is then deleted, and
+    // the waiter's own retry reports the counter).
     let _: () = raw.del(counter).unwrap();
     let held = client.acquire("f", 5 * S, Wait::TryOnce).unwrap();
     let waiter = {
@@ -575,7 +593,8 @@ fn damaged_companion_keys_are_reported_and_never_block_a_release() {
         assert!(start.elapsed() < 10 * S, "the waiter never queued");
         thread::sleep(ms(5));
     }
-    let _: () = raw.set(counter, "junk").unwrap();
+    let _: () = raw.del(counter).unwrap();
+    let _: () = raw.rpush(counter, "junk").unwrap();
     held.release().unwrap();
     let e = waiter.join().unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
