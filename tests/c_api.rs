@@ -323,3 +323,56 @@ fn the_committed_headers_match_a_fresh_generation() {
     let preload = std::fs::read_to_string(root().join("bindings/php/redislock_preload.h")).unwrap();
     assert!(preload.starts_with("#define FFI_SCOPE \"redislock\"\n#define FFI_LIB "));
 }
+
+/// Run tests/c/test_fence with these arguments (under valgrind when asked);
+/// its stdout after checking the verdict.
+fn run_fence(exe: &Path, valgrind: bool, args: &[&str]) -> String {
+    let mut cmd = if valgrind {
+        let mut c = Command::new("valgrind");
+        c.args([
+            "--error-exitcode=99",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite",
+            "--quiet",
+        ])
+        .arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
+    let out = cmd.args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (passed, failed) = verdict(&stdout);
+    assert_eq!(failed, 0, "{stdout}");
+    assert!(passed > 0, "{stdout}");
+    assert_ok(&out, &format!("tests/c/test_fence {args:?}"));
+    stdout
+}
+
+#[test]
+fn fences_from_c_leave_no_key_behind_and_grow_across_a_restart() {
+    let (prefix, lib) = install();
+    let exe = build_c(prefix.path(), &lib, "test_fence");
+    let mut srv = Server::start();
+    let url = srv.url();
+    run_fence(&exe, false, &[&url, "names", "2000"]);
+    run_fence(&exe, true, &[&url, "names", "50"]);
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut srv.raw()).unwrap();
+    assert!(!keys.is_empty());
+    assert!(keys.len() <= 2000, "{} keys", keys.len());
+    assert!(
+        keys.iter().all(|k| k.starts_with("redislock:fence:{")),
+        "left behind: {:?}",
+        keys.iter()
+            .filter(|k| !k.starts_with("redislock:fence:{"))
+            .collect::<Vec<_>>()
+    );
+    let fence = |out: String| -> u64 {
+        let line = out.lines().find(|l| l.starts_with("fence ")).unwrap();
+        line["fence ".len()..].parse().unwrap()
+    };
+    let f1 = fence(run_fence(&exe, false, &[&url, "fence", "restart-me"]));
+    srv.restart();
+    let f2 = fence(run_fence(&exe, false, &[&url, "fence", "restart-me"]));
+    assert!(f2 > f1 && f2 < 1 << 53, "fence {f2} after {f1}");
+}

@@ -57,6 +57,19 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def restart(self):
+        """SHUTDOWN NOSAVE, then start again on the same port with no data."""
+        try:
+            redis.Redis(port=self.port, socket_timeout=2).shutdown(nosave=True)
+        except redis.exceptions.ConnectionError:
+            pass  # the server closes the connection as it goes
+        self.proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while not self._launch():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"could not restart redis-server on port {self.port}")
+            time.sleep(0.05)
+
     def kill(self):
         if self.proc and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGCONT)

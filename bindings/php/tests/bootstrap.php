@@ -12,25 +12,57 @@ final class RedisServer
     private $proc = null;
     private string $dir;
 
+    private string $bin;
+
     public function __construct()
     {
-        $bin = getenv('REDIS_SERVER') ?: 'redis-server';
+        $this->bin = getenv('REDIS_SERVER') ?: 'redis-server';
         $this->dir = sys_get_temp_dir() . '/redislock-php-' . bin2hex(random_bytes(6));
         mkdir($this->dir);
         for ($try = 0; $try < 20; $try++) {
             $this->port = self::freePort();
-            $cmd = [$bin, '--port', (string)$this->port, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                '--dir', $this->dir, '--logfile', 'redis.log', '--daemonize', 'no'];
-            $null = ['file', '/dev/null', 'r'];
-            $this->proc = proc_open($cmd, [0 => $null, 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
-            if (!is_resource($this->proc)) {
-                throw new RuntimeException("cannot run $bin: apt-get install redis-server (make test does)");
-            }
-            if ($this->waitReady()) {
+            if ($this->launch()) {
                 return;
             }
         }
         throw new RuntimeException('could not start redis-server on a free port');
+    }
+
+    /** Start redis-server on $this->port; false when it exited at once. */
+    private function launch(): bool
+    {
+        $cmd = [$this->bin, '--port', (string)$this->port, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+            '--dir', $this->dir, '--logfile', 'redis.log', '--daemonize', 'no'];
+        $null = ['file', '/dev/null', 'r'];
+        $this->proc = proc_open($cmd, [0 => $null, 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
+        if (!is_resource($this->proc)) {
+            throw new RuntimeException("cannot run {$this->bin}: apt-get install redis-server (make test does)");
+        }
+        return $this->waitReady();
+    }
+
+    /** SHUTDOWN NOSAVE, then start again on the same port with no data. */
+    public function restart(): void
+    {
+        try {
+            $this->raw()->rawCommand('SHUTDOWN', 'NOSAVE');
+        } catch (RedisException $e) {
+            // the server closes the connection as it goes
+        }
+        $deadline = microtime(true) + 10;
+        while (proc_get_status($this->proc)['running']) {
+            if (microtime(true) > $deadline) {
+                throw new RuntimeException("redis-server on port {$this->port} did not shut down");
+            }
+            usleep(10000);
+        }
+        proc_close($this->proc);
+        while (!$this->launch()) {
+            if (microtime(true) > $deadline) {
+                throw new RuntimeException("could not restart redis-server on port {$this->port}");
+            }
+            usleep(50000);
+        }
     }
 
     private function waitReady(): bool

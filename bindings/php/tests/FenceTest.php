@@ -1,0 +1,89 @@
+<?php
+declare(strict_types=1);
+
+use PHPUnit\Framework\TestCase;
+use RedisLock\Client;
+
+/**
+ * Fencing numbers from shared slot counters: nothing of a lock name stays on
+ * the server once released, and fences keep growing across a restart that
+ * lost the counters.
+ */
+final class FenceTest extends TestCase
+{
+    private const MAX_FENCE = 9007199254740992; // 2^53
+
+    private RedisServer $server;
+    private Client $client;
+
+    protected function setUp(): void
+    {
+        $this->server = new RedisServer();
+        $this->client = new Client($this->server->url());
+    }
+
+    protected function tearDown(): void
+    {
+        $this->server->stop();
+    }
+
+    /** @return list<string> every key on the server */
+    private function keys(): array
+    {
+        $raw = $this->server->raw();
+        $raw->setOption(Redis::OPT_SCAN, Redis::SCAN_RETRY);
+        $keys = [];
+        $it = null;
+        while (($batch = $raw->scan($it, '*', 1000)) !== false) {
+            array_push($keys, ...$batch);
+        }
+        return $keys;
+    }
+
+    public function testManyNamesLeaveOnlyTheSlotCounters(): void
+    {
+        $n = 2000;
+        for ($i = 1; $i <= $n; $i++) {
+            $lock = $this->client->acquire("order:$i", ttlMs: 10000, waitMs: 0);
+            $this->assertGreaterThan(0, $lock->fence());
+            $this->assertLessThan(self::MAX_FENCE, $lock->fence());
+            if ($i === 1) {
+                // Held and extended: the holder's fence sits beside the lock.
+                $lock->extend(10000);
+                $this->assertSame((string)$lock->fence(), $this->server->raw()->get('{order:1}:fence'));
+            }
+            $lock->release();
+        }
+        $keys = $this->keys();
+        $this->assertSame([], array_values(array_filter($keys, fn($k) => str_contains($k, 'order:'))));
+        foreach ($keys as $k) {
+            $this->assertStringStartsWith('redislock:fence:{', $k);
+        }
+        $this->assertGreaterThan(0, count($keys));
+        $this->assertLessThanOrEqual(min($n, 16384), count($keys));
+        $this->assertSame(count($keys), $this->server->raw()->dbSize());
+    }
+
+    public function testFencesGrowAcrossARestartThatLostTheCounter(): void
+    {
+        $lock = $this->client->acquire('restart-me', ttlMs: 10000, waitMs: 0);
+        $f1 = $lock->fence();
+        $lock->release();
+        $this->server->restart();
+        $this->assertSame(0, $this->server->raw()->dbSize(), 'the restart kept data');
+        // The same client goes on: its pooled connection died with the server.
+        $lock = $this->client->acquire('restart-me', ttlMs: 10000, waitMs: 0);
+        $f2 = $lock->fence();
+        $lock->release();
+        $this->assertGreaterThan($f1, $f2);
+        $this->assertLessThan(self::MAX_FENCE, $f2);
+        // An evicted counter (DEL) does not send it back either.
+        $raw = $this->server->raw();
+        foreach ($raw->keys('redislock:fence:*') as $k) {
+            $raw->del($k);
+        }
+        $lock = $this->client->acquire('restart-me', ttlMs: 10000, waitMs: 0);
+        $this->assertGreaterThan($f2, $lock->fence());
+        $lock->release();
+    }
+}
