@@ -58,6 +58,13 @@ typedef enum redislock_status {
    * A bug in redislock (a caught panic).
    */
   REDISLOCK_INTERNAL,
+  /**
+   * Release: the outcome is unknown. The connection broke after the
+   * release was sent, and when sent again the lock was no longer this
+   * owner's: most likely the first attempt released it. The handle is
+   * freed as with every release.
+   */
+  REDISLOCK_UNCONFIRMED,
 } redislock_status;
 
 /**

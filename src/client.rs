@@ -798,13 +798,22 @@ impl Client {
     }
 }
 
-/// Compare-and-delete (or hand off). `Ok(false)` when not the owner.
+/// Compare-and-delete (or hand off). `Ok(false)` when not the owner;
+/// [`Error::Unconfirmed`] when it was not the owner on a second sending
+/// whose first sending's reply was lost with its connection.
 pub(crate) fn release(client: &Client, keys: &LockKeys, token: &[u8]) -> Result<bool> {
     if client.inner.is_redlock() {
         return redlock::release(&client.inner, keys, token);
     }
-    let reply = client.script(&scripts().release, &keys.lock, &keys.all(), &[token], None)?;
+    let pool = client.inner.pool();
+    let (reply, resent) = pool
+        .script_resent(&scripts().release, &keys.all(), &[token])
+        .map_err(|e| client.with_key(e, &keys.lock))?;
     match reply {
+        Value::Int(0) if resent => Err(Error::Unconfirmed {
+            key: show_key(&keys.lock),
+            addr: pool.target.addr.clone(),
+        }),
         Value::Int(0) => Ok(false),
         Value::Int(1 | 2) => Ok(true),
         other => Err(unexpected(&other)),

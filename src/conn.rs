@@ -298,12 +298,15 @@ impl Pool {
 
     /// Run `f` on a pooled connection. When a reused connection turns out to
     /// be dead (the server restarted, or closed it as idle), `f` runs once
-    /// more on a fresh connection; `retried` tells it which run it is.
+    /// more on a fresh connection; `retried` tells it which run it is. A
+    /// server in a transient state (see [`transient_state`]) is asked again
+    /// with backoff for up to the command timeout.
     pub(crate) fn with<T>(
         &self,
         f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.run(self.target.connect_timeout, f)
+        let t = &self.target;
+        self.run(t.connect_timeout, t.command_timeout, "command timeout", f)
     }
 
     /// Like [`Pool::with`], with every wait (connect, send, reply) bounded by
@@ -314,7 +317,8 @@ impl Pool {
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let normal = Some(self.target.command_timeout);
-        self.run(timeout.min(self.target.connect_timeout), |con, retried| {
+        let connect = timeout.min(self.target.connect_timeout);
+        self.run(connect, timeout, "node timeout", |con, retried| {
             con.set_timeouts(Some(timeout))?;
             let r = f(con, retried)?;
             con.set_timeouts(normal)?;
@@ -322,8 +326,41 @@ impl Pool {
         })
     }
 
-    /// The pooled run with one retry on a fresh connection (see `with`).
+    /// [`Pool::run_once`] again while the server answers with a transient
+    /// state and `budget` allows, pausing 10 ms, then twice as long each
+    /// time (at most 200 ms). When the budget runs out the error names the
+    /// state and how long it lasted.
     fn run<T>(
+        &self,
+        connect_timeout: Duration,
+        budget: Duration,
+        budget_name: &str,
+        mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.run_once(connect_timeout, &mut f) {
+                Err(Error::Unavailable { addr, state, .. }) => {
+                    let left = budget.saturating_sub(started.elapsed());
+                    if left.is_zero() {
+                        return Err(Error::Unavailable {
+                            addr,
+                            state,
+                            waited: started.elapsed(),
+                            hint: format!("; the {budget_name} is {budget:?}"),
+                        });
+                    }
+                    std::thread::sleep(pause.min(left));
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// The pooled run with one retry on a fresh connection (see `with`).
+    fn run_once<T>(
         &self,
         connect_timeout: Duration,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
@@ -401,6 +438,24 @@ impl Pool {
         })
     }
 
+    /// Run a script like [`Pool::script`] (no retry arguments) and say
+    /// whether it was sent again on a fresh connection after the first
+    /// sending's connection broke: then the first run may have taken effect.
+    pub(crate) fn script_resent(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<(Value, bool)> {
+        let evalsha = script.evalsha(keys, args);
+        let mut resent = false;
+        let v = self.with(|con, retried| {
+            resent |= retried;
+            run_script(con, script, &evalsha, keys, args)
+        })?;
+        Ok((v, resent))
+    }
+
     /// A subscriber for a waiter on `key` from the pool (`true`: reused),
     /// or a new one. In a cluster it is connected to the node serving the
     /// key's slot.
@@ -452,6 +507,14 @@ impl Pool {
     /// Translate a redis-rs error into ours, never showing credentials.
     pub(crate) fn error(&self, e: redis::RedisError, connecting: bool) -> Error {
         let t = &self.target;
+        if let Some(state) = transient_state(&e) {
+            return Error::Unavailable {
+                addr: t.addr.clone(),
+                state: state.to_string(),
+                waited: Duration::ZERO,
+                hint: String::new(),
+            };
+        }
         if e.kind() == RedisKind::AuthenticationFailed
             || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
         {
@@ -516,6 +579,19 @@ fn run_script(
 /// (the command was refused, so it had no effect).
 fn is_dead_connection(e: &redis::RedisError) -> bool {
     (e.is_connection_dropped() && !e.is_timeout()) || is_demoted(e)
+}
+
+/// The states in which a server refuses a command for a moment, so that
+/// asking again shortly is right (the command had no effect), in words.
+pub(crate) fn transient_state(e: &redis::RedisError) -> Option<&'static str> {
+    Some(match e.code()? {
+        "LOADING" => "loading its data set into memory (LOADING)",
+        "BUSY" => "blocked by a slow script (BUSY)",
+        "TRYAGAIN" => "moving the lock's keys between cluster nodes (TRYAGAIN)",
+        "CLUSTERDOWN" => "part of a cluster that is down (CLUSTERDOWN)",
+        "MASTERDOWN" => "a replica that lost its master (MASTERDOWN)",
+        _ => return None,
+    })
 }
 
 fn is_demoted(e: &redis::RedisError) -> bool {

@@ -30,6 +30,10 @@ pub enum ErrorKind {
     Server = 7,
     /// A bug in redislock.
     Internal = 8,
+    /// A release whose outcome is unknown: the connection broke after it
+    /// was sent, and when sent again the lock was no longer this owner's
+    /// (most likely the first attempt released it).
+    Unconfirmed = 9,
 }
 
 /// A redislock error. The `Display` text is meant for people: it names the
@@ -117,6 +121,43 @@ pub enum Error {
     /// A bug in redislock (a caught panic or a reply of an unexpected shape).
     #[error("internal error in redislock (please report it): {0}")]
     Internal(String),
+
+    /// A release was sent, its reply was lost with the connection, and the
+    /// release sent again on a fresh connection found the lock no longer
+    /// held by this owner. Most likely the first attempt released it (the
+    /// lock is free or handed to the next waiter); it may also have expired
+    /// just before. Nothing else was changed.
+    #[error(
+        "the release of lock {key} is unconfirmed: the connection to Redis at {addr} broke \
+         after the release was sent, and when sent again the lock no longer held this owner's \
+         token (most likely the first attempt released it; it may also have expired just \
+         before; nothing else was changed)"
+    )]
+    Unconfirmed {
+        /// The lock name, for display.
+        key: String,
+        /// The server address without credentials.
+        addr: String,
+    },
+
+    /// The server stayed in a transient state (loading its data, running a
+    /// slow script, resharding, without its master) for the whole time
+    /// this call could wait.
+    #[error(
+        "Redis at {addr} is {state} and stayed so for {} ms, as long as this call could wait \
+         (try again shortly{hint})",
+        .waited.as_millis()
+    )]
+    Unavailable {
+        /// The server address without credentials.
+        addr: String,
+        /// What the server said, in words, with its code.
+        state: String,
+        /// How long this call retried.
+        waited: Duration,
+        /// Which budget ran out.
+        hint: String,
+    },
 }
 
 fn holder_ttl_text(ttl: Option<Duration>) -> String {
@@ -153,6 +194,8 @@ impl Error {
             Error::NoQuorum { .. } => ErrorKind::NoQuorum,
             Error::Server { .. } => ErrorKind::Server,
             Error::Internal(_) => ErrorKind::Internal,
+            Error::Unconfirmed { .. } => ErrorKind::Unconfirmed,
+            Error::Unavailable { .. } => ErrorKind::Server,
         }
     }
 

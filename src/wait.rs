@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::{not_acquired, unexpected, Client};
 use crate::conn::Subscriber;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::{self, scripts, Attempt, LockKeys, QUEUE_GRACE_MS};
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
@@ -52,6 +52,16 @@ pub(crate) fn acquire(
             Some(&again),
         ) {
             Ok(r) => r,
+            // The server refused for a moment (loading, a slow script, a
+            // resharding) longer than one command may wait: ask again while
+            // the wait allows. Nothing was queued.
+            Err(Error::Unavailable { .. })
+                if deadline.is_none_or(|d| Instant::now() + backoff < d) =>
+            {
+                std::thread::sleep(jitter(backoff));
+                backoff = (backoff * 2).min(MAX_RETRY);
+                continue;
+            }
             Err(e) => {
                 // Leave nothing behind in the queue (best effort: after a
                 // connection error this fails too, and the dead subscriber

@@ -13,6 +13,7 @@ typedef enum redislock_status {
   REDISLOCK_NO_QUORUM,
   REDISLOCK_SERVER,
   REDISLOCK_INTERNAL,
+  REDISLOCK_UNCONFIRMED,
 } redislock_status;
 
 typedef struct redislock_client redislock_client;

@@ -20,6 +20,7 @@ from ._native import (
     LockQuorumError,
     LockServerError,
     LockTimeout,
+    LockUnconfirmed,
     LockWrongType,
     __version__,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "LockQuorumError",
     "LockServerError",
     "LockTimeout",
+    "LockUnconfirmed",
     "LockWrongType",
     "__version__",
 ]

@@ -13,6 +13,7 @@ __all__ = [
     "LockQuorumError",
     "LockServerError",
     "LockTimeout",
+    "LockUnconfirmed",
     "LockWrongType",
     "__version__",
 ]
@@ -34,6 +35,10 @@ class LockQuorumError(LockError):
 
 class LockServerError(LockError):
     """The Redis server answered with an error (authentication, permissions, ...)."""
+
+class LockUnconfirmed(LockError):
+    """A release whose outcome is unknown: the connection broke after it was sent, and when
+    sent again the lock was no longer this owner's (most likely the first attempt released it)."""
 
 class LockConnectionError(LockError, ConnectionError):
     """Redis cannot be reached, an I/O error, or a timeout (also a builtin ConnectionError)."""

@@ -43,6 +43,11 @@ pub enum redislock_status {
     REDISLOCK_SERVER,
     /// A bug in redislock (a caught panic).
     REDISLOCK_INTERNAL,
+    /// Release: the outcome is unknown. The connection broke after the
+    /// release was sent, and when sent again the lock was no longer this
+    /// owner's: most likely the first attempt released it. The handle is
+    /// freed as with every release.
+    REDISLOCK_UNCONFIRMED,
 }
 
 use redislock_status::*;
@@ -96,6 +101,7 @@ fn status_of(kind: ErrorKind) -> redislock_status {
         ErrorKind::NoQuorum => REDISLOCK_NO_QUORUM,
         ErrorKind::Server => REDISLOCK_SERVER,
         ErrorKind::Internal => REDISLOCK_INTERNAL,
+        ErrorKind::Unconfirmed => REDISLOCK_UNCONFIRMED,
     }
 }
 
@@ -492,6 +498,7 @@ pub extern "C" fn redislock_status_str(status: c_int) -> *const c_char {
         6 => c"REDISLOCK_NO_QUORUM: no majority of the Redlock servers could be reached",
         7 => c"REDISLOCK_SERVER: the Redis server answered with an error",
         8 => c"REDISLOCK_INTERNAL: an internal error in redislock (a bug)",
+        9 => c"REDISLOCK_UNCONFIRMED: the release was sent but its outcome is unknown (the connection broke; most likely it took effect)",
         _ => c"unknown redislock status (not a value of redislock_status)",
     };
     s.as_ptr()
@@ -531,7 +538,8 @@ mod tests {
             ErrorKind::Internal as i32
         );
         assert_eq!(status_of(ErrorKind::Server) as i32, 7);
-        for s in 0..=8 {
+        assert_eq!(status_of(ErrorKind::Unconfirmed) as i32, 9);
+        for s in 0..=9 {
             let text = unsafe { CStr::from_ptr(redislock_status_str(s)) }
                 .to_str()
                 .unwrap();

@@ -52,6 +52,13 @@ create_exception!(
 );
 create_exception!(
     redislock,
+    LockUnconfirmed,
+    LockError,
+    "A release whose outcome is unknown: the connection broke after it was sent, and when \
+     sent again the lock was no longer this owner's (most likely the first attempt released it)."
+);
+create_exception!(
+    redislock,
     LockServerError,
     LockError,
     "The Redis server answered with an error (authentication, permissions, ...)."
@@ -95,6 +102,7 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
         ErrorKind::NoQuorum => LockQuorumError::new_err(msg),
         ErrorKind::Server => LockServerError::new_err(msg),
         ErrorKind::Internal => LockError::new_err(msg),
+        ErrorKind::Unconfirmed => LockUnconfirmed::new_err(msg),
     }
 }
 
@@ -462,6 +470,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LockWrongType", py.get_type::<LockWrongType>())?;
     m.add("LockQuorumError", py.get_type::<LockQuorumError>())?;
     m.add("LockServerError", py.get_type::<LockServerError>())?;
+    m.add("LockUnconfirmed", py.get_type::<LockUnconfirmed>())?;
     m.add("LockConnectionError", connection_error_type(py)?)?;
     m.add("__version__", crate::VERSION)?;
     Ok(())

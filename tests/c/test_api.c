@@ -78,6 +78,7 @@ static void test_null_everywhere(redislock_client *c) {
   CHECK(redislock_status_str(REDISLOCK_OK) != NULL, "status_str");
   CHECK(redislock_status_str(-1) != NULL && strstr(redislock_status_str(-1), "unknown"), "status_str unknown");
   CHECK(redislock_status_str(1000) != NULL, "status_str unknown");
+  CHECK(strstr(redislock_status_str(REDISLOCK_UNCONFIRMED), "UNCONFIRMED") != NULL, "status_str unconfirmed");
   CHECK(strlen(redislock_version()) > 0, "version");
   redislock_client_free(NULL);
   redislock_lock_free(NULL);

@@ -329,6 +329,13 @@ impl Server {
         }
     }
 
+    /// Start it again on the same port with these extra arguments from now
+    /// on (the data directory is kept: an RDB saved there is loaded).
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        self.args.extend(extra.iter().map(|s| s.to_string()));
+        self.restart();
+    }
+
     /// SIGSTOP: the port still accepts connections but nothing answers.
     pub fn pause(&mut self) {
         signal(self.child.as_ref().expect("running"), libc::SIGSTOP);

@@ -18,6 +18,7 @@ from redislock import (
     LockQuorumError,
     LockServerError,
     LockTimeout,
+    LockUnconfirmed,
     LockWrongType,
 )
 
@@ -31,7 +32,7 @@ def test_the_wheel_is_installed_not_the_source_tree():
 
 def test_exception_hierarchy():
     for exc in (LockTimeout, LockNotOwned, LockWrongType, LockQuorumError, LockConnectionError,
-                LockServerError):
+                LockServerError, LockUnconfirmed):
         assert issubclass(exc, LockError)
     assert issubclass(LockConnectionError, ConnectionError)
     assert LockConnectionError.__module__ == "redislock"

@@ -27,6 +27,7 @@ final class FFI
     public const NO_QUORUM = 6;
     public const SERVER = 7;
     public const INTERNAL = 8;
+    public const UNCONFIRMED = 9;
 
     private static ?\FFI $ffi = null;
 
@@ -118,6 +119,7 @@ final class FFI
             self::WRONG_TYPE => new WrongType($msg, $status),
             self::NO_QUORUM => new NoQuorum($msg, $status),
             self::SERVER => new ServerException($msg, $status),
+            self::UNCONFIRMED => new Unconfirmed($msg, $status),
             default => new LockException($msg !== '' ? $msg : "redislock status $status", $status),
         };
     }

@@ -269,4 +269,11 @@ final class LockTest extends TestCase
         $this->assertSame($token, $this->raw->get('parent'), "the child released the parent's lock");
         $lock->release();
     }
+
+    public function testAnUnconfirmedReleaseHasItsOwnException(): void
+    {
+        $this->assertTrue(is_subclass_of(\RedisLock\Unconfirmed::class, LockException::class));
+        $this->expectException(\RedisLock\Unconfirmed::class);
+        \RedisLock\FFI::checkStatus(\RedisLock\FFI::UNCONFIRMED);
+    }
 }
