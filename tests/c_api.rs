@@ -88,6 +88,23 @@ fn build_c(dir: &Path, lib: &Path, name: &str) -> PathBuf {
     exe
 }
 
+/// A command running the C program `exe`, under valgrind (errors and
+/// definite leaks fail it) when asked.
+fn c_program(exe: &Path, valgrind: bool) -> Command {
+    if !valgrind {
+        return Command::new(exe);
+    }
+    let mut c = Command::new("valgrind");
+    c.args([
+        "--error-exitcode=99",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        "--quiet",
+    ])
+    .arg(exe);
+    c
+}
+
 /// The C program's verdict line: "N passed, N failed".
 fn verdict(stdout: &str) -> (u32, u32) {
     let line = stdout
@@ -131,19 +148,7 @@ fn redlock_from_c() {
     let exe = build_c(prefix.path(), &lib, "test_redlock");
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     for valgrind in [false, true] {
-        let mut cmd = if valgrind {
-            let mut c = Command::new("valgrind");
-            c.args([
-                "--error-exitcode=99",
-                "--leak-check=full",
-                "--errors-for-leak-kinds=definite",
-                "--quiet",
-            ])
-            .arg(&exe);
-            c
-        } else {
-            Command::new(&exe)
-        };
+        let mut cmd = c_program(&exe, valgrind);
         let out = cmd
             .args(servers.iter().map(|s| s.url()))
             .arg(dead_url())
@@ -327,20 +332,7 @@ fn the_committed_headers_match_a_fresh_generation() {
 /// Run tests/c/test_fence with these arguments (under valgrind when asked);
 /// its stdout after checking the verdict.
 fn run_fence(exe: &Path, valgrind: bool, args: &[&str]) -> String {
-    let mut cmd = if valgrind {
-        let mut c = Command::new("valgrind");
-        c.args([
-            "--error-exitcode=99",
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite",
-            "--quiet",
-        ])
-        .arg(exe);
-        c
-    } else {
-        Command::new(exe)
-    };
-    let out = cmd.args(args).output().unwrap();
+    let out = c_program(exe, valgrind).args(args).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let (passed, failed) = verdict(&stdout);
     assert_eq!(failed, 0, "{stdout}");

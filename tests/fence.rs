@@ -7,9 +7,9 @@ mod common;
 
 use std::process::{Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::Server;
+use common::{wait_until, Server};
 use redis::Commands;
 use redislock::{Client, Wait};
 
@@ -47,17 +47,6 @@ fn assert_only_counters(con: &mut redis::Connection, names: usize) -> usize {
     );
     assert_eq!(dbsize(con), all.len());
     all.len()
-}
-
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(
-            t.elapsed() < limit,
-            "{what} did not happen within {limit:?}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

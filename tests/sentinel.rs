@@ -7,22 +7,11 @@ mod common;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{wait_until, Server};
 use redis::Commands;
 use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
-
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(
-            t.elapsed() < limit,
-            "{what} did not happen within {limit:?}"
-        );
-        sleep(Duration::from_millis(50));
-    }
-}
 
 fn info(srv: &Server, section: &str) -> String {
     redis::cmd("INFO")

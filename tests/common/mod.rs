@@ -444,6 +444,18 @@ pub fn make_certs(dir: &Path) -> Tls {
     }
 }
 
+/// Poll `ok` every 20 ms until it holds; fail the test after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(
+            t.elapsed() < limit,
+            "{what} did not happen within {limit:?}"
+        );
+        sleep(Duration::from_millis(20));
+    }
+}
+
 /// Run `f`; its result and how long it took.
 pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
