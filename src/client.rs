@@ -41,6 +41,36 @@ pub enum Wait {
     Forever,
 }
 
+/// A caller's way to end a wait early (a binding checking for Ctrl-C, a
+/// shutdown flag). It is called between the slices of a wait, at least
+/// every 100 ms, and at once when a signal interrupted the wait; when it
+/// returns true the wait ends as if its deadline had passed: the waiter
+/// leaves the queue and the acquisition fails with [`Error::NotAcquired`]
+/// (or keeps a lock handed to it in that very moment).
+#[derive(Clone)]
+pub struct Interrupt(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Interrupt {
+    /// Wrap the check.
+    pub fn new(check: impl Fn() -> bool + Send + Sync + 'static) -> Interrupt {
+        Interrupt(Arc::new(check))
+    }
+
+    /// Whether the wait should end now.
+    pub(crate) fn stop(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interrupt(..)")
+    }
+}
+
+/// The longest slice of a wait that has an [`Interrupt`].
+pub(crate) const INTERRUPT_SLICE: Duration = Duration::from_millis(100);
+
 /// Options for one acquisition.
 #[derive(Debug, Clone)]
 pub struct AcquireOptions {
@@ -54,6 +84,8 @@ pub struct AcquireOptions {
     pub token: Option<Vec<u8>>,
     /// Renew in the background at about a third of the TTL until released.
     pub auto_renew: bool,
+    /// Ends a wait early when it says so (see [`Interrupt`]).
+    pub interrupt: Option<Interrupt>,
 }
 
 impl AcquireOptions {
@@ -64,7 +96,14 @@ impl AcquireOptions {
             wait: Wait::TryOnce,
             token: None,
             auto_renew: false,
+            interrupt: None,
         }
+    }
+
+    /// End a wait early when `check` says so (see [`Interrupt`]).
+    pub fn interrupt(mut self, check: Interrupt) -> Self {
+        self.interrupt = Some(check);
+        self
     }
 
     /// Set how long to wait.
@@ -606,14 +645,27 @@ impl Client {
                     Wait::Timeout(d) => started.checked_add(d),
                     Wait::Forever => None,
                 };
-                redlock::acquire(&self.inner, &keys, &token, ttl_ms, deadline, started)?
+                let stop = opts.interrupt.as_ref();
+                redlock::acquire(&self.inner, &keys, &token, ttl_ms, deadline, started, stop)?
             }
             Wait::TryOnce => self.try_once(&keys, &token, ttl_ms, started)?,
             Wait::Timeout(d) if d.is_zero() => self.try_once(&keys, &token, ttl_ms, started)?,
-            Wait::Timeout(d) => {
-                wait::acquire(self, &keys, &token, ttl_ms, started.checked_add(d), started)?
-            }
-            Wait::Forever => wait::acquire(self, &keys, &token, ttl_ms, None, started)?,
+            Wait::Timeout(d) => wait::acquire(
+                self,
+                &keys,
+                &token,
+                ttl_ms,
+                (started.checked_add(d), started),
+                opts.interrupt.as_ref(),
+            )?,
+            Wait::Forever => wait::acquire(
+                self,
+                &keys,
+                &token,
+                ttl_ms,
+                (None, started),
+                opts.interrupt.as_ref(),
+            )?,
         };
         if let (false, Some((n, t))) = (
             self.inner.is_redlock(),

@@ -212,20 +212,29 @@ impl Pool {
         node: Option<&str>,
     ) -> Result<Connection> {
         let t = &self.target;
-        let con = match (&t.endpoint, node) {
-            (Endpoint::Direct(client), _) => client.get_connection_with_timeout(connect_timeout),
-            (Endpoint::Sentinel(s), _) => s
-                .master(connect_timeout)?
-                .get_connection_with_timeout(connect_timeout),
-            (Endpoint::Cluster { auth, .. }, Some(node)) => {
-                redis::Client::open(format!("{auth}{node}"))
-                    .and_then(|c| c.get_connection_with_timeout(connect_timeout))
+        let mut interrupted = 0;
+        let con = loop {
+            let r = match (&t.endpoint, node) {
+                (Endpoint::Direct(client), _) => {
+                    client.get_connection_with_timeout(connect_timeout)
+                }
+                (Endpoint::Sentinel(s), _) => s
+                    .master(connect_timeout)?
+                    .get_connection_with_timeout(connect_timeout),
+                (Endpoint::Cluster { auth, .. }, Some(node)) => {
+                    redis::Client::open(format!("{auth}{node}"))
+                        .and_then(|c| c.get_connection_with_timeout(connect_timeout))
+                }
+                (Endpoint::Cluster { .. }, None) => {
+                    return Err(Error::Internal("a cluster connection needs a node".into()))
+                }
+            };
+            // A signal during the handshake: start it again.
+            match r {
+                Err(e) if is_interrupted(&e) && interrupted < MAX_INTERRUPTED => interrupted += 1,
+                r => break r.map_err(|e| self.error(e, true))?,
             }
-            (Endpoint::Cluster { .. }, None) => {
-                return Err(Error::Internal("a cluster connection needs a node".into()))
-            }
-        }
-        .map_err(|e| self.error(e, true))?;
+        };
         let timeout = Some(t.command_timeout);
         con.set_read_timeout(timeout)
             .and_then(|_| con.set_write_timeout(timeout))
@@ -365,22 +374,32 @@ impl Pool {
         connect_timeout: Duration,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let (mut con, reused) = match self.take() {
+        let (mut con, mut reused) = match self.take() {
             Some(c) => (c, true),
             None => (self.connect_within(connect_timeout)?, false),
         };
-        match f(&mut con, false) {
-            Ok(v) => {
-                self.put(con);
-                Ok(v)
+        let mut r = f(&mut con, false);
+        let mut interrupted = 0;
+        loop {
+            match r {
+                Ok(v) => {
+                    self.put(con);
+                    return Ok(v);
+                }
+                // A signal broke the wait for the reply (EINTR). The reply
+                // is on its way, but redis-rs would skip it on this
+                // connection: send again on a fresh one, where the scripts
+                // find out what the first sending did.
+                Err(e) if is_interrupted(&e) && interrupted < MAX_INTERRUPTED => {
+                    interrupted += 1;
+                }
+                Err(e) if reused && is_dead_connection(&e) => {}
+                Err(e) => return self.finish(con, Err(e)),
             }
-            Err(e) if reused && is_dead_connection(&e) => {
-                drop(con);
-                let mut con = self.connect_within(connect_timeout)?;
-                let r = f(&mut con, true);
-                self.finish(con, r)
-            }
-            Err(e) => self.finish(con, Err(e)),
+            drop(con);
+            con = self.connect_within(connect_timeout)?;
+            reused = false;
+            r = f(&mut con, true);
         }
     }
 
@@ -572,6 +591,18 @@ fn run_script(
         }
         r => r,
     }
+}
+
+/// How many signals in a row one operation rides out (a storm of them
+/// still ends, with the error).
+const MAX_INTERRUPTED: u32 = 32;
+
+/// A system call interrupted by a signal (EINTR). redis-rs keeps the
+/// `io::Error` to itself; its text carries the OS error number.
+pub(crate) fn is_interrupted(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        && e.to_string()
+            .contains(&format!("(os error {})", libc::EINTR))
 }
 
 /// A connection that must be replaced, after which the command may be sent

@@ -35,8 +35,8 @@ mod sync;
 mod wait;
 
 pub use client::{
-    parse_duration, AcquireOptions, Client, ClientBuilder, LockInfo, Wait, DEFAULT_COMMAND_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT, MAX_KEY_LEN, MAX_TTL,
+    parse_duration, AcquireOptions, Client, ClientBuilder, Interrupt, LockInfo, Wait,
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, MAX_KEY_LEN, MAX_TTL,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use lock::Lock;

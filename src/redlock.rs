@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::{not_acquired, unexpected, Inner, LockInfo};
+use crate::client::{not_acquired, unexpected, Inner, Interrupt, LockInfo};
 use crate::conn::Pool;
 use crate::error::{show_key, Error, Result};
 use crate::protocol::{self, scripts, Attempt, LockKeys};
@@ -87,6 +87,7 @@ pub(crate) fn acquire(
     ttl_ms: u64,
     deadline: Option<Instant>,
     started: Instant,
+    interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
     let nodes = &inner.nodes;
     let n = nodes.len();
@@ -156,6 +157,9 @@ pub(crate) fn acquire(
             Some(d) => d - now,
             None => MAX_RETRY_DELAY,
         };
+        if interrupt.is_some_and(|i| i.stop()) {
+            return Err(not_acquired(&keys.lock, holder_ttl.unwrap_or(-1), started));
+        }
         let cap = match holder_ttl {
             Some(t) if t >= 0 => Duration::from_millis(t as u64 + 1).min(MAX_RETRY_DELAY),
             _ => MAX_RETRY_DELAY,

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::{not_acquired, unexpected, Client};
+use crate::client::{not_acquired, unexpected, Client, Interrupt, INTERRUPT_SLICE};
 use crate::conn::Subscriber;
 use crate::error::{Error, Result};
 use crate::protocol::{self, scripts, Attempt, LockKeys, QUEUE_GRACE_MS};
@@ -21,14 +21,16 @@ use crate::protocol::{self, scripts, Attempt, LockKeys, QUEUE_GRACE_MS};
 const FIRST_RETRY: Duration = Duration::from_millis(25);
 const MAX_RETRY: Duration = Duration::from_secs(1);
 
-/// Acquire, waiting until `deadline` (`None`: forever). Returns the fence.
+/// Acquire, waiting until `deadline` (`None`: forever; the pair is the
+/// deadline and when the call started) or until `interrupt` says to stop.
+/// Returns the fence.
 pub(crate) fn acquire(
     client: &Client,
     keys: &LockKeys,
     token: &[u8],
     ttl_ms: u64,
-    deadline: Option<Instant>,
-    started: Instant,
+    (deadline, started): (Option<Instant>, Instant),
+    interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
     let pool = client.inner.pool();
     let (mut sub, mut reused) = pool.subscriber(&keys.lock)?;
@@ -90,10 +92,13 @@ pub(crate) fn acquire(
         if let Some(d) = deadline {
             slice = slice.min(d.saturating_duration_since(Instant::now()));
         }
+        if interrupt.is_some() {
+            slice = slice.min(INTERRUPT_SLICE);
+        }
         let woken = if slice.is_zero() {
             Ok(None)
         } else {
-            wait_for_handoff(&mut sub, &nonce, slice)
+            wait_for_handoff(&mut sub, &nonce, slice, interrupt.is_some())
         };
         match woken {
             // With Cluster and Sentinel a hand-off message can reach a waiter
@@ -126,7 +131,7 @@ pub(crate) fn acquire(
                 continue;
             }
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if deadline.is_some_and(|d| Instant::now() >= d) || interrupt.is_some_and(|i| i.stop()) {
             return match cancel(client, keys, token, &member)? {
                 Some(fence) => {
                     pool.put_subscriber(sub);
@@ -160,12 +165,14 @@ fn cancel(client: &Client, keys: &LockKeys, token: &[u8], member: &[u8]) -> Resu
 }
 
 /// Block on the subscriber for at most `slice`. `Ok(Some(fence))` when our
-/// hand-off arrived, `Ok(None)` when the time ran out. Messages for earlier
+/// hand-off arrived, `Ok(None)` when the time ran out (or a signal came and
+/// the wait is `interruptible`: its caller checks then). Messages for earlier
 /// waits on this subscriber (another nonce) are skipped.
 fn wait_for_handoff(
     sub: &mut Subscriber,
     nonce: &str,
     slice: Duration,
+    interruptible: bool,
 ) -> redis::RedisResult<Option<u64>> {
     let until = Instant::now() + slice;
     let mut ps = sub.con.as_pubsub();
@@ -184,6 +191,14 @@ fn wait_for_handoff(
                 }
             }
             Err(e) if e.is_timeout() => break Ok(None),
+            // A signal broke the wait (EINTR): a pub/sub read keeps what it
+            // had read, so waiting goes on where it stopped, after the
+            // caller's interrupt check had its say.
+            Err(e) if crate::conn::is_interrupted(&e) => {
+                if interruptible {
+                    break Ok(None);
+                }
+            }
             Err(e) => break Err(e),
         }
     };

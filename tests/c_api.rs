@@ -368,3 +368,16 @@ fn fences_from_c_leave_no_key_behind_and_grow_across_a_restart() {
     let f2 = fence(run_fence(&exe, false, &[&url, "fence", "restart-me"]));
     assert!(f2 > f1 && f2 < 1 << 53, "fence {f2} after {f1}");
 }
+
+#[test]
+fn signals_never_break_a_wait_from_c() {
+    let (prefix, lib) = install();
+    let exe = build_c(prefix.path(), &lib, "test_signals");
+    let srv = Server::start();
+    let out = c_program(&exe, false).arg(srv.url()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (passed, failed) = verdict(&stdout);
+    assert_eq!(failed, 0, "{stdout}");
+    assert!(passed >= 9, "{stdout}");
+    assert_ok(&out, "tests/c/test_signals");
+}

@@ -111,3 +111,127 @@ fn a_loading_server_is_waited_for_within_the_budget() {
     let n: i64 = redis::cmd("DBSIZE").query(&mut srv.raw()).unwrap();
     assert!(n >= 20_000);
 }
+
+extern "C" fn on_signal(_: libc::c_int) {}
+
+/// A handler for `sig` that does nothing, installed with or without
+/// SA_RESTART (Python's own handlers go without it).
+fn install_handler(sig: libc::c_int, restart: bool) {
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = if restart { libc::SA_RESTART } else { 0 };
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(sig, &sa, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Run `f` on a thread of its own while `sig` is sent to that thread every
+/// 20 ms for `during`; its result.
+fn under_signals<T: Send + 'static>(
+    sig: libc::c_int,
+    during: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = thread::spawn(move || {
+        tx.send(unsafe { libc::pthread_self() }).unwrap();
+        f()
+    });
+    let tid = rx.recv().unwrap();
+    let end = Instant::now() + during;
+    while Instant::now() < end && !h.is_finished() {
+        unsafe { libc::pthread_kill(tid, sig) };
+        thread::sleep(Duration::from_millis(20));
+    }
+    h.join().unwrap()
+}
+
+#[test]
+fn signals_never_break_a_wait_an_acquire_or_a_release() {
+    let srv = Server::start_with(&["--enable-debug-command", "local"]);
+    let client = Client::open(&srv.url()).unwrap();
+    for (sig, restart) in [(libc::SIGUSR1, false), (libc::SIGUSR2, true)] {
+        install_handler(sig, restart);
+        // A wait: the waiter sits in its subscriber while signals arrive.
+        let holder = client.acquire("sig", 10 * S, Wait::TryOnce).unwrap();
+        let releaser = thread::spawn(move || {
+            thread::sleep(S / 2);
+            holder.release().unwrap();
+        });
+        let c = client.clone();
+        let got = under_signals(sig, S, move || {
+            c.acquire("sig", 10 * S, Wait::Timeout(20 * S))
+        });
+        releaser.join().unwrap();
+        let lock = got.unwrap_or_else(|e| panic!("wait, SA_RESTART {restart}: {e}"));
+        // A release and an acquisition whose replies are held up by a
+        // stalled server while signals arrive.
+        let url = srv.url();
+        let stall = move || {
+            let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("0.4")
+                .query(&mut raw)
+                .unwrap();
+        };
+        let stalled = thread::spawn(stall.clone());
+        thread::sleep(S / 10);
+        let released = under_signals(sig, S / 2, move || lock.release());
+        stalled.join().unwrap();
+        match released {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Unconfirmed => {}
+            Err(e) => panic!("release, SA_RESTART {restart}: {e}"),
+        }
+        let stalled = thread::spawn(stall);
+        thread::sleep(S / 10);
+        let c = client.clone();
+        let taken = under_signals(sig, S / 2, move || c.acquire("sig", 10 * S, Wait::TryOnce));
+        stalled.join().unwrap();
+        let lock = taken.unwrap_or_else(|e| panic!("acquire, SA_RESTART {restart}: {e}"));
+        let held: Option<Vec<u8>> = srv.raw().get("sig").unwrap();
+        assert_eq!(held.as_deref(), Some(lock.token()));
+        assert!(lock.fence() > 0);
+        lock.release().unwrap();
+    }
+}
+
+#[test]
+fn a_stopped_and_continued_waiter_still_gets_the_lock() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.acquire("stopped", 30 * S, Wait::TryOnce).unwrap();
+    let mut waiter = std::process::Command::new(env!("CARGO_BIN_EXE_redislock"))
+        .args([
+            "run",
+            "--url",
+            &srv.url(),
+            "--wait",
+            "30s",
+            "stopped",
+            "--",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until("the waiter queued", 10 * S, || {
+        client.inspect("stopped").unwrap().waiters == 1
+    });
+    let pid = waiter.id() as libc::pid_t;
+    for _ in 0..5 {
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        thread::sleep(Duration::from_millis(50));
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        thread::sleep(Duration::from_millis(50));
+    }
+    holder.release().unwrap();
+    let status = waiter.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+}

@@ -7,7 +7,7 @@
 //! executor, so the loop never blocks. No protocol or timing logic lives
 //! here.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::Duration;
 
@@ -18,7 +18,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::sync::locked;
-use crate::{AcquireOptions, Client as CoreClient, Error, ErrorKind, Lock as CoreLock, Wait};
+use crate::{
+    AcquireOptions, Client as CoreClient, Error, ErrorKind, Interrupt, Lock as CoreLock, Wait,
+};
 
 create_exception!(
     redislock,
@@ -85,6 +87,39 @@ fn connection_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
             Ok(cls.cast_into::<PyType>()?.unbind())
         })
         .map(|t| t.bind(py))
+}
+
+/// Acquire with the GIL released. While it waits, Python's pending signal
+/// handlers run between the slices of the wait (at least every 100 ms, and
+/// at once when a signal arrives): an exception they raise, such as
+/// KeyboardInterrupt, ends the wait and is what the call raises (a lock
+/// handed over in that very moment is released again).
+fn acquire_interruptibly(
+    py: Python<'_>,
+    client: &CoreClient,
+    name: &[u8],
+    opts: AcquireOptions,
+) -> PyResult<Result<CoreLock, Error>> {
+    let raised: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
+    let stash = Arc::clone(&raised);
+    let opts = opts.interrupt(Interrupt::new(move || {
+        Python::attach(|py| match py.check_signals() {
+            Ok(()) => false,
+            Err(e) => {
+                *locked(&stash) = Some(e);
+                true
+            }
+        })
+    }));
+    let r = py.detach(|| client.acquire_with(name, opts));
+    let pending = locked(&raised).take();
+    match pending {
+        Some(e) => {
+            drop(r);
+            Err(e)
+        }
+        None => Ok(r),
+    }
 }
 
 /// The Python exception for a core error, with the core's message.
@@ -278,8 +313,7 @@ impl Lock {
             .wait(wait)
             .auto_renew(self.auto_renew);
         opts.token = self.token.clone();
-        let (client, name) = (&self.client, &self.name);
-        match py.detach(|| client.acquire_with(name, opts)) {
+        match acquire_interruptibly(py, &self.client, &self.name, opts)? {
             Ok(lock) => {
                 locked(&self.held).push(Held {
                     thread: std::thread::current().id(),
@@ -400,9 +434,7 @@ impl Lock {
             .wait(this.wait)
             .auto_renew(this.auto_renew);
         opts.token = this.token.clone();
-        let lock = py
-            .detach(|| client.acquire_with(name, opts))
-            .map_err(|e| to_py(py, e))?;
+        let lock = acquire_interruptibly(py, client, name, opts)?.map_err(|e| to_py(py, e))?;
         locked(&this.held).push(Held {
             thread: std::thread::current().id(),
             lock,

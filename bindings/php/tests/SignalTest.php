@@ -1,0 +1,60 @@
+<?php
+declare(strict_types=1);
+
+use PHPUnit\Framework\TestCase;
+use RedisLock\Client;
+
+/**
+ * Signals never turn into false errors: a waiting acquire gets SIGUSR1 many
+ * times (a pcntl handler installed) and still acquires.
+ */
+final class SignalTest extends TestCase
+{
+    private RedisServer $server;
+
+    protected function setUp(): void
+    {
+        $this->server = new RedisServer();
+    }
+
+    protected function tearDown(): void
+    {
+        $this->server->stop();
+    }
+
+    public function testAWaitRidesOutSignalsWithAHandler(): void
+    {
+        $client = new Client($this->server->url());
+        $holder = $client->acquire('sig', ttlMs: 10000, waitMs: 0);
+        $seen = 0;
+        pcntl_async_signals(true);
+        pcntl_signal(SIGUSR1, function () use (&$seen) {
+            $seen++;
+        });
+        $parent = getmypid();
+        // A child sends SIGUSR1 to this process every 20 ms for 0.5 s, then
+        // releases the holder's lock by its token.
+        $pid = pcntl_fork();
+        if ($pid === 0) {
+            for ($i = 0; $i < 25; $i++) {
+                posix_kill($parent, SIGUSR1);
+                usleep(20000);
+            }
+            $r = new Redis();
+            $r->connect('127.0.0.1', $this->server->port);
+            $r->eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+                ['sig', $holder->token()], 1);
+            posix_kill(getmypid(), SIGKILL);
+        }
+        try {
+            $lock = $client->acquire('sig', ttlMs: 10000, waitMs: 20000);
+            $this->assertGreaterThan(0, $lock->fence());
+            $lock->release();
+        } finally {
+            pcntl_waitpid($pid, $status);
+            pcntl_signal(SIGUSR1, SIG_DFL);
+        }
+        $this->assertGreaterThan(5, $seen, 'the signals did arrive');
+        unset($holder);
+    }
+}

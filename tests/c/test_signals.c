@@ -1,0 +1,83 @@
+/*
+ * Signals from C: a waiting redislock_acquire gets SIGUSR1 many times (a
+ * handler installed with and without SA_RESTART) and still acquires.
+ *
+ *   test_signals URL
+ *
+ * Prints "N passed, N failed"; exits 1 when a check failed.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+
+static volatile sig_atomic_t signals_seen;
+
+static void on_signal(int sig) {
+  (void)sig;
+  signals_seen++;
+}
+
+struct waiter {
+  redislock_client *client;
+  redislock_status status;
+  char error[512];
+};
+
+static void *wait_for_lock(void *arg) {
+  struct waiter *w = arg;
+  redislock_lock *l = NULL;
+  w->status = redislock_acquire(w->client, KEY("sig"), 10000, 20000, NULL, 0, &l);
+  redislock_last_error(w->error, sizeof w->error);
+  if (w->status == REDISLOCK_OK) {
+    redislock_release(l);
+  }
+  return NULL;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s URL\n", argv[0]);
+    return 2;
+  }
+  redislock_client *c = NULL;
+  CHECK(redislock_client_open(argv[1], &c) == REDISLOCK_OK, "open: %s", last_error());
+  for (int restart = 0; restart <= 1; restart++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+    signals_seen = 0;
+
+    redislock_lock *holder = NULL;
+    CHECK(redislock_acquire(c, KEY("sig"), 10000, 0, NULL, 0, &holder) == REDISLOCK_OK, "holder: %s",
+          last_error());
+    struct waiter w = {c, REDISLOCK_INTERNAL, ""};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, wait_for_lock, &w) == 0, "pthread_create");
+    for (int i = 0; i < 25; i++) {
+      pthread_kill(t, SIGUSR1);
+      sleep_ms(20);
+    }
+    CHECK(redislock_release(holder) == REDISLOCK_OK, "release: %s", last_error());
+    pthread_join(t, NULL);
+    CHECK(w.status == REDISLOCK_OK, "SA_RESTART %d: the waiter got %s: %s", restart,
+          redislock_status_str(w.status), w.error);
+    CHECK(signals_seen > 5, "only %d signals arrived", (int)signals_seen);
+  }
+  redislock_client_free(c);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
