@@ -269,41 +269,36 @@ impl ClientBuilder {
             ConnectionAddr::Unix(path) => path.display().to_string(),
             other => format!("{other:?}"),
         };
-        let client = match root_cert {
-            #[cfg(feature = "tls")]
-            Some(pem) => {
-                if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
-                    return Err(Error::invalid(
-                        "a TLS root certificate was given for a URL that is not rediss://",
-                    ));
-                }
-                redis::Client::build_with_tls(
-                    info,
-                    redis::TlsCertificates {
-                        client_tls: None,
-                        root_cert: Some(pem),
-                    },
-                )
+        let tls = match (info.addr(), root_cert) {
+            (ConnectionAddr::TcpTls { insecure: true, .. }, _) => {
+                return Err(Error::invalid(
+                    "#insecure (TLS without checking the certificate) is not supported: \
+                     give the server's CA with tls_ca_file instead",
+                ))
             }
+            #[cfg(feature = "tls")]
+            (ConnectionAddr::TcpTls { .. }, pem) => Some(
+                crate::wire::Tls::new(pem.as_deref())
+                    .map_err(|e| Error::invalid(format!("TLS: {e}")))?,
+            ),
             #[cfg(not(feature = "tls"))]
-            Some(_) => {
+            (ConnectionAddr::TcpTls { .. }, _) => {
                 return Err(Error::invalid(
                     "this build of redislock has no TLS support (the `tls` feature)",
                 ))
             }
-            None => redis::Client::open(info),
-        }
-        .map_err(|e| {
-            Error::invalid(format!(
-                "{} ({})",
-                url_help(),
-                e.detail().unwrap_or(&e.to_string())
-            ))
-        })?;
+            (_, Some(_)) => {
+                return Err(Error::invalid(
+                    "a TLS root certificate was given for a URL that is not rediss://",
+                ))
+            }
+            (_, None) => None,
+        };
         Ok(Target {
-            endpoint: Endpoint::Direct(client),
+            endpoint: Endpoint::Direct(info),
             wait_replicas: parsed.options.wait_replicas()?,
             addr,
+            tls,
             connect_timeout,
             command_timeout,
         })
@@ -370,6 +365,7 @@ impl ClientBuilder {
                 slots: std::sync::Mutex::new((None, Vec::new())),
             },
             wait_replicas: None,
+            tls: None,
             connect_timeout,
             command_timeout,
         })
@@ -401,6 +397,7 @@ impl ClientBuilder {
             addr: sentinel.describe(),
             endpoint: Endpoint::Sentinel(sentinel),
             wait_replicas: options.wait_replicas()?,
+            tls: None,
             connect_timeout,
             command_timeout,
         })

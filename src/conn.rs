@@ -16,15 +16,16 @@ use std::sync::Mutex;
 
 use crate::sync::locked;
 use redis::cluster::{ClusterClient, ClusterConnection};
-use redis::{Cmd, Connection, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
+use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 
 use crate::error::{Error, Result};
 use crate::protocol::{self, Script};
+use crate::wire::{Tls, Wire};
 
 /// Where connections go.
 pub(crate) enum Endpoint {
     /// One server.
-    Direct(redis::Client),
+    Direct(ConnectionInfo),
     /// The current master of a Sentinel service.
     Sentinel(crate::sentinel::Sentinel),
     /// A Redis Cluster: commands are routed by key slot (MOVED and ASK
@@ -44,20 +45,17 @@ pub(crate) type SlotMap = (Option<Instant>, Vec<(u16, u16, String)>);
 
 /// A command connection: to one server, or routed over a cluster.
 pub(crate) enum Conn {
-    Plain(Connection),
+    Plain(Wire),
     Cluster(Box<ClusterConnection>),
 }
 
 impl Conn {
-    fn set_timeouts(&self, d: Option<Duration>) -> RedisResult<()> {
+    fn set_timeouts(&mut self, d: Duration) -> RedisResult<()> {
         match self {
-            Conn::Plain(c) => {
-                c.set_read_timeout(d)?;
-                c.set_write_timeout(d)
-            }
+            Conn::Plain(c) => c.set_timeout(d),
             Conn::Cluster(c) => {
-                c.set_read_timeout(d)?;
-                c.set_write_timeout(d)
+                c.set_read_timeout(Some(d))?;
+                c.set_write_timeout(Some(d))
             }
         }
     }
@@ -127,6 +125,8 @@ pub(crate) struct Target {
     pub(crate) wait_replicas: Option<(u32, Duration)>,
     /// `host:port` or the socket path: safe to print.
     pub(crate) addr: String,
+    /// For `rediss://` servers (Sentinel and Cluster have no TLS yet).
+    pub(crate) tls: Option<Tls>,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
 }
@@ -161,7 +161,7 @@ pub(crate) struct Pool {
 
 /// A connection subscribed to its own wake-up channel.
 pub(crate) struct Subscriber {
-    pub(crate) con: Connection,
+    pub(crate) con: Wire,
     /// 32 hex characters, unique per subscriber.
     pub(crate) id: String,
     /// The node it is connected to (Cluster), or empty.
@@ -193,53 +193,36 @@ impl Pool {
 
     fn connect_within(&self, connect_timeout: Duration) -> Result<Conn> {
         let t = &self.target;
-        let con = match &t.endpoint {
-            Endpoint::Cluster { client, .. } => Conn::Cluster(Box::new(
-                client.get_connection().map_err(|e| self.error(e, true))?,
-            )),
+        Ok(match &t.endpoint {
+            Endpoint::Cluster { client, .. } => {
+                let mut con = Conn::Cluster(Box::new(
+                    client.get_connection().map_err(|e| self.error(e, true))?,
+                ));
+                con.set_timeouts(t.command_timeout)
+                    .map_err(|e| self.error(e, true))?;
+                con
+            }
             _ => Conn::Plain(self.plain_connection(connect_timeout, None)?),
-        };
-        con.set_timeouts(Some(t.command_timeout))
-            .map_err(|e| self.error(e, true))?;
-        Ok(con)
+        })
     }
 
     /// A connection to one server: the server, Sentinel's master, or the
     /// cluster node `node`.
-    fn plain_connection(
-        &self,
-        connect_timeout: Duration,
-        node: Option<&str>,
-    ) -> Result<Connection> {
+    fn plain_connection(&self, connect_timeout: Duration, node: Option<&str>) -> Result<Wire> {
         let t = &self.target;
-        let mut interrupted = 0;
-        let con = loop {
-            let r = match (&t.endpoint, node) {
-                (Endpoint::Direct(client), _) => {
-                    client.get_connection_with_timeout(connect_timeout)
-                }
-                (Endpoint::Sentinel(s), _) => s
-                    .master(connect_timeout)?
-                    .get_connection_with_timeout(connect_timeout),
-                (Endpoint::Cluster { auth, .. }, Some(node)) => {
-                    redis::Client::open(format!("{auth}{node}"))
-                        .and_then(|c| c.get_connection_with_timeout(connect_timeout))
-                }
-                (Endpoint::Cluster { .. }, None) => {
-                    return Err(Error::Internal("a cluster connection needs a node".into()))
-                }
-            };
-            // A signal during the handshake: start it again.
-            match r {
-                Err(e) if is_interrupted(&e) && interrupted < MAX_INTERRUPTED => interrupted += 1,
-                r => break r.map_err(|e| self.error(e, true))?,
+        let info = match (&t.endpoint, node) {
+            (Endpoint::Direct(info), _) => info.clone(),
+            (Endpoint::Sentinel(s), _) => s.master(connect_timeout)?,
+            (Endpoint::Cluster { auth, .. }, Some(node)) => {
+                redis::IntoConnectionInfo::into_connection_info(format!("{auth}{node}").as_str())
+                    .map_err(|e| self.error(e, true))?
+            }
+            (Endpoint::Cluster { .. }, None) => {
+                return Err(Error::Internal("a cluster connection needs a node".into()))
             }
         };
-        let timeout = Some(t.command_timeout);
-        con.set_read_timeout(timeout)
-            .and_then(|_| con.set_write_timeout(timeout))
-            .map_err(|e| self.error(e, true))?;
-        Ok(con)
+        Wire::connect(&info, t.tls.as_ref(), connect_timeout, t.command_timeout)
+            .map_err(|e| self.error(e, true))
     }
 
     /// The node (`host:port`) serving `key`'s slot, for a cluster; empty
@@ -325,10 +308,10 @@ impl Pool {
         timeout: Duration,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let normal = Some(self.target.command_timeout);
+        let normal = self.target.command_timeout;
         let connect = timeout.min(self.target.connect_timeout);
         self.run(connect, timeout, "node timeout", |con, retried| {
-            con.set_timeouts(Some(timeout))?;
+            con.set_timeouts(timeout)?;
             let r = f(con, retried)?;
             con.set_timeouts(normal)?;
             Ok(r)
@@ -386,10 +369,11 @@ impl Pool {
                     self.put(con);
                     return Ok(v);
                 }
-                // A signal broke the wait for the reply (EINTR). The reply
-                // is on its way, but redis-rs would skip it on this
-                // connection: send again on a fresh one, where the scripts
-                // find out what the first sending did.
+                // A signal broke the wait for the reply (EINTR). Only a
+                // cluster's connections (redis-rs's own) say so; `Wire`
+                // resumes the read. The reply is on its way, but redis-rs
+                // would skip it on this connection: send again on a fresh
+                // one, where the scripts find out what the first sending did.
                 Err(e) if is_interrupted(&e) && interrupted < MAX_INTERRUPTED => {
                     interrupted += 1;
                 }
@@ -504,13 +488,7 @@ impl Pool {
         )?;
         let id = protocol::hex(&protocol::random_bytes::<16>());
         let channel = format!("{}{}", protocol::WAKE_CHANNEL_PREFIX, id);
-        let mut ps = con.as_pubsub();
-        let r = ps.subscribe(&channel);
-        // Dropping the PubSub would unsubscribe; the connection is meant to
-        // stay subscribed for its whole life, so the wrapper is forgotten
-        // (it owns nothing but an empty message queue).
-        std::mem::forget(ps);
-        r.map_err(|e| self.error(e, false))?;
+        con.subscribe(&channel).map_err(|e| self.error(e, false))?;
         Ok(Subscriber { con, id, node })
     }
 

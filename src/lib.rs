@@ -33,6 +33,7 @@ mod renew;
 mod sentinel;
 mod sync;
 mod wait;
+mod wire;
 
 pub use client::{
     parse_duration, AcquireOptions, Client, ClientBuilder, Interrupt, LockInfo, Wait,

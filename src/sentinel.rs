@@ -17,9 +17,10 @@
 
 use std::time::Duration;
 
-use redis::ConnectionLike;
+use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::error::{Error, Result};
+use crate::wire::Wire;
 
 /// `user:password@` (with the `@`, or empty) and the rest of a URL body.
 pub(crate) fn split_auth(rest: &str) -> (&str, &str) {
@@ -45,7 +46,7 @@ pub(crate) fn host_list<'a>(list: &'a str, help: &str) -> Result<Vec<(&'a str, u
 
 /// How to find the master.
 pub(crate) struct Sentinel {
-    sentinels: Vec<(String, redis::Client)>,
+    sentinels: Vec<(String, ConnectionInfo)>,
     service: String,
     /// `redis://[user:password@]` of the master's URL.
     auth: String,
@@ -70,9 +71,11 @@ impl Sentinel {
         let mut sentinels = Vec::new();
         for (host, port) in host_list(hosts, url_help())? {
             let addr = format!("{host}:{port}");
-            let client = redis::Client::open(format!("redis://{addr}"))
+            let info = format!("redis://{addr}")
+                .as_str()
+                .into_connection_info()
                 .map_err(|_| Error::invalid(format!("{} (bad sentinel {addr:?})", url_help())))?;
-            sentinels.push((addr, client));
+            sentinels.push((addr, info));
         }
         Ok(Sentinel {
             sentinels,
@@ -88,26 +91,22 @@ impl Sentinel {
         format!("sentinel {} service {}", list.join(","), self.service)
     }
 
-    /// Ask the sentinels for the master now; a client for it.
-    pub(crate) fn master(&self, timeout: Duration) -> Result<redis::Client> {
+    /// Ask the sentinels for the master now; where to connect to it.
+    pub(crate) fn master(&self, timeout: Duration) -> Result<ConnectionInfo> {
         let mut reasons = Vec::new();
-        for (addr, client) in &self.sentinels {
-            let answer = client
-                .get_connection_with_timeout(timeout)
-                .and_then(|mut con| {
-                    con.set_read_timeout(Some(timeout))?;
-                    redis::cmd("SENTINEL")
-                        .arg("get-master-addr-by-name")
-                        .arg(&self.service)
-                        .query::<Option<(String, u16)>>(&mut con as &mut dyn ConnectionLike)
-                });
+        for (addr, info) in &self.sentinels {
+            let answer = Wire::connect(info, None, timeout, timeout).and_then(|mut con| {
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&self.service)
+                    .query::<Option<(String, u16)>>(&mut con)
+            });
             match answer {
                 Ok(Some((host, port))) => {
                     let url = format!("{}{host}:{port}/{}", self.auth, self.db);
-                    let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
-                        .map_err(|e| Error::invalid(format!("master address from {addr}: {e}")))?;
-                    let settings = info.redis_settings().clone().set_skip_set_lib_name();
-                    return redis::Client::open(info.set_redis_settings(settings))
+                    return url
+                        .as_str()
+                        .into_connection_info()
                         .map_err(|e| Error::invalid(format!("master address from {addr}: {e}")));
                 }
                 Ok(None) => reasons.push(format!("{addr} does not know {}", self.service)),

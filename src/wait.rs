@@ -175,36 +175,13 @@ fn wait_for_handoff(
     interruptible: bool,
 ) -> redis::RedisResult<Option<u64>> {
     let until = Instant::now() + slice;
-    let mut ps = sub.con.as_pubsub();
-    let result = loop {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break Ok(None);
+    // Messages for earlier waits on this subscriber are skipped.
+    while let Some(payload) = sub.con.next_message(until, interruptible)? {
+        if let Some(fence) = protocol::parse_handoff(&payload, nonce) {
+            return Ok(Some(fence));
         }
-        if let Err(e) = ps.set_read_timeout(Some(left)) {
-            break Err(e);
-        }
-        match ps.get_message() {
-            Ok(msg) => {
-                if let Some(fence) = protocol::parse_handoff(msg.get_payload_bytes(), nonce) {
-                    break Ok(Some(fence));
-                }
-            }
-            Err(e) if e.is_timeout() => break Ok(None),
-            // A signal broke the wait (EINTR): a pub/sub read keeps what it
-            // had read, so waiting goes on where it stopped, after the
-            // caller's interrupt check had its say.
-            Err(e) if crate::conn::is_interrupted(&e) => {
-                if interruptible {
-                    break Ok(None);
-                }
-            }
-            Err(e) => break Err(e),
-        }
-    };
-    // Stay subscribed (see `Pool::subscriber`).
-    std::mem::forget(ps);
-    result
+    }
+    Ok(None)
 }
 
 /// A random duration in [d/2, d].

@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use common::{free_port, Server};
 
+const S: std::time::Duration = std::time::Duration::from_secs(1);
+
 const CFLAGS: &[&str] = &[
     "-std=c11",
     "-Wall",
@@ -380,4 +382,41 @@ fn signals_never_break_a_wait_from_c() {
     assert_eq!(failed, 0, "{stdout}");
     assert!(passed >= 9, "{stdout}");
     assert_ok(&out, "tests/c/test_signals");
+
+    // A release held up by paused writes while SIGUSR1 arrives: the same
+    // connection waits for its reply all along (not given up and sent
+    // again), and the release reports its true outcome.
+    let mut child = c_program(&exe, false)
+        .args([srv.url().as_str(), "release"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "held\n");
+    let mut raw = srv.raw();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(10_000)
+        .arg("WRITE")
+        .query(&mut raw)
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    common::wait_until("the release is sent and held up", 10 * S, || {
+        !common::held_up_scripts(&mut raw).is_empty()
+    });
+    let before = common::held_up_scripts(&mut raw);
+    std::thread::sleep(S / 2);
+    assert_eq!(common::held_up_scripts(&mut raw), before);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut raw).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let (passed, failed) = verdict(&rest);
+    assert_eq!(failed, 0, "{rest}");
+    assert!(passed >= 3 && status.success(), "{status}: {rest}");
+    let held: Option<Vec<u8>> = redis::Commands::get(&mut raw, "sig-release").unwrap();
+    assert_eq!(held, None);
 }

@@ -150,7 +150,23 @@ fn under_signals<T: Send + 'static>(
 #[test]
 fn signals_never_break_a_wait_an_acquire_or_a_release() {
     let srv = Server::start_with(&["--enable-debug-command", "local"]);
-    let client = Client::open(&srv.url()).unwrap();
+    ride_out_signals(&srv, Client::open(&srv.url()).unwrap());
+}
+
+#[test]
+fn signals_never_break_a_wait_an_acquire_or_a_release_over_tls() {
+    let srv = Server::start_tls_with(&["--enable-debug-command", "local"]);
+    let ca = std::fs::read(&srv.tls.as_ref().unwrap().ca).unwrap();
+    let client = Client::builder(&srv.url())
+        .tls_root_cert(ca)
+        .build()
+        .unwrap();
+    ride_out_signals(&srv, client);
+}
+
+/// A wait, a release and an acquisition of `client` (on `srv`) under
+/// signals with handlers, with and without SA_RESTART.
+fn ride_out_signals(srv: &Server, client: Client) {
     for (sig, restart) in [(libc::SIGUSR1, false), (libc::SIGUSR2, true)] {
         install_handler(sig, restart);
         // A wait: the waiter sits in its subscriber while signals arrive.
@@ -167,25 +183,27 @@ fn signals_never_break_a_wait_an_acquire_or_a_release() {
         let lock = got.unwrap_or_else(|e| panic!("wait, SA_RESTART {restart}: {e}"));
         // A release and an acquisition whose replies are held up by a
         // stalled server while signals arrive.
-        let url = srv.url();
-        let stall = move || {
-            let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
-            let _: () = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg("0.4")
-                .query(&mut raw)
-                .unwrap();
+        let mut raws = [srv.raw(), srv.raw()].into_iter();
+        let mut stall = move || {
+            let mut raw = raws.next().unwrap();
+            move || {
+                let _: () = redis::cmd("DEBUG")
+                    .arg("SLEEP")
+                    .arg("0.4")
+                    .query(&mut raw)
+                    .unwrap();
+            }
         };
-        let stalled = thread::spawn(stall.clone());
+        let stalled = thread::spawn(stall());
         thread::sleep(S / 10);
         let released = under_signals(sig, S / 2, move || lock.release());
         stalled.join().unwrap();
-        match released {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::Unconfirmed => {}
-            Err(e) => panic!("release, SA_RESTART {restart}: {e}"),
-        }
-        let stalled = thread::spawn(stall);
+        // Its true outcome: released, not "unconfirmed" nor a connection
+        // error (the reply was on its way all along).
+        released.unwrap_or_else(|e| panic!("release, SA_RESTART {restart}: {e}"));
+        let held: Option<Vec<u8>> = srv.raw().get("sig").unwrap();
+        assert_eq!(held, None);
+        let stalled = thread::spawn(stall());
         thread::sleep(S / 10);
         let c = client.clone();
         let taken = under_signals(sig, S / 2, move || c.acquire("sig", 10 * S, Wait::TryOnce));
@@ -234,4 +252,54 @@ fn a_stopped_and_continued_waiter_still_gets_the_lock() {
     let mut err = String::new();
     std::io::Read::read_to_string(waiter.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    // Writes are paused, so the release the runner sends when its command
+    // ends waits for its reply; meanwhile the runner is stopped and
+    // continued five times, then writes resume.
+    let mut runner = std::process::Command::new(env!("CARGO_BIN_EXE_redislock"))
+        .args(["run", "--url", &srv.url(), "released", "--", "sleep", "0.2"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until("the runner holds the lock", 10 * S, || {
+        client.inspect("released").unwrap().holder.is_some()
+    });
+    let mut raw = srv.raw();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(10_000)
+        .arg("WRITE")
+        .query(&mut raw)
+        .unwrap();
+    common::wait_until("the release is sent and held up", 10 * S, || {
+        !common::held_up_scripts(&mut raw).is_empty()
+    });
+    let before = common::held_up_scripts(&mut raw);
+    let pid = runner.id() as libc::pid_t;
+    for _ in 0..5 {
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        thread::sleep(Duration::from_millis(40));
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        thread::sleep(Duration::from_millis(40));
+    }
+    // Still the same connection waiting for the same reply: the release
+    // was not given up and sent again.
+    assert_eq!(common::held_up_scripts(&mut raw), before);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut raw).unwrap();
+    let status = runner.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(runner.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+    // The release reported no error (the CLI prints one if it does) and
+    // took effect.
+    assert_eq!(err, "", "the release said: {err}");
+    let held: Option<Vec<u8>> = srv.raw().get("released").unwrap();
+    assert_eq!(held, None);
 }

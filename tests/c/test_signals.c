@@ -4,6 +4,13 @@
  *
  *   test_signals URL
  *
+ * With a second argument, a release held up by the server gets the signals
+ * instead: the program takes the lock, prints "held", and when a line
+ * arrives on stdin (the test has paused the server's writes) releases it
+ * while SIGUSR1 arrives every 20 ms.
+ *
+ *   test_signals URL release
+ *
  * Prints "N passed, N failed"; exits 1 when a check failed.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -40,26 +47,73 @@ static void *wait_for_lock(void *arg) {
   return NULL;
 }
 
+struct releaser {
+  redislock_lock *lock;
+  redislock_status status;
+  char error[512];
+  volatile int done;
+};
+
+static void *release_lock(void *arg) {
+  struct releaser *r = arg;
+  r->status = redislock_release(r->lock);
+  redislock_last_error(r->error, sizeof r->error);
+  r->done = 1;
+  return NULL;
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }
 
+static void handle(int restart) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+  signals_seen = 0;
+}
+
+/* Without SA_RESTART (the harder case); see the comment at the top. */
+static int release_under_signals(redislock_client *c) {
+  handle(0);
+  redislock_lock *l = NULL;
+  CHECK(redislock_acquire(c, KEY("sig-release"), 10000, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire: %s",
+        last_error());
+  printf("held\n");
+  fflush(stdout);
+  char line[16];
+  CHECK(fgets(line, sizeof line, stdin) != NULL, "no go-ahead on stdin");
+  struct releaser r = {l, REDISLOCK_INTERNAL, "", 0};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, release_lock, &r) == 0, "pthread_create");
+  for (int i = 0; i < 500 && !r.done; i++) {
+    pthread_kill(t, SIGUSR1);
+    sleep_ms(20);
+  }
+  pthread_join(t, NULL);
+  CHECK(r.status == REDISLOCK_OK, "the release got %s: %s", redislock_status_str(r.status), r.error);
+  CHECK(signals_seen > 5, "only %d signals arrived", (int)signals_seen);
+  redislock_client_free(c);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2) {
+  if (argc != 2 && argc != 3) {
     fprintf(stderr, "usage: %s URL\n", argv[0]);
     return 2;
   }
   redislock_client *c = NULL;
   CHECK(redislock_client_open(argv[1], &c) == REDISLOCK_OK, "open: %s", last_error());
+  if (argc == 3) {
+    return release_under_signals(c);
+  }
   for (int restart = 0; restart <= 1; restart++) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = restart ? SA_RESTART : 0;
-    sigemptyset(&sa.sa_mask);
-    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
-    signals_seen = 0;
+    handle(restart);
 
     redislock_lock *holder = NULL;
     CHECK(redislock_acquire(c, KEY("sig"), 10000, 0, NULL, 0, &holder) == REDISLOCK_OK, "holder: %s",

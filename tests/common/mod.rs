@@ -132,6 +132,11 @@ impl Server {
     /// A server that speaks only TLS, with a CA and a certificate for
     /// 127.0.0.1 made by `openssl` at test time.
     pub fn start_tls() -> Server {
+        Server::start_tls_with(&[])
+    }
+
+    /// [`Server::start_tls`] with more `redis-server` arguments.
+    pub fn start_tls_with(extra: &[&str]) -> Server {
         let dir = tempfile::Builder::new()
             .prefix("redislock-tls-")
             .tempdir()
@@ -150,7 +155,10 @@ impl Server {
                 tls.ca.display().to_string(),
                 "--tls-auth-clients".into(),
                 "no".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|a| a.to_string()))
+            .collect(),
             paused: false,
             tls: Some(tls),
             sentinel_conf: None,
@@ -295,7 +303,17 @@ impl Server {
 
     /// A raw redis-rs connection, for checking what the library wrote.
     pub fn raw(&self) -> redis::Connection {
-        let c = redis::Client::open(self.url()).unwrap();
+        let c = match &self.tls {
+            Some(tls) => redis::Client::build_with_tls(
+                self.url(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(std::fs::read(&tls.ca).unwrap()),
+                },
+            ),
+            None => redis::Client::open(self.url()),
+        }
+        .unwrap();
         let con = c
             .get_connection_with_timeout(Duration::from_secs(2))
             .unwrap();
@@ -461,4 +479,14 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
     let v = f();
     (v, t.elapsed())
+}
+
+/// The ids of the connections whose script (EVALSHA) is held up by
+/// `CLIENT PAUSE ... WRITE`, as CLIENT LIST shows them.
+pub fn held_up_scripts(raw: &mut redis::Connection) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(raw).unwrap();
+    list.lines()
+        .filter(|l| l.contains("cmd=evalsha") && l.contains("flags=b"))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect()
 }

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import redis
 
 import redislock
 
@@ -78,3 +79,55 @@ def test_a_stopped_and_continued_waiter_still_gets_the_lock(server, client, raw)
     holder.release()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_release_held_up_by_the_server_rides_out_signals(server, client, raw, restart):
+    """The release waits for its reply on the same connection all along
+    (it is not given up and sent again) and reports its true outcome."""
+    old = signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.siginterrupt(signal.SIGALRM, not restart)
+    # Python runs the handler once after the call; the wakeup fd gets a
+    # byte from the C-level handler for every signal that arrived.
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    old_fd = signal.set_wakeup_fd(w)
+    lock = client.lock("sig-release", ttl=10.0)
+    assert lock.acquire(blocking=False)
+    watcher = redis.Redis(port=server.port)
+
+    def held_up():
+        return sorted(c["id"] for c in watcher.client_list()
+                      if c["cmd"] == "evalsha" and "b" in c["flags"])
+
+    seen_ids = []
+
+    def watch():
+        for _ in range(1000):
+            if held_up():
+                break
+            time.sleep(0.01)
+        seen_ids.append(held_up())
+        time.sleep(0.5)
+        seen_ids.append(held_up())
+        watcher.execute_command("CLIENT", "UNPAUSE")
+
+    watcher.execute_command("CLIENT", "PAUSE", 10000, "WRITE")
+    t = threading.Thread(target=watch)
+    t.start()
+    signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
+    try:
+        lock.release()  # no exception: released
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        signal.set_wakeup_fd(old_fd)
+        t.join()
+    assert seen_ids[0] and seen_ids[0] == seen_ids[1]
+    os.set_blocking(r, False)
+    arrived = len(os.read(r, 4096))
+    os.close(r)
+    os.close(w)
+    assert arrived > 5, arrived
+    assert raw.get("sig-release") is None
+    watcher.close()

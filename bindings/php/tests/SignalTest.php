@@ -6,7 +6,8 @@ use RedisLock\Client;
 
 /**
  * Signals never turn into false errors: a waiting acquire gets SIGUSR1 many
- * times (a pcntl handler installed) and still acquires.
+ * times (a pcntl handler installed) and still acquires; a release held up by
+ * the server gets them too and reports its true outcome.
  */
 final class SignalTest extends TestCase
 {
@@ -56,5 +57,61 @@ final class SignalTest extends TestCase
         }
         $this->assertGreaterThan(5, $seen, 'the signals did arrive');
         unset($holder);
+    }
+
+    /** The connections whose script is held up by CLIENT PAUSE WRITE. */
+    private static function heldUp(Redis $r): array
+    {
+        $ids = [];
+        foreach ($r->client('list') as $c) {
+            if (($c['cmd'] ?? '') === 'evalsha' && str_contains($c['flags'] ?? '', 'b')) {
+                $ids[] = $c['id'];
+            }
+        }
+        sort($ids);
+        return $ids;
+    }
+
+    public function testAReleaseHeldUpByTheServerRidesOutSignals(): void
+    {
+        $client = new Client($this->server->url());
+        $lock = $client->acquire('sig-release', ttlMs: 10000, waitMs: 0);
+        $seen = 0;
+        pcntl_async_signals(true);
+        pcntl_signal(SIGUSR1, function () use (&$seen) {
+            $seen++;
+        });
+        $parent = getmypid();
+        $r = $this->server->raw();
+        $r->rawCommand('CLIENT', 'PAUSE', '10000', 'WRITE');
+        // A child waits until the release is held up, then sends SIGUSR1
+        // every 20 ms for 0.5 s, checks that the same connection is still
+        // waiting (the release was not given up and sent again), and lets
+        // writes resume. Its exit status is the check.
+        $pid = pcntl_fork();
+        if ($pid === 0) {
+            $w = new Redis();
+            $w->connect('127.0.0.1', $this->server->port);
+            for ($i = 0; $i < 1000 && self::heldUp($w) === []; $i++) {
+                usleep(10000);
+            }
+            $before = self::heldUp($w);
+            for ($i = 0; $i < 25; $i++) {
+                posix_kill($parent, SIGUSR1);
+                usleep(20000);
+            }
+            $same = $before !== [] && self::heldUp($w) === $before;
+            $w->rawCommand('CLIENT', 'UNPAUSE');
+            posix_kill(getmypid(), $same ? SIGKILL : SIGTERM);
+        }
+        try {
+            $lock->release(); // no exception: released
+        } finally {
+            pcntl_waitpid($pid, $status);
+            pcntl_signal(SIGUSR1, SIG_DFL);
+        }
+        $this->assertSame(SIGKILL, pcntl_wtermsig($status), 'the same connection waited for the reply');
+        $this->assertGreaterThan(5, $seen, 'the signals did arrive');
+        $this->assertFalse($r->get('sig-release'));
     }
 }
