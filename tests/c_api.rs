@@ -397,12 +397,7 @@ fn signals_never_break_a_wait_from_c() {
     std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
     assert_eq!(line, "held\n");
     let mut raw = srv.raw();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(10_000)
-        .arg("WRITE")
-        .query(&mut raw)
-        .unwrap();
+    common::pause_writes(&mut raw, true);
     std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
     common::wait_until("the release is sent and held up", 10 * S, || {
         !common::held_up_scripts(&mut raw).is_empty()
@@ -410,7 +405,7 @@ fn signals_never_break_a_wait_from_c() {
     let before = common::held_up_scripts(&mut raw);
     std::thread::sleep(S / 2);
     assert_eq!(common::held_up_scripts(&mut raw), before);
-    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut raw).unwrap();
+    common::pause_writes(&mut raw, false);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
     let status = child.wait().unwrap();

@@ -272,12 +272,7 @@ fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
         client.inspect("released").unwrap().holder.is_some()
     });
     let mut raw = srv.raw();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(10_000)
-        .arg("WRITE")
-        .query(&mut raw)
-        .unwrap();
+    common::pause_writes(&mut raw, true);
     common::wait_until("the release is sent and held up", 10 * S, || {
         !common::held_up_scripts(&mut raw).is_empty()
     });
@@ -292,7 +287,7 @@ fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
     // Still the same connection waiting for the same reply: the release
     // was not given up and sent again.
     assert_eq!(common::held_up_scripts(&mut raw), before);
-    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut raw).unwrap();
+    common::pause_writes(&mut raw, false);
     let status = runner.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(runner.stderr.as_mut().unwrap(), &mut err).unwrap();

@@ -481,6 +481,18 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     (v, t.elapsed())
 }
 
+/// `CLIENT PAUSE 10000 WRITE` (`on: false`: CLIENT UNPAUSE): scripts that
+/// write wait, reads are answered.
+pub fn pause_writes(raw: &mut redis::Connection, on: bool) {
+    let mut cmd = redis::cmd("CLIENT");
+    if on {
+        cmd.arg("PAUSE").arg(10_000).arg("WRITE");
+    } else {
+        cmd.arg("UNPAUSE");
+    }
+    let _: () = cmd.query(raw).unwrap();
+}
+
 /// The ids of the connections whose script (EVALSHA) is held up by
 /// `CLIENT PAUSE ... WRITE`, as CLIENT LIST shows them.
 pub fn held_up_scripts(raw: &mut redis::Connection) -> Vec<String> {
