@@ -20,7 +20,7 @@ use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind as RedisKind, RedisRe
 
 use crate::error::{Error, Result};
 use crate::protocol::{self, Script};
-use crate::wire::{Tls, Wire};
+use crate::wire::{is_interrupted, Tls, Wire};
 
 /// Where connections go.
 pub(crate) enum Endpoint {
@@ -574,14 +574,6 @@ fn run_script(
 /// How many signals in a row one operation rides out (a storm of them
 /// still ends, with the error).
 const MAX_INTERRUPTED: u32 = 32;
-
-/// A system call interrupted by a signal (EINTR). redis-rs keeps the
-/// `io::Error` to itself; its text carries the OS error number.
-pub(crate) fn is_interrupted(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        && e.to_string()
-            .contains(&format!("(os error {})", libc::EINTR))
-}
 
 /// A connection that must be replaced, after which the command may be sent
 /// again: dropped, or talking to a master that was demoted in a failover

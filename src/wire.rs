@@ -374,7 +374,7 @@ impl Wire {
                 Ok(_) => {}
                 // The parser keeps what it had read: reading again resumes.
                 Err(e) if is_timeout(&e) => return Ok(None),
-                Err(e) if interruptible && crate::conn::is_interrupted(&e) => return Ok(None),
+                Err(e) if interruptible && is_interrupted(&e) => return Ok(None),
                 Err(e) => {
                     self.open = false;
                     return Err(e);
@@ -382,6 +382,14 @@ impl Wire {
             }
         }
     }
+}
+
+/// A system call interrupted by a signal (EINTR). redis-rs keeps the
+/// `io::Error` to itself; its text carries the OS error number.
+pub(crate) fn is_interrupted(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        && e.to_string()
+            .contains(&format!("(os error {})", libc::EINTR))
 }
 
 fn is_timeout(e: &redis::RedisError) -> bool {
