@@ -114,6 +114,29 @@ fn a_loading_server_is_waited_for_within_the_budget() {
 
 extern "C" fn on_signal(_: libc::c_int) {}
 
+/// `redislock run ARGS…` with stderr piped.
+fn run_cli(args: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_redislock"))
+        .arg("run")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGSTOP then SIGCONT to `child`, five times, `pause` apart.
+fn stop_and_continue(child: &std::process::Child, pause: Duration) {
+    let pid = child.id() as libc::pid_t;
+    for _ in 0..5 {
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        thread::sleep(pause);
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        thread::sleep(pause);
+    }
+}
+
 /// A handler for `sig` that does nothing, installed with or without
 /// SA_RESTART (Python's own handlers go without it).
 fn install_handler(sig: libc::c_int, restart: bool) {
@@ -221,32 +244,19 @@ fn a_stopped_and_continued_waiter_still_gets_the_lock() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();
     let holder = client.acquire("stopped", 30 * S, Wait::TryOnce).unwrap();
-    let mut waiter = std::process::Command::new(env!("CARGO_BIN_EXE_redislock"))
-        .args([
-            "run",
-            "--url",
-            &srv.url(),
-            "--wait",
-            "30s",
-            "stopped",
-            "--",
-            "true",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut waiter = run_cli(&[
+        "--url",
+        &srv.url(),
+        "--wait",
+        "30s",
+        "stopped",
+        "--",
+        "true",
+    ]);
     common::wait_until("the waiter queued", 10 * S, || {
         client.inspect("stopped").unwrap().waiters == 1
     });
-    let pid = waiter.id() as libc::pid_t;
-    for _ in 0..5 {
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        thread::sleep(Duration::from_millis(50));
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-        thread::sleep(Duration::from_millis(50));
-    }
+    stop_and_continue(&waiter, Duration::from_millis(50));
     holder.release().unwrap();
     let status = waiter.wait().unwrap();
     let mut err = String::new();
@@ -261,13 +271,7 @@ fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
     // Writes are paused, so the release the runner sends when its command
     // ends waits for its reply; meanwhile the runner is stopped and
     // continued five times, then writes resume.
-    let mut runner = std::process::Command::new(env!("CARGO_BIN_EXE_redislock"))
-        .args(["run", "--url", &srv.url(), "released", "--", "sleep", "0.2"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut runner = run_cli(&["--url", &srv.url(), "released", "--", "sleep", "0.2"]);
     common::wait_until("the runner holds the lock", 10 * S, || {
         client.inspect("released").unwrap().holder.is_some()
     });
@@ -277,13 +281,7 @@ fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
         !common::held_up_scripts(&mut raw).is_empty()
     });
     let before = common::held_up_scripts(&mut raw);
-    let pid = runner.id() as libc::pid_t;
-    for _ in 0..5 {
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        thread::sleep(Duration::from_millis(40));
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-        thread::sleep(Duration::from_millis(40));
-    }
+    stop_and_continue(&runner, Duration::from_millis(40));
     // Still the same connection waiting for the same reply: the release
     // was not given up and sent again.
     assert_eq!(common::held_up_scripts(&mut raw), before);
