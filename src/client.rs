@@ -327,8 +327,6 @@ impl ClientBuilder {
     }
 
     fn cluster_target(&self, rest: &str) -> Result<Target> {
-        let help =
-            "invalid Cluster URL: expected redis+cluster://[user:password@]host:port[,host:port…]";
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut options = UrlOptions::default();
         for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
@@ -343,27 +341,11 @@ impl ClientBuilder {
                 "wait_replicas is not supported with Cluster yet",
             ));
         }
-        let (auth, hosts) = crate::sentinel::split_auth(rest);
-        let hosts = hosts.trim_end_matches('/');
-        let nodes: Vec<String> = crate::sentinel::host_list(hosts, help)?
-            .into_iter()
-            .map(|(host, port)| format!("redis://{auth}{host}:{port}"))
-            .collect();
+        let cluster = crate::cluster::Cluster::parse(rest)?;
         let (connect_timeout, command_timeout) = self.timeouts(&options)?;
-        let client = redis::cluster::ClusterClient::builder(nodes)
-            .connection_timeout(connect_timeout)
-            .response_timeout(command_timeout)
-            .build()
-            .map_err(|e| {
-                Error::invalid(format!("{help} ({})", e.detail().unwrap_or(&e.to_string())))
-            })?;
         Ok(Target {
-            addr: format!("cluster {hosts}"),
-            endpoint: Endpoint::Cluster {
-                client,
-                auth: format!("redis://{auth}"),
-                slots: std::sync::Mutex::new((None, Vec::new())),
-            },
+            addr: cluster.describe(),
+            endpoint: Endpoint::Cluster(std::sync::Arc::new(cluster)),
             wait_replicas: None,
             tls: None,
             connect_timeout,

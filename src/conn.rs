@@ -10,17 +10,16 @@
 //! [`Subscriber`], subscribed once to its own wake-up channel and pooled
 //! while still subscribed.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use std::sync::Mutex;
-
-use crate::sync::locked;
-use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 
+use crate::cluster::{Cluster, Routed};
 use crate::error::{Error, Result};
 use crate::protocol::{self, Script};
-use crate::wire::{is_interrupted, Tls, Wire};
+use crate::sync::locked;
+use crate::wire::{Tls, Wire};
 
 /// Where connections go.
 pub(crate) enum Endpoint {
@@ -28,35 +27,23 @@ pub(crate) enum Endpoint {
     Direct(ConnectionInfo),
     /// The current master of a Sentinel service.
     Sentinel(crate::sentinel::Sentinel),
-    /// A Redis Cluster: commands are routed by key slot (MOVED and ASK
-    /// followed by redis-rs); waiters subscribe on the node that owns their
-    /// lock's slot, where the release script's PUBLISH is counted.
-    Cluster {
-        client: ClusterClient,
-        /// `redis://[user:password@]` for connections to single nodes.
-        auth: String,
-        /// Slot ranges and their masters, refreshed every few seconds.
-        slots: Mutex<SlotMap>,
-    },
+    /// A Redis Cluster: commands are routed by key slot (see `cluster`);
+    /// waiters subscribe on the node that owns their lock's slot, where the
+    /// release script's PUBLISH is counted.
+    Cluster(Arc<Cluster>),
 }
-
-/// When the slot map was read, and its ranges: (first, last, "host:port").
-pub(crate) type SlotMap = (Option<Instant>, Vec<(u16, u16, String)>);
 
 /// A command connection: to one server, or routed over a cluster.
 pub(crate) enum Conn {
     Plain(Wire),
-    Cluster(Box<ClusterConnection>),
+    Cluster(Routed),
 }
 
 impl Conn {
     fn set_timeouts(&mut self, d: Duration) -> RedisResult<()> {
         match self {
             Conn::Plain(c) => c.set_timeout(d),
-            Conn::Cluster(c) => {
-                c.set_read_timeout(Some(d))?;
-                c.set_write_timeout(Some(d))
-            }
+            Conn::Cluster(c) => c.set_timeout(d),
         }
     }
 }
@@ -194,14 +181,10 @@ impl Pool {
     fn connect_within(&self, connect_timeout: Duration) -> Result<Conn> {
         let t = &self.target;
         Ok(match &t.endpoint {
-            Endpoint::Cluster { client, .. } => {
-                let mut con = Conn::Cluster(Box::new(
-                    client.get_connection().map_err(|e| self.error(e, true))?,
-                ));
-                con.set_timeouts(t.command_timeout)
-                    .map_err(|e| self.error(e, true))?;
-                con
-            }
+            Endpoint::Cluster(cluster) => Conn::Cluster(
+                Routed::connect(cluster.clone(), connect_timeout, t.command_timeout)
+                    .map_err(|e| self.error(e, true))?,
+            ),
             _ => Conn::Plain(self.plain_connection(connect_timeout, None)?),
         })
     }
@@ -213,11 +196,12 @@ impl Pool {
         let info = match (&t.endpoint, node) {
             (Endpoint::Direct(info), _) => info.clone(),
             (Endpoint::Sentinel(s), _) => s.master(connect_timeout)?,
-            (Endpoint::Cluster { auth, .. }, Some(node)) => {
-                redis::IntoConnectionInfo::into_connection_info(format!("{auth}{node}").as_str())
-                    .map_err(|e| self.error(e, true))?
+            (Endpoint::Cluster(cluster), Some(node)) => {
+                return cluster
+                    .connect(node, connect_timeout, t.command_timeout)
+                    .map_err(|e| self.error(e, true))
             }
-            (Endpoint::Cluster { .. }, None) => {
+            (Endpoint::Cluster(_), None) => {
                 return Err(Error::Internal("a cluster connection needs a node".into()))
             }
         };
@@ -226,52 +210,15 @@ impl Pool {
     }
 
     /// The node (`host:port`) serving `key`'s slot, for a cluster; empty
-    /// otherwise. The slot map is read with CLUSTER SLOTS and kept 5 s.
+    /// otherwise.
     fn node_for(&self, key: &[u8]) -> Result<String> {
-        let Endpoint::Cluster { slots, .. } = &self.target.endpoint else {
+        if !self.is_cluster() {
             return Ok(String::new());
-        };
-        let slot = protocol::slot(key);
-        let fresh = |map: &SlotMap| map.0.is_some_and(|t| t.elapsed() < Duration::from_secs(5));
-        {
-            let map = locked(slots);
-            if fresh(&map) {
-                if let Some((_, _, node)) = map.1.iter().find(|(a, b, _)| (*a..=*b).contains(&slot))
-                {
-                    return Ok(node.clone());
-                }
-            }
         }
-        let reply: Value = self.with(|con, _| redis::cmd("CLUSTER").arg("SLOTS").query(con))?;
-        let mut ranges = Vec::new();
-        if let Value::Array(items) = reply {
-            for item in items {
-                if let Value::Array(parts) = item {
-                    if let (Some(Value::Int(a)), Some(Value::Int(b)), Some(Value::Array(master))) =
-                        (parts.first(), parts.get(1), parts.get(2))
-                    {
-                        let host = match master.first() {
-                            Some(Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
-                            Some(Value::SimpleString(h)) => h.clone(),
-                            _ => continue,
-                        };
-                        if let Some(Value::Int(port)) = master.get(1) {
-                            ranges.push((*a as u16, *b as u16, format!("{host}:{port}")));
-                        }
-                    }
-                }
-            }
-        }
-        let node = ranges
-            .iter()
-            .find(|(a, b, _)| (*a..=*b).contains(&slot))
-            .map(|(_, _, n)| n.clone())
-            .ok_or_else(|| Error::Server {
-                addr: self.target.addr.clone(),
-                message: format!("no cluster node serves slot {slot} (CLUSTERDOWN?)"),
-            })?;
-        *locked(slots) = (Some(Instant::now()), ranges);
-        Ok(node)
+        self.with(|con, _| match con {
+            Conn::Cluster(c) => c.node_for(key),
+            Conn::Plain(_) => Ok(String::new()),
+        })
     }
 
     fn take(&self) -> Option<Conn> {
@@ -362,20 +309,11 @@ impl Pool {
             None => (self.connect_within(connect_timeout)?, false),
         };
         let mut r = f(&mut con, false);
-        let mut interrupted = 0;
         loop {
             match r {
                 Ok(v) => {
                     self.put(con);
                     return Ok(v);
-                }
-                // A signal broke the wait for the reply (EINTR). Only a
-                // cluster's connections (redis-rs's own) say so; `Wire`
-                // resumes the read. The reply is on its way, but redis-rs
-                // would skip it on this connection: send again on a fresh
-                // one, where the scripts find out what the first sending did.
-                Err(e) if is_interrupted(&e) && interrupted < MAX_INTERRUPTED => {
-                    interrupted += 1;
                 }
                 Err(e) if reused && is_dead_connection(&e) => {}
                 Err(e) => return self.finish(con, Err(e)),
@@ -570,10 +508,6 @@ fn run_script(
         r => r,
     }
 }
-
-/// How many signals in a row one operation rides out (a storm of them
-/// still ends, with the error).
-const MAX_INTERRUPTED: u32 = 32;
 
 /// A connection that must be replaced, after which the command may be sent
 /// again: dropped, or talking to a master that was demoted in a failover

@@ -20,6 +20,7 @@
 //! exclude us and are excluded. See `shared/DESIGN.md` for the protocol.
 
 mod client;
+mod cluster;
 mod conn;
 mod crc16;
 mod error;

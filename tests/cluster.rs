@@ -13,11 +13,7 @@ use redislock::{Client, Wait};
 const S: Duration = Duration::from_secs(1);
 
 fn client(servers: &[Server]) -> Client {
-    let hosts: Vec<String> = servers
-        .iter()
-        .map(|s| format!("127.0.0.1:{}", s.port))
-        .collect();
-    Client::open(&format!("redis+cluster://{}", hosts.join(","))).unwrap()
+    Client::open(&common::cluster_url(servers)).unwrap()
 }
 
 fn keyslot(srv: &Server, key: &str) -> u16 {
@@ -284,4 +280,24 @@ fn a_slot_migrates_under_a_held_lock() {
     // Owned for real: its release succeeds.
     waiter.join().unwrap().release().unwrap();
     assert!(released.elapsed() < 2 * S, "{:?}", released.elapsed());
+}
+
+#[test]
+fn a_dead_node_in_the_url_is_skipped_and_a_dead_cluster_is_a_connection_error() {
+    let servers = start_cluster(3);
+    let dead = common::free_port();
+    let url = common::cluster_url(&servers).replace(
+        "redis+cluster://",
+        &format!("redis+cluster://127.0.0.1:{dead},"),
+    );
+    let client = Client::open(&url).unwrap();
+    client
+        .acquire("seeded", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let nobody = Client::open(&format!("redis+cluster://127.0.0.1:{dead}")).unwrap();
+    let e = nobody.acquire("seeded", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), redislock::ErrorKind::Connection, "{e}");
+    assert!(e.to_string().contains("refused"), "{e}");
 }

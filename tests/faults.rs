@@ -187,7 +187,20 @@ fn signals_never_break_a_wait_an_acquire_or_a_release_over_tls() {
     ride_out_signals(&srv, client);
 }
 
-/// A wait, a release and an acquisition of `client` (on `srv`) under
+#[test]
+fn signals_never_break_a_wait_an_acquire_or_a_release_in_a_cluster() {
+    let servers = common::start_cluster_with(3, &["--enable-debug-command", "local"]);
+    let client = Client::open(&common::cluster_url(&servers)).unwrap();
+    // The node serving the name's slot (the others answer MOVED).
+    let node = servers
+        .iter()
+        .find(|s| s.raw().get::<_, Option<Vec<u8>>>("sig").is_ok())
+        .unwrap();
+    ride_out_signals(node, client);
+}
+
+/// A wait, a release and an acquisition of `client` (on `srv`, the server
+/// that holds the name) under
 /// signals with handlers, with and without SA_RESTART.
 fn ride_out_signals(srv: &Server, client: Client) {
     for (sig, restart) in [(libc::SIGUSR1, false), (libc::SIGUSR2, true)] {

@@ -42,16 +42,23 @@ pub fn free_cluster_port() -> u16 {
 
 /// A Redis Cluster of `n` masters (no replicas), all slots assigned, state ok.
 pub fn start_cluster(n: usize) -> Vec<Server> {
+    start_cluster_with(n, &[])
+}
+
+/// [`start_cluster`] with more `redis-server` arguments for every node.
+pub fn start_cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
     let servers: Vec<Server> = (0..n)
         .map(|_| {
-            Server::start_with(&[
+            let mut args = vec![
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
                 "nodes.conf",
                 "--cluster-node-timeout",
                 "3000",
-            ])
+            ];
+            args.extend_from_slice(extra);
+            Server::start_with(&args)
         })
         .collect();
     let out = Command::new("redis-cli")
@@ -84,6 +91,15 @@ pub fn start_cluster(n: usize) -> Vec<Server> {
         }
     }
     servers
+}
+
+/// `redis+cluster://` naming every node of `servers`.
+pub fn cluster_url(servers: &[Server]) -> String {
+    let hosts: Vec<String> = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    format!("redis+cluster://{}", hosts.join(","))
 }
 
 /// TLS material made for one server at test time.

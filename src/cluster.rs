@@ -1,0 +1,510 @@
+//! Redis Cluster: which node serves a key, and a command connection that
+//! sends each command there.
+//!
+//! `redis+cluster://[user:password@]host:port[,host:port…]`. The slot map
+//! (CLUSTER SLOTS) is read from any node that answers, first the ones named
+//! in the URL, and shared by every connection of a client. A command goes to
+//! the node serving the slot of its key (for scripts, the first of KEYS);
+//! MOVED sends it on and has the map read again; ASK sends it on once,
+//! after ASKING.
+//! Each node is reached over a [`Wire`], so a signal never makes a command
+//! be sent twice. Keyless commands go to any node.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+
+use crate::error::{Error, Result};
+use crate::protocol;
+use crate::sync::locked;
+use crate::wire::{Tls, Wire};
+
+/// How long a slot map is trusted for choosing a waiter's node (commands
+/// use it at any age: a wrong node answers MOVED).
+const SLOT_MAP_AGE: Duration = Duration::from_secs(5);
+
+/// Redirections one command follows at most (a slot moving twice while the
+/// command is underway is already rare).
+const MAX_REDIRECTS: usize = 5;
+
+/// How to reach the nodes, and the slot map they last gave.
+pub(crate) struct Cluster {
+    /// `redis://[user:password@]`: every node's URL begins so.
+    auth: String,
+    /// `host:port` of the nodes named in the URL.
+    seeds: Vec<String>,
+    tls: Option<Tls>,
+    slots: Mutex<SlotMap>,
+}
+
+/// When the map was read (`None`: to be read again), and its ranges of
+/// slots with their masters' `host:port`.
+#[derive(Default)]
+struct SlotMap {
+    read: Option<Instant>,
+    ranges: Vec<(u16, u16, String)>,
+}
+
+impl SlotMap {
+    fn node(&self, slot: u16) -> Option<&str> {
+        self.ranges
+            .iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&slot))
+            .map(|(_, _, n)| n.as_str())
+    }
+}
+
+impl Cluster {
+    /// The part of the URL after `redis+cluster://` and before any `?`.
+    pub(crate) fn parse(rest: &str) -> Result<Cluster> {
+        let help =
+            "invalid Cluster URL: expected redis+cluster://[user:password@]host:port[,host:port…]";
+        let (auth, hosts) = crate::sentinel::split_auth(rest);
+        let seeds: Vec<String> = crate::sentinel::host_list(hosts.trim_end_matches('/'), help)?
+            .into_iter()
+            .map(|(host, port)| format!("{host}:{port}"))
+            .collect();
+        let auth = format!("redis://{auth}");
+        for node in &seeds {
+            redis::IntoConnectionInfo::into_connection_info(format!("{auth}{node}").as_str())
+                .map_err(|e| {
+                    Error::invalid(format!("{help} ({})", e.detail().unwrap_or(&e.to_string())))
+                })?;
+        }
+        Ok(Cluster {
+            auth,
+            seeds,
+            tls: None,
+            slots: Mutex::new(SlotMap::default()),
+        })
+    }
+
+    /// `cluster host:port,…`: safe to print.
+    pub(crate) fn describe(&self) -> String {
+        format!("cluster {}", self.seeds.join(","))
+    }
+
+    /// Forget the map: the next command reads it again.
+    fn invalidate(&self) {
+        locked(&self.slots).read = None;
+    }
+
+    /// The node the map gives for `slot`, if the map was read and (with
+    /// `max_age`) is that recent.
+    fn known(&self, slot: u16, max_age: Option<Duration>) -> Option<String> {
+        let map = locked(&self.slots);
+        let read = map.read?;
+        if max_age.is_some_and(|age| read.elapsed() >= age) {
+            return None;
+        }
+        map.node(slot).map(str::to_string)
+    }
+
+    /// A connection to `node` (`host:port`).
+    pub(crate) fn connect(
+        &self,
+        node: &str,
+        connect_timeout: Duration,
+        timeout: Duration,
+    ) -> RedisResult<Wire> {
+        let info = redis::IntoConnectionInfo::into_connection_info(
+            format!("{}{node}", self.auth).as_str(),
+        )?;
+        Wire::connect(&info, self.tls.as_ref(), connect_timeout, timeout)
+    }
+}
+
+/// A command connection to a cluster: one [`Wire`] per node it has used.
+pub(crate) struct Routed {
+    cluster: Arc<Cluster>,
+    nodes: Vec<(String, Wire)>,
+    connect_timeout: Duration,
+    timeout: Duration,
+}
+
+impl Routed {
+    /// Connect to a node that answers and make sure the slot map is known.
+    pub(crate) fn connect(
+        cluster: Arc<Cluster>,
+        connect_timeout: Duration,
+        timeout: Duration,
+    ) -> RedisResult<Self> {
+        let mut con = Routed {
+            cluster,
+            nodes: Vec::new(),
+            connect_timeout,
+            timeout,
+        };
+        if locked(&con.cluster.slots).read.is_none() {
+            con.refresh()?;
+        } else {
+            con.any()?;
+        }
+        Ok(con)
+    }
+
+    /// Bound each later send and reply by `timeout`.
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) -> RedisResult<()> {
+        self.timeout = timeout;
+        for (_, wire) in &mut self.nodes {
+            wire.set_timeout(timeout)?;
+        }
+        Ok(())
+    }
+
+    /// The node serving `key`'s slot by a map at most a few seconds old
+    /// (read again if older), for a waiter's subscriber.
+    pub(crate) fn node_for(&mut self, key: &[u8]) -> RedisResult<String> {
+        let slot = protocol::slot(key);
+        if let Some(node) = self.cluster.known(slot, Some(SLOT_MAP_AGE)) {
+            return Ok(node);
+        }
+        self.refresh()?;
+        self.serving(slot)
+    }
+
+    /// The node serving `slot`, reading the map if it has to.
+    fn serving(&mut self, slot: u16) -> RedisResult<String> {
+        if let Some(node) = self.cluster.known(slot, None) {
+            return Ok(node);
+        }
+        self.refresh()?;
+        self.cluster.known(slot, None).ok_or_else(|| {
+            RedisError::from((
+                ErrorKind::Server(ServerErrorKind::ClusterDown),
+                "no cluster node serves the lock's slot",
+                format!("slot {slot}"),
+            ))
+        })
+    }
+
+    /// Read the slot map from the first node that answers: a node already
+    /// connected, then the nodes of the old map, then the URL's.
+    fn refresh(&mut self) -> RedisResult<()> {
+        let mut candidates: Vec<String> = self.nodes.iter().map(|(n, _)| n.clone()).collect();
+        {
+            let map = locked(&self.cluster.slots);
+            candidates.extend(map.ranges.iter().map(|(_, _, n)| n.clone()));
+        }
+        candidates.extend(self.cluster.seeds.iter().cloned());
+        let mut last = None;
+        let mut tried = Vec::new();
+        for node in candidates {
+            if tried.contains(&node) {
+                continue;
+            }
+            tried.push(node.clone());
+            let reply = self
+                .wire(&node)
+                .and_then(|w| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(w));
+            match reply {
+                Ok(reply) => {
+                    let ranges = parse_slots(reply, &node);
+                    *locked(&self.cluster.slots) = SlotMap {
+                        read: Some(Instant::now()),
+                        ranges,
+                    };
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.drop_node(&node);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "the cluster URL names no node",
+            ))
+        }))
+    }
+
+    /// A node to send a keyless command to: one already connected, else
+    /// the first that accepts a connection.
+    fn any(&mut self) -> RedisResult<String> {
+        if let Some((node, _)) = self.nodes.first() {
+            return Ok(node.clone());
+        }
+        let mut candidates: Vec<String> = {
+            let map = locked(&self.cluster.slots);
+            map.ranges.iter().map(|(_, _, n)| n.clone()).collect()
+        };
+        candidates.extend(self.cluster.seeds.iter().cloned());
+        let mut last = None;
+        for node in candidates {
+            match self.wire(&node) {
+                Ok(_) => return Ok(node),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "the cluster URL names no node",
+            ))
+        }))
+    }
+
+    /// The connection to `node`, opened if needed.
+    fn wire(&mut self, node: &str) -> RedisResult<&mut Wire> {
+        let i = match self.nodes.iter().position(|(n, _)| n == node) {
+            Some(i) => i,
+            None => {
+                let wire = self
+                    .cluster
+                    .connect(node, self.connect_timeout, self.timeout)?;
+                self.nodes.push((node.to_string(), wire));
+                self.nodes.len() - 1
+            }
+        };
+        Ok(&mut self.nodes[i].1)
+    }
+
+    fn drop_node(&mut self, node: &str) {
+        self.nodes.retain(|(n, _)| n != node);
+    }
+
+    /// Send `cmd` to `node` (preceded by ASKING if `asking`) and read its
+    /// reply. A connection that fails is dropped and the map read again
+    /// next time: the node may have died in a failover.
+    fn send_to(&mut self, node: &str, cmd: &[u8], asking: bool) -> RedisResult<Value> {
+        let r = self.wire(node).and_then(|wire| {
+            if asking {
+                let mut both = redis::cmd("ASKING").get_packed_command();
+                both.extend_from_slice(cmd);
+                wire.req_packed_commands(&both, 1, 1)
+                    .map(|mut v| v.remove(0))
+            } else {
+                wire.req_packed_command(cmd)
+            }
+        });
+        if r.is_err() {
+            self.drop_node(node);
+            self.cluster.invalidate();
+        }
+        r
+    }
+}
+
+impl ConnectionLike for Routed {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        let slot = command_slot(cmd);
+        let mut node = match slot {
+            Some(slot) => self.serving(slot)?,
+            None => self.any()?,
+        };
+        let mut asking = false;
+        let mut redirects = 0;
+        loop {
+            let reply = self.send_to(&node, cmd, asking)?;
+            match redirect(&reply) {
+                Some((ask, to)) if slot.is_some() && redirects < MAX_REDIRECTS => {
+                    if !ask {
+                        // The slot moved for good: read the map again
+                        // before the next command.
+                        self.cluster.invalidate();
+                    }
+                    node = to;
+                    asking = ask;
+                    redirects += 1;
+                }
+                _ => return Ok(reply),
+            }
+        }
+    }
+
+    /// A pipeline goes whole to the node of its first keyed command; its
+    /// commands must share that node (redislock sends none that do not).
+    /// Redirections are not followed, but a MOVED makes the map be read
+    /// again for the next command.
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let node = match commands(cmd).into_iter().find_map(command_slot) {
+            Some(slot) => self.serving(slot)?,
+            None => self.any()?,
+        };
+        let replies = self
+            .wire(&node)
+            .and_then(|w| w.req_packed_commands(cmd, offset, count));
+        match &replies {
+            Ok(values) if values.iter().any(|v| redirect(v).is_some()) => self.cluster.invalidate(),
+            Ok(_) => {}
+            Err(_) => {
+                self.drop_node(&node);
+                self.cluster.invalidate();
+            }
+        }
+        replies
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+
+    fn check_connection(&mut self) -> bool {
+        redis::cmd("PING").query::<String>(self).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        self.nodes.iter().all(|(_, w)| w.is_open())
+    }
+}
+
+/// `(true for ASK, "host:port")` if `reply` redirects the command.
+fn redirect(reply: &Value) -> Option<(bool, String)> {
+    let Value::ServerError(e) = reply else {
+        return None;
+    };
+    let ask = match e.kind()? {
+        ServerErrorKind::Ask => true,
+        ServerErrorKind::Moved => false,
+        _ => return None,
+    };
+    // "<slot> <host>:<port>"
+    let to = e.details()?.split_ascii_whitespace().nth(1)?;
+    Some((ask, to.to_string()))
+}
+
+/// The ranges of a CLUSTER SLOTS reply from `from` (whose host stands in
+/// for a master announced without one).
+fn parse_slots(reply: Value, from: &str) -> Vec<(u16, u16, String)> {
+    let from_host = from.rsplit_once(':').map_or(from, |(h, _)| h);
+    let mut ranges = Vec::new();
+    let Value::Array(items) = reply else {
+        return ranges;
+    };
+    for item in items {
+        let Value::Array(parts) = item else { continue };
+        let (Some(Value::Int(a)), Some(Value::Int(b)), Some(Value::Array(master))) =
+            (parts.first(), parts.get(1), parts.get(2))
+        else {
+            continue;
+        };
+        let host = match master.first() {
+            Some(Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
+            Some(Value::SimpleString(h)) => h.clone(),
+            _ => continue,
+        };
+        let host = if host.is_empty() || host == "?" {
+            from_host.to_string()
+        } else {
+            host
+        };
+        if let Some(Value::Int(port)) = master.get(1) {
+            ranges.push((*a as u16, *b as u16, format!("{host}:{port}")));
+        }
+    }
+    ranges
+}
+
+/// The arguments of each command in a packed pipeline (RESP arrays of bulk
+/// strings, as redis-rs packs them).
+fn commands(packed: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = packed;
+    while !rest.is_empty() {
+        match split_command(rest) {
+            Some((one, tail)) => {
+                out.push(one);
+                rest = tail;
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// The first packed command of `packed`, and what follows it.
+fn split_command(packed: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (_, end) = args(packed, 0)?;
+    Some(packed.split_at(end))
+}
+
+/// Up to `limit` arguments of the packed command at the start of `packed`,
+/// and the length of the whole command.
+fn args(packed: &[u8], limit: usize) -> Option<(Vec<&[u8]>, usize)> {
+    let (n, mut pos) = number(packed, b'*')?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let (len, after) = number(&packed[pos..], b'$')?;
+        let start = pos + after;
+        let end = start.checked_add(len)?;
+        if packed.get(end..end + 2)? != b"\r\n" {
+            return None;
+        }
+        if out.len() < limit {
+            out.push(&packed[start..end]);
+        }
+        pos = end + 2;
+    }
+    Some((out, pos))
+}
+
+/// `<prefix><decimal>\r\n` at the start of `bytes`: the number and the
+/// length read.
+fn number(bytes: &[u8], prefix: u8) -> Option<(usize, usize)> {
+    if bytes.first() != Some(&prefix) {
+        return None;
+    }
+    let end = bytes.windows(2).position(|w| w == b"\r\n")?;
+    let n = std::str::from_utf8(&bytes[1..end]).ok()?.parse().ok()?;
+    Some((n, end + 2))
+}
+
+/// The slot of the key a packed command acts on, if it names one.
+fn command_slot(packed: &[u8]) -> Option<u16> {
+    let (args, _) = args(packed, 4)?;
+    let name = args.first()?.to_ascii_uppercase();
+    let key = match name.as_slice() {
+        b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
+            let keys: usize = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
+            if keys == 0 {
+                return None;
+            }
+            args.get(3)?
+        }
+        b"ASKING" | b"CLIENT" | b"CLUSTER" | b"COMMAND" | b"CONFIG" | b"DBSIZE" | b"HELLO"
+        | b"INFO" | b"PING" | b"PUBLISH" | b"SCRIPT" | b"TIME" | b"WAIT" => return None,
+        _ => args.get(1)?,
+    };
+    Some(protocol::slot(key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_found_in_packed_commands() {
+        let script = redis::cmd("EVALSHA")
+            .arg("abc")
+            .arg(2)
+            .arg("{user1}:a")
+            .arg("other")
+            .arg("token")
+            .get_packed_command();
+        assert_eq!(command_slot(&script), Some(protocol::slot(b"user1")));
+        let keyless = redis::cmd("EVAL")
+            .arg("return 1")
+            .arg(0)
+            .get_packed_command();
+        assert_eq!(command_slot(&keyless), None);
+        let get = redis::cmd("GET").arg("plain").get_packed_command();
+        assert_eq!(command_slot(&get), Some(protocol::slot(b"plain")));
+        let slots = redis::cmd("CLUSTER").arg("SLOTS").get_packed_command();
+        assert_eq!(command_slot(&slots), None);
+        // Binary keys with CR LF inside are read by length.
+        let binary = redis::cmd("GET").arg(&b"a\r\nb"[..]).get_packed_command();
+        assert_eq!(command_slot(&binary), Some(protocol::slot(b"a\r\nb")));
+        assert_eq!(command_slot(b"*1\r\n$3\r\nGE"), None);
+        let mut two = get.clone();
+        two.extend_from_slice(&slots);
+        assert_eq!(commands(&two), vec![&get[..], &slots[..]]);
+    }
+}
