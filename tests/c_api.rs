@@ -383,35 +383,59 @@ fn signals_never_break_a_wait_from_c() {
     assert!(passed >= 9, "{stdout}");
     assert_ok(&out, "tests/c/test_signals");
 
-    // A release held up by paused writes while SIGUSR1 arrives: the same
-    // connection waits for its reply all along (not given up and sent
-    // again), and the release reports its true outcome.
-    let mut child = c_program(&exe, false)
-        .args([srv.url().as_str(), "release"])
-        .stdin(std::process::Stdio::piped())
+    // A release held up by paused writes while SIGUSR1 arrives (handler
+    // without and with SA_RESTART): the same connection waits for its reply
+    // all along (not given up and sent again), and the release reports its
+    // true outcome.
+    for mode in ["release", "release-restart"] {
+        let mut child = c_program(&exe, false)
+            .args([srv.url().as_str(), mode])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert_eq!(line, "held\n", "{mode}");
+        let mut raw = srv.raw();
+        common::pause_writes(&mut raw, true);
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
+        common::wait_until("the release is sent and held up", 10 * S, || {
+            !common::held_up_scripts(&mut raw).is_empty()
+        });
+        let before = common::held_up_scripts(&mut raw);
+        std::thread::sleep(S / 2);
+        assert_eq!(common::held_up_scripts(&mut raw), before, "{mode}");
+        common::pause_writes(&mut raw, false);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        let status = child.wait().unwrap();
+        let (passed, failed) = verdict(&rest);
+        assert_eq!(failed, 0, "{mode}: {rest}");
+        assert!(passed >= 3 && status.success(), "{mode}: {status}: {rest}");
+        let held: Option<Vec<u8>> = redis::Commands::get(&mut raw, "sig-release").unwrap();
+        assert_eq!(held, None, "{mode}");
+    }
+
+    // A waiter stopped and continued five times (SIGSTOP/SIGCONT) while it
+    // waits still gets the lock when it is released.
+    let client = redislock::Client::open(&srv.url()).unwrap();
+    let holder = client
+        .acquire("stopped", 30 * S, redislock::Wait::TryOnce)
+        .unwrap();
+    let child = c_program(&exe, false)
+        .args([srv.url().as_str(), "wait"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
-    assert_eq!(line, "held\n");
-    let mut raw = srv.raw();
-    common::pause_writes(&mut raw, true);
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
-    common::wait_until("the release is sent and held up", 10 * S, || {
-        !common::held_up_scripts(&mut raw).is_empty()
+    common::wait_until("the C waiter queued", 10 * S, || {
+        client.inspect("stopped").unwrap().waiters == 1
     });
-    let before = common::held_up_scripts(&mut raw);
-    std::thread::sleep(S / 2);
-    assert_eq!(common::held_up_scripts(&mut raw), before);
-    common::pause_writes(&mut raw, false);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    let status = child.wait().unwrap();
-    let (passed, failed) = verdict(&rest);
-    assert_eq!(failed, 0, "{rest}");
-    assert!(passed >= 3 && status.success(), "{status}: {rest}");
-    let held: Option<Vec<u8>> = redis::Commands::get(&mut raw, "sig-release").unwrap();
-    assert_eq!(held, None);
+    common::stop_and_continue(&child, S / 20);
+    holder.release().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(verdict(&stdout), (3, 0), "{stdout}");
+    assert!(out.status.success(), "{}: {stdout}", out.status);
 }

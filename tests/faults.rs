@@ -126,17 +126,6 @@ fn run_cli(args: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
-/// SIGSTOP then SIGCONT to `child`, five times, `pause` apart.
-fn stop_and_continue(child: &std::process::Child, pause: Duration) {
-    let pid = child.id() as libc::pid_t;
-    for _ in 0..5 {
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        thread::sleep(pause);
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-        thread::sleep(pause);
-    }
-}
-
 /// A handler for `sig` that does nothing, installed with or without
 /// SA_RESTART (Python's own handlers go without it).
 fn install_handler(sig: libc::c_int, restart: bool) {
@@ -269,7 +258,7 @@ fn a_stopped_and_continued_waiter_still_gets_the_lock() {
     common::wait_until("the waiter queued", 10 * S, || {
         client.inspect("stopped").unwrap().waiters == 1
     });
-    stop_and_continue(&waiter, Duration::from_millis(50));
+    common::stop_and_continue(&waiter, Duration::from_millis(50));
     holder.release().unwrap();
     let status = waiter.wait().unwrap();
     let mut err = String::new();
@@ -294,7 +283,7 @@ fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
         !common::held_up_scripts(&mut raw).is_empty()
     });
     let before = common::held_up_scripts(&mut raw);
-    stop_and_continue(&runner, Duration::from_millis(40));
+    common::stop_and_continue(&runner, Duration::from_millis(40));
     // Still the same connection waiting for the same reply: the release
     // was not given up and sent again.
     assert_eq!(common::held_up_scripts(&mut raw), before);

@@ -4,12 +4,18 @@
  *
  *   test_signals URL
  *
- * With a second argument, a release held up by the server gets the signals
- * instead: the program takes the lock, prints "held", and when a line
- * arrives on stdin (the test has paused the server's writes) releases it
- * while SIGUSR1 arrives every 20 ms.
+ * With "release" (handler without SA_RESTART) or "release-restart" (with
+ * it), a release held up by the server gets the signals instead: the
+ * program takes the lock, prints "held", and when a line arrives on stdin
+ * (the test has paused the server's writes) releases it while SIGUSR1
+ * arrives every 20 ms.
  *
- *   test_signals URL release
+ *   test_signals URL release|release-restart
+ *
+ * With "wait", it waits up to 30 s for the lock "stopped" (held by the
+ * test, which stops and continues this process meanwhile) and releases it.
+ *
+ *   test_signals URL wait
  *
  * Prints "N passed, N failed"; exits 1 when a check failed.
  */
@@ -77,9 +83,9 @@ static void handle(int restart) {
   signals_seen = 0;
 }
 
-/* Without SA_RESTART (the harder case); see the comment at the top. */
-static int release_under_signals(redislock_client *c) {
-  handle(0);
+/* See the comment at the top. */
+static int release_under_signals(redislock_client *c, int restart) {
+  handle(restart);
   redislock_lock *l = NULL;
   CHECK(redislock_acquire(c, KEY("sig-release"), 10000, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire: %s",
         last_error());
@@ -109,8 +115,19 @@ int main(int argc, char **argv) {
   }
   redislock_client *c = NULL;
   CHECK(redislock_client_open(argv[1], &c) == REDISLOCK_OK, "open: %s", last_error());
+  if (argc == 3 && strcmp(argv[2], "wait") == 0) {
+    redislock_lock *l = NULL;
+    redislock_status st = redislock_acquire(c, KEY("stopped"), 10000, 30000, NULL, 0, &l);
+    CHECK(st == REDISLOCK_OK, "the stopped waiter: %s", last_error());
+    if (st == REDISLOCK_OK) {
+      CHECK(redislock_release(l) == REDISLOCK_OK, "release: %s", last_error());
+    }
+    redislock_client_free(c);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+  }
   if (argc == 3) {
-    return release_under_signals(c);
+    return release_under_signals(c, strcmp(argv[2], "release-restart") == 0);
   }
   for (int restart = 0; restart <= 1; restart++) {
     handle(restart);

@@ -93,6 +93,17 @@ pub fn start_cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
     servers
 }
 
+/// SIGSTOP then SIGCONT to `child`, five times, `pause` apart.
+pub fn stop_and_continue(child: &Child, pause: Duration) {
+    let pid = child.id() as libc::pid_t;
+    for _ in 0..5 {
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        sleep(pause);
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        sleep(pause);
+    }
+}
+
 /// `redis+cluster://` naming every node of `servers`.
 pub fn cluster_url(servers: &[Server]) -> String {
     let hosts: Vec<String> = servers

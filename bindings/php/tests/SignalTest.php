@@ -6,8 +6,9 @@ use RedisLock\Client;
 
 /**
  * Signals never turn into false errors: a waiting acquire gets SIGUSR1 many
- * times (a pcntl handler installed) and still acquires; a release held up by
- * the server gets them too and reports its true outcome.
+ * times (a pcntl handler installed, restarting system calls or not) and
+ * still acquires; a release held up by the server gets them too and reports
+ * its true outcome; a waiter stopped and continued still acquires.
  */
 final class SignalTest extends TestCase
 {
@@ -23,7 +24,14 @@ final class SignalTest extends TestCase
         $this->server->stop();
     }
 
-    public function testAWaitRidesOutSignalsWithAHandler(): void
+    /** pcntl_signal's $restart_syscalls (SA_RESTART). */
+    public function restarts(): array
+    {
+        return ['SA_RESTART' => [true], 'no SA_RESTART' => [false]];
+    }
+
+    /** @dataProvider restarts */
+    public function testAWaitRidesOutSignalsWithAHandler(bool $restart): void
     {
         $client = new Client($this->server->url());
         $holder = $client->acquire('sig', ttlMs: 10000, waitMs: 0);
@@ -31,7 +39,7 @@ final class SignalTest extends TestCase
         pcntl_async_signals(true);
         pcntl_signal(SIGUSR1, function () use (&$seen) {
             $seen++;
-        });
+        }, $restart);
         $parent = getmypid();
         // A child sends SIGUSR1 to this process every 20 ms for 0.5 s, then
         // releases the holder's lock by its token.
@@ -72,7 +80,8 @@ final class SignalTest extends TestCase
         return $ids;
     }
 
-    public function testAReleaseHeldUpByTheServerRidesOutSignals(): void
+    /** @dataProvider restarts */
+    public function testAReleaseHeldUpByTheServerRidesOutSignals(bool $restart): void
     {
         $client = new Client($this->server->url());
         $lock = $client->acquire('sig-release', ttlMs: 10000, waitMs: 0);
@@ -80,7 +89,7 @@ final class SignalTest extends TestCase
         pcntl_async_signals(true);
         pcntl_signal(SIGUSR1, function () use (&$seen) {
             $seen++;
-        });
+        }, $restart);
         $parent = getmypid();
         $r = $this->server->raw();
         $r->rawCommand('CLIENT', 'PAUSE', '10000', 'WRITE');
@@ -113,5 +122,40 @@ final class SignalTest extends TestCase
         $this->assertSame(SIGKILL, pcntl_wtermsig($status), 'the same connection waited for the reply');
         $this->assertGreaterThan(5, $seen, 'the signals did arrive');
         $this->assertFalse($r->get('sig-release'));
+    }
+
+    public function testAStoppedAndContinuedWaiterStillGetsTheLock(): void
+    {
+        $client = new Client($this->server->url());
+        $holder = $client->acquire('stopped', ttlMs: 30000, waitMs: 0);
+        $parent = getmypid();
+        // A child waits until this process is queued, stops and continues
+        // it five times, then releases the holder's lock by its token.
+        $pid = pcntl_fork();
+        if ($pid === 0) {
+            $r = new Redis();
+            $r->connect('127.0.0.1', $this->server->port);
+            for ($i = 0; $i < 1000 && !$r->exists('{stopped}:queue'); $i++) {
+                usleep(10000);
+            }
+            for ($i = 0; $i < 5; $i++) {
+                posix_kill($parent, SIGSTOP);
+                usleep(50000);
+                posix_kill($parent, SIGCONT);
+                usleep(50000);
+            }
+            $r->eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+                ['stopped', $holder->token()], 1);
+            posix_kill(getmypid(), SIGKILL);
+        }
+        try {
+            $lock = $client->acquire('stopped', ttlMs: 10000, waitMs: 20000);
+            $this->assertGreaterThan($holder->fence(), $lock->fence());
+            $lock->release();
+        } finally {
+            pcntl_waitpid($pid, $status);
+        }
+        $this->assertSame(SIGKILL, pcntl_wtermsig($status));
+        unset($holder);
     }
 }
