@@ -202,6 +202,21 @@ impl Error {
     pub(crate) fn invalid(msg: impl Into<String>) -> Error {
         Error::InvalidArgument(msg.into())
     }
+
+    /// The wait for `key` ran out (`pttl`: the holder's remaining TTL in
+    /// ms, negative when unknown; `started`: when the acquisition began).
+    pub(crate) fn not_acquired(key: &[u8], pttl: i64, started: std::time::Instant) -> Error {
+        Error::NotAcquired {
+            key: show_key(key),
+            holder_ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            waited: started.elapsed(),
+        }
+    }
+
+    /// A script answered something it never answers.
+    pub(crate) fn unexpected(v: &redis::Value) -> Error {
+        Error::Internal(format!("unexpected reply from a redislock script: {v:?}"))
+    }
 }
 
 /// The result type of redislock.

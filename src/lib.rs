@@ -19,29 +19,40 @@
 //! so clients that use the classic hand-written pattern on the same key
 //! exclude us and are excluded. See `shared/DESIGN.md` for the protocol.
 
-mod client;
-mod cluster;
-mod conn;
-mod crc16;
+// The layers, lowest first; each imports only from the ones above it in
+// this list.
+//
+// Vocabulary: errors, the caller's values, fork-aware helpers. No I/O.
 mod error;
-pub mod ffi;
-mod lock;
+mod options;
+mod sync;
+// The wire protocol: scripts, key names, reply parsing.
+mod crc16;
 mod protocol;
+// Connections: one socket, the pool, Sentinel and Cluster routing.
+mod net;
+// Deployments: one server or Redlock, behind one set of operations.
+mod deploy;
+// Opening: URLs and builder settings into a deployment.
+mod config;
+// Background renewal of held locks.
+mod renew;
+// The public API: the client, then the lock handle.
+mod client;
+mod lock;
+// Bindings, on the public API only.
+pub mod ffi;
 #[cfg(feature = "python")]
 mod python;
-mod redlock;
-mod renew;
-mod sentinel;
-mod sync;
-mod wait;
-mod wire;
 
-pub use client::{
-    parse_duration, AcquireOptions, Client, ClientBuilder, Interrupt, LockInfo, Wait,
-    DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, MAX_KEY_LEN, MAX_TTL,
-};
+pub use client::{Client, ClientBuilder};
+pub use config::parse_duration;
 pub use error::{Error, ErrorKind, Result};
 pub use lock::Lock;
+pub use options::{
+    AcquireOptions, Interrupt, LockInfo, Wait, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
+    MAX_KEY_LEN, MAX_TTL,
+};
 
 /// A fresh random token like the ones acquire makes: 128 bits from the
 /// operating system's generator, as 32 hex characters.

@@ -1,30 +1,15 @@
 //! A held lock: its token and fencing number, extend, release, and the
 //! guard behaviour (released on drop, inert in a forked child).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::Mutex;
-
-use crate::sync::locked;
-
-use crate::client::{self, ttl_millis, Client};
+use crate::client::{ttl_millis, Client};
 use crate::error::{show_key, Error, Result};
 use crate::protocol::LockKeys;
-
-/// State shared between a [`Lock`] and the renewal thread.
-pub(crate) struct LockState {
-    pub(crate) keys: LockKeys,
-    pub(crate) token: Vec<u8>,
-    pub(crate) fence: u64,
-    pub(crate) ttl_ms: AtomicU64,
-    pub(crate) lost: AtomicBool,
-    /// True while the renewal thread may extend this lock. The renewal
-    /// thread holds this mutex while an extend is in flight, and release
-    /// clears it first, so no extend is ever sent after a release.
-    pub(crate) renewing: Mutex<bool>,
-}
+use crate::renew::LockState;
+use crate::sync::locked;
 
 /// A lock held by this process.
 ///
@@ -60,14 +45,7 @@ impl Lock {
     ) -> Lock {
         Lock {
             client,
-            state: Arc::new(LockState {
-                keys,
-                token,
-                fence,
-                ttl_ms: AtomicU64::new(ttl_ms),
-                lost: AtomicBool::new(false),
-                renewing: Mutex::new(false),
-            }),
+            state: Arc::new(LockState::new(keys, token, fence, ttl_ms)),
             pid: crate::sync::pid(),
             done: false,
         }
@@ -115,8 +93,7 @@ impl Lock {
         if !self.in_owner_process() {
             return Err(self.not_owner());
         }
-        if client::extend(
-            &self.client,
+        if self.client.deployment().extend(
             &self.state.keys,
             &self.state.token,
             self.state.fence,
@@ -141,7 +118,7 @@ impl Lock {
     /// [`Lock::is_lost`] turns true and renewal stops.
     pub fn auto_renew(&self) {
         if self.in_owner_process() && !self.done {
-            self.client.inner.renewer.add(&self.client, &self.state);
+            self.client.renew(&self.state);
         }
     }
 
@@ -155,7 +132,11 @@ impl Lock {
             return Ok(());
         }
         self.stop_renewal();
-        if client::release(&self.client, &self.state.keys, &self.state.token)? {
+        if self
+            .client
+            .deployment()
+            .release(&self.state.keys, &self.state.token)?
+        {
             Ok(())
         } else {
             self.state.lost.store(true, Ordering::Release);
@@ -191,6 +172,9 @@ impl Drop for Lock {
             return;
         }
         self.stop_renewal();
-        let _ = client::release(&self.client, &self.state.keys, &self.state.token);
+        let _ = self
+            .client
+            .deployment()
+            .release(&self.state.keys, &self.state.token);
     }
 }

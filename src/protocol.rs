@@ -38,10 +38,12 @@
 //! fence, queue, counter.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use redis::Value;
 
 use crate::crc16::crc16;
+use crate::options::LockInfo;
 
 /// Prefix of each waiter's own pub/sub channel.
 pub(crate) const WAKE_CHANNEL_PREFIX: &str = "redislock:w:";
@@ -516,6 +518,28 @@ pub(crate) fn parse_attempt(v: &Value) -> Option<Attempt> {
         }
         _ => None,
     }
+}
+
+/// The INSPECT script's reply.
+pub(crate) fn parse_info(v: &Value) -> Option<LockInfo> {
+    let Value::Array(items) = v else { return None };
+    let holder = match items.first()? {
+        Value::BulkString(b) => Some(b.clone()),
+        _ => None,
+    };
+    let int = |i: usize| match items.get(i) {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
+    };
+    Some(LockInfo {
+        ttl: holder
+            .as_ref()
+            .and_then(|_| u64::try_from(int(1)?).ok())
+            .map(Duration::from_millis),
+        holder,
+        fence: int(2).and_then(|f| u64::try_from(f).ok()),
+        waiters: int(3).and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+    })
 }
 
 /// Parse a hand-off message `<nonce>:<fence>` meant for `nonce`.

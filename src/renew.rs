@@ -12,18 +12,39 @@
 //! no renewal thread and forgets the parent's set; it starts its own thread
 //! for its own locks.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use std::sync::{Condvar, Mutex};
-
+use crate::deploy::{Deployment, Extension};
+use crate::protocol::LockKeys;
 use crate::sync::locked;
-use redis::Value;
 
-use crate::client::{Client, Inner};
-use crate::lock::LockState;
-use crate::protocol::scripts;
+/// A held lock as its `Lock` handle and the renewal thread share it.
+pub(crate) struct LockState {
+    pub(crate) keys: LockKeys,
+    pub(crate) token: Vec<u8>,
+    pub(crate) fence: u64,
+    pub(crate) ttl_ms: AtomicU64,
+    pub(crate) lost: AtomicBool,
+    /// True while the renewal thread may extend this lock. The renewal
+    /// thread holds this mutex while an extend is in flight, and release
+    /// clears it first, so no extend is ever sent after a release.
+    pub(crate) renewing: Mutex<bool>,
+}
+
+impl LockState {
+    pub(crate) fn new(keys: LockKeys, token: Vec<u8>, fence: u64, ttl_ms: u64) -> LockState {
+        LockState {
+            keys,
+            token,
+            fence,
+            ttl_ms: AtomicU64::new(ttl_ms),
+            lost: AtomicBool::new(false),
+            renewing: Mutex::new(false),
+        }
+    }
+}
 
 /// Locks extended in one pipelined round trip at most.
 const BATCH: usize = 512;
@@ -72,7 +93,7 @@ impl Renewer {
     }
 
     /// Start renewing `lock` (no-op when it already renews).
-    pub(crate) fn add(&self, client: &Client, lock: &Arc<LockState>) {
+    pub(crate) fn add(&self, deployment: &Arc<dyn Deployment>, lock: &Arc<LockState>) {
         {
             // Lock order: never hold `renewing` while taking `state`.
             let mut renewing = locked(&lock.renewing);
@@ -99,10 +120,10 @@ impl Renewer {
         if !st.thread {
             st.thread = true;
             let shared = self.shared.clone();
-            let inner = Arc::downgrade(&client.inner);
+            let deployment = Arc::downgrade(deployment);
             let spawned = std::thread::Builder::new()
                 .name("redislock-renew".into())
-                .spawn(move || run(shared, inner));
+                .spawn(move || run(shared, deployment));
             if spawned.is_err() {
                 // Without a thread nothing renews: say so through `lost`
                 // rather than pretend.
@@ -124,7 +145,7 @@ impl Drop for Renewer {
     }
 }
 
-fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
+fn run(shared: Arc<Shared>, deployment: Weak<dyn Deployment>) {
     loop {
         let due: Vec<Arc<LockState>> = {
             let mut st = locked(&shared.state);
@@ -158,12 +179,12 @@ fn run(shared: Arc<Shared>, inner: Weak<Inner>) {
                 .map(|e| e.lock.clone())
                 .collect()
         };
-        let Some(inner) = inner.upgrade() else {
+        let Some(deployment) = deployment.upgrade() else {
             locked(&shared.state).thread = false;
             return;
         };
-        let outcome = extend_batch(&inner, &due);
-        drop(inner);
+        let outcome = extend_batch(deployment.as_ref(), &due);
+        drop(deployment);
         let by_lock: std::collections::HashMap<*const LockState, Option<bool>> =
             due.iter().map(Arc::as_ptr).zip(outcome).collect();
         let now = Instant::now();
@@ -192,10 +213,10 @@ fn mark_lost(lock: &LockState) {
     *locked(&lock.renewing) = false;
 }
 
-/// Extend every lock in `due` that still renews, in one pipeline.
+/// Extend every lock in `due` that still renews, in one batch.
 /// Per lock: `Some(true)` extended, `Some(false)` gone, `None` unknown
 /// (connection error, or released meanwhile).
-fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
+fn extend_batch(deployment: &dyn Deployment, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
     // Hold every lock's flag for the whole round trip (see module comment).
     let guards: Vec<_> = due.iter().map(|l| locked(&l.renewing)).collect();
     let live: Vec<usize> = (0..due.len()).filter(|&i| *guards[i]).collect();
@@ -203,47 +224,17 @@ fn extend_batch(inner: &Inner, due: &[Arc<LockState>]) -> Vec<Option<bool>> {
     if live.is_empty() {
         return out;
     }
-    if inner.is_redlock() || inner.pool().is_cluster() {
-        // Each lock on its own: it needs its own majority (Redlock), or
-        // its own slot's node (Cluster).
-        for &i in &live {
-            let l = &due[i];
-            let ttl = l.ttl_ms.load(Ordering::Relaxed);
-            out[i] = if inner.is_redlock() {
-                crate::redlock::extend(inner, &l.keys, &l.token, l.fence, ttl).ok()
-            } else {
-                let (ms, fence) = (ttl.to_string(), l.fence.to_string());
-                match inner.pool().script(
-                    &scripts().extend,
-                    &l.keys.all(),
-                    &[&l.token, ms.as_bytes(), fence.as_bytes()],
-                    None,
-                ) {
-                    Ok(Value::Int(1)) => Some(true),
-                    Ok(Value::Int(0)) => Some(false),
-                    _ => None,
-                }
-            };
-        }
-        drop(guards);
-        return out;
-    }
-    let extend = &scripts().extend;
-    let mut pipe = redis::pipe();
-    for &i in &live {
-        let l = &due[i];
-        let ttl = l.ttl_ms.load(Ordering::Relaxed).to_string();
-        let fence = l.fence.to_string();
-        pipe.add_command(extend.eval(&l.keys.all(), &[&l.token, ttl.as_bytes(), fence.as_bytes()]));
-    }
-    if let Ok(replies) = inner.pool().with(|con, _| pipe.query::<Vec<Value>>(con)) {
-        for (&i, reply) in live.iter().zip(replies) {
-            out[i] = match reply {
-                Value::Int(1) => Some(true),
-                Value::Int(0) => Some(false),
-                _ => None,
-            };
-        }
+    let batch: Vec<Extension> = live
+        .iter()
+        .map(|&i| Extension {
+            keys: &due[i].keys,
+            token: &due[i].token,
+            fence: due[i].fence,
+            ttl_ms: due[i].ttl_ms.load(Ordering::Relaxed),
+        })
+        .collect();
+    for (&i, outcome) in live.iter().zip(deployment.extend_many(&batch)) {
+        out[i] = outcome;
     }
     drop(guards);
     out

@@ -15,18 +15,18 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 
-use crate::cluster::{Cluster, Routed};
 use crate::error::{Error, Result};
+use crate::net::cluster::{Cluster, Routed};
+use crate::net::wire::{Tls, Wire};
 use crate::protocol::{self, Script};
 use crate::sync::locked;
-use crate::wire::{Tls, Wire};
 
 /// Where connections go.
 pub(crate) enum Endpoint {
     /// One server.
     Direct(ConnectionInfo),
     /// The current master of a Sentinel service.
-    Sentinel(crate::sentinel::Sentinel),
+    Sentinel(crate::net::sentinel::Sentinel),
     /// A Redis Cluster: commands are routed by key slot (see `cluster`);
     /// waiters subscribe on the node that owns their lock's slot, where the
     /// release script's PUBLISH is counted.

@@ -23,10 +23,70 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::{not_acquired, unexpected, Inner, Interrupt, LockInfo};
-use crate::conn::Pool;
+use super::Deployment;
 use crate::error::{show_key, Error, Result};
+use crate::net::pool::Pool;
+use crate::options::{Interrupt, LockInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, LockKeys};
+
+/// The servers, and the bound on each one's reply if the caller set it.
+pub(crate) struct Redlock {
+    nodes: Vec<Pool>,
+    node_timeout: Option<Duration>,
+}
+
+impl Redlock {
+    pub(crate) fn new(nodes: Vec<Pool>, node_timeout: Option<Duration>) -> Redlock {
+        Redlock {
+            nodes,
+            node_timeout,
+        }
+    }
+}
+
+impl Deployment for Redlock {
+    fn describe(&self) -> String {
+        let addrs: Vec<&str> = self.nodes.iter().map(|p| p.target.addr.as_str()).collect();
+        format!("Redlock over {}", addrs.join(", "))
+    }
+
+    fn acquire(
+        &self,
+        keys: &LockKeys,
+        token: &[u8],
+        ttl_ms: u64,
+        wait: Wait,
+        interrupt: Option<&Interrupt>,
+        started: Instant,
+    ) -> Result<u64> {
+        let deadline = match wait {
+            Wait::TryOnce => Some(started),
+            Wait::Timeout(d) => started.checked_add(d),
+            Wait::Forever => None,
+        };
+        acquire(self, keys, token, ttl_ms, deadline, started, interrupt)
+    }
+
+    fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+        release(self, keys, token)
+    }
+
+    fn extend(&self, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {
+        extend(self, keys, token, fence, ttl_ms)
+    }
+
+    fn inspect(&self, keys: &LockKeys) -> Result<LockInfo> {
+        inspect(self, keys)
+    }
+
+    fn is_locked(&self, key: &[u8]) -> Result<bool> {
+        Ok(holder(self, key)?.is_some())
+    }
+
+    fn is_owned_by(&self, key: &[u8], token: &[u8]) -> Result<bool> {
+        is_owned_by(self, key, token)
+    }
+}
 
 /// Longest pause between two attempts.
 const MAX_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -40,11 +100,11 @@ fn drift_ms(ttl_ms: u64) -> u64 {
 }
 
 /// The per-node bound for a lock of `ttl_ms`.
-pub(crate) fn node_timeout(inner: &Inner, ttl_ms: u64) -> Duration {
-    if let Some(t) = inner.node_timeout {
+fn node_timeout(r: &Redlock, ttl_ms: u64) -> Duration {
+    if let Some(t) = r.node_timeout {
         return t;
     }
-    let command = inner.nodes[0].target.command_timeout;
+    let command = r.nodes[0].target.command_timeout;
     Duration::from_millis(ttl_ms / 10).clamp(Duration::from_millis(5), command)
 }
 
@@ -80,8 +140,8 @@ fn no_quorum(key: &[u8], n: usize, errors: &[&Error]) -> Error {
 }
 
 /// Acquire on a majority; retry until `deadline` (`None`: forever).
-pub(crate) fn acquire(
-    inner: &Inner,
+fn acquire(
+    r: &Redlock,
     keys: &LockKeys,
     token: &[u8],
     ttl_ms: u64,
@@ -89,9 +149,9 @@ pub(crate) fn acquire(
     started: Instant,
     interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
-    let nodes = &inner.nodes;
+    let nodes = &r.nodes;
     let n = nodes.len();
-    let timeout = node_timeout(inner, ttl_ms);
+    let timeout = node_timeout(r, ttl_ms);
     let ttl = ttl_ms.to_string();
     loop {
         let t0 = Instant::now();
@@ -118,7 +178,7 @@ pub(crate) fn acquire(
                     Some(Attempt::Held { pttl, .. }) => {
                         holder_ttl = Some(holder_ttl.map_or(pttl, |t| t.min(pttl)));
                     }
-                    None => return Err(unexpected(reply)),
+                    None => return Err(Error::unexpected(reply)),
                 },
                 Err(e) => errors.push(e),
             }
@@ -129,7 +189,7 @@ pub(crate) fn acquire(
         }
         // Not held: take back what we got, everywhere.
         if agreed > 0 {
-            release_all(inner, keys, token, timeout);
+            release_all(r, keys, token, timeout);
         }
         let wrong_type = errors.iter().find_map(|e| match e {
             Error::WrongType { found, .. } => Some(found),
@@ -152,13 +212,21 @@ pub(crate) fn acquire(
         let now = Instant::now();
         let left = match deadline {
             Some(d) if now >= d => {
-                return Err(not_acquired(&keys.lock, holder_ttl.unwrap_or(-1), started))
+                return Err(Error::not_acquired(
+                    &keys.lock,
+                    holder_ttl.unwrap_or(-1),
+                    started,
+                ))
             }
             Some(d) => d - now,
             None => MAX_RETRY_DELAY,
         };
         if interrupt.is_some_and(|i| i.stop()) {
-            return Err(not_acquired(&keys.lock, holder_ttl.unwrap_or(-1), started));
+            return Err(Error::not_acquired(
+                &keys.lock,
+                holder_ttl.unwrap_or(-1),
+                started,
+            ));
         }
         let cap = match holder_ttl {
             Some(t) if t >= 0 => Duration::from_millis(t as u64 + 1).min(MAX_RETRY_DELAY),
@@ -175,12 +243,12 @@ fn random_below(d: Duration) -> Duration {
 
 /// Release on every node; how many released and the errors.
 fn release_all(
-    inner: &Inner,
+    r: &Redlock,
     keys: &LockKeys,
     token: &[u8],
     timeout: Duration,
 ) -> (usize, Vec<Error>) {
-    let results = on_all(&inner.nodes, |p| {
+    let results = on_all(&r.nodes, |p| {
         p.script_within(timeout, &scripts().release, &keys.all(), &[token])
     });
     let mut released = 0;
@@ -196,10 +264,10 @@ fn release_all(
 }
 
 /// Release on every node. `Ok(false)` when no node held our token.
-pub(crate) fn release(inner: &Inner, keys: &LockKeys, token: &[u8]) -> Result<bool> {
-    let n = inner.nodes.len();
-    let timeout = inner.nodes[0].target.command_timeout;
-    let (released, errors) = release_all(inner, keys, token, timeout);
+fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+    let n = r.nodes.len();
+    let timeout = r.nodes[0].target.command_timeout;
+    let (released, errors) = release_all(r, keys, token, timeout);
     if released == 0 && errors.len() > n - quorum(n) {
         return Err(no_quorum(&keys.lock, n, &errors.iter().collect::<Vec<_>>()));
     }
@@ -207,18 +275,12 @@ pub(crate) fn release(inner: &Inner, keys: &LockKeys, token: &[u8]) -> Result<bo
 }
 
 /// Extend on every node; `Ok(true)` when a majority extended in time.
-pub(crate) fn extend(
-    inner: &Inner,
-    keys: &LockKeys,
-    token: &[u8],
-    fence: u64,
-    ttl_ms: u64,
-) -> Result<bool> {
-    let n = inner.nodes.len();
-    let timeout = node_timeout(inner, ttl_ms);
+fn extend(r: &Redlock, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {
+    let n = r.nodes.len();
+    let timeout = node_timeout(r, ttl_ms);
     let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
     let t0 = Instant::now();
-    let results = on_all(&inner.nodes, |p| {
+    let results = on_all(&r.nodes, |p| {
         p.script_within(
             timeout,
             &scripts().extend,
@@ -242,9 +304,9 @@ pub(crate) fn extend(
 }
 
 /// GET on every node: how many hold `token`, and the values seen.
-fn values(inner: &Inner, key: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
-    let n = inner.nodes.len();
-    let results = on_all(&inner.nodes, |p| {
+fn values(r: &Redlock, key: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
+    let n = r.nodes.len();
+    let results = on_all(&r.nodes, |p| {
         p.with(|con, _| redis::cmd("GET").arg(key).query::<Option<Vec<u8>>>(con))
     });
     let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
@@ -255,15 +317,15 @@ fn values(inner: &Inner, key: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
 }
 
 /// Whether a majority of nodes hold `token` under `key`.
-pub(crate) fn is_owned_by(inner: &Inner, key: &[u8], token: &[u8]) -> Result<bool> {
-    let vals = values(inner, key)?;
-    Ok(vals.iter().filter(|v| v.as_deref() == Some(token)).count() >= quorum(inner.nodes.len()))
+fn is_owned_by(r: &Redlock, key: &[u8], token: &[u8]) -> Result<bool> {
+    let vals = values(r, key)?;
+    Ok(vals.iter().filter(|v| v.as_deref() == Some(token)).count() >= quorum(r.nodes.len()))
 }
 
 /// INSPECT on every node, summed up for the holder a majority agrees on.
-pub(crate) fn inspect(inner: &Inner, keys: &LockKeys) -> Result<LockInfo> {
-    let n = inner.nodes.len();
-    let results = on_all(&inner.nodes, |p| {
+fn inspect(r: &Redlock, keys: &LockKeys) -> Result<LockInfo> {
+    let n = r.nodes.len();
+    let results = on_all(&r.nodes, |p| {
         p.script(&scripts().inspect, &keys.all(), &[], None)
     });
     let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
@@ -273,7 +335,7 @@ pub(crate) fn inspect(inner: &Inner, keys: &LockKeys) -> Result<LockInfo> {
     let infos = results
         .iter()
         .filter_map(|r| r.as_ref().ok())
-        .map(|v| LockInfo::from_reply(v).ok_or_else(|| unexpected(v)))
+        .map(|v| protocol::parse_info(v).ok_or_else(|| Error::unexpected(v)))
         .collect::<Result<Vec<_>>>()?;
     let waiters = infos.iter().map(|i| i.waiters).max().unwrap_or(0);
     let holder = infos.iter().filter_map(|i| i.holder.as_ref()).find(|h| {
@@ -304,9 +366,9 @@ pub(crate) fn inspect(inner: &Inner, keys: &LockKeys) -> Result<LockInfo> {
 }
 
 /// Whether one owner holds `key` on a majority of nodes.
-pub(crate) fn holder(inner: &Inner, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let vals = values(inner, key)?;
-    let q = quorum(inner.nodes.len());
+fn holder(r: &Redlock, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let vals = values(r, key)?;
+    let q = quorum(r.nodes.len());
     Ok(vals
         .iter()
         .flatten()

@@ -13,9 +13,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::{not_acquired, unexpected, Client, Interrupt, INTERRUPT_SLICE};
-use crate::conn::Subscriber;
+use super::{Deployment, Single};
 use crate::error::{Error, Result};
+use crate::net::pool::Subscriber;
+use crate::options::{Interrupt, INTERRUPT_SLICE};
 use crate::protocol::{self, scripts, Attempt, LockKeys, QUEUE_GRACE_MS};
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
@@ -24,15 +25,15 @@ const MAX_RETRY: Duration = Duration::from_secs(1);
 /// Acquire, waiting until `deadline` (`None`: forever; the pair is the
 /// deadline and when the call started) or until `interrupt` says to stop.
 /// Returns the fence.
-pub(crate) fn acquire(
-    client: &Client,
+pub(super) fn acquire(
+    single: &Single,
     keys: &LockKeys,
     token: &[u8],
     ttl_ms: u64,
     (deadline, started): (Option<Instant>, Instant),
     interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
-    let pool = client.inner.pool();
+    let pool = &single.pool;
     let (mut sub, mut reused) = pool.subscriber(&keys.lock)?;
     let nonce = protocol::hex(&protocol::random_bytes::<8>());
     let mut member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
@@ -46,7 +47,7 @@ pub(crate) fn acquire(
         let again: [&[u8]; 5] = [token, ttl.as_bytes(), &member, b"0", grace.as_bytes()];
         let mut args = again;
         args[3] = if first { b"1" } else { b"0" };
-        let reply = match client.script(
+        let reply = match single.script(
             &scripts().enqueue,
             &keys.lock,
             &keys.all(),
@@ -69,7 +70,7 @@ pub(crate) fn acquire(
                 // connection error this fails too, and the dead subscriber
                 // makes the entry harmless).
                 if !first {
-                    let _ = cancel(client, keys, token, &member);
+                    let _ = cancel(single, keys, token, &member);
                 }
                 return Err(e);
             }
@@ -81,7 +82,7 @@ pub(crate) fn acquire(
                 return Ok(fence);
             }
             Some(Attempt::Held { pttl, .. }) => pttl,
-            None => return Err(unexpected(&reply)),
+            None => return Err(Error::unexpected(&reply)),
         };
         let mut slice = jitter(backoff);
         backoff = (backoff * 2).min(MAX_RETRY);
@@ -107,7 +108,7 @@ pub(crate) fn acquire(
             // replicated), where PUBLISH did not count it and the lock went
             // elsewhere. There the message is checked against the key.
             Ok(Some(fence))
-                if !pool.remote_publish() || client.is_owned_by(&keys.lock, token)? =>
+                if !pool.remote_publish() || single.is_owned_by(&keys.lock, token)? =>
             {
                 pool.put_subscriber(sub);
                 return Ok(fence);
@@ -118,7 +119,7 @@ pub(crate) fn acquire(
                 // Leave the queue under the old channel (keeping the lock if
                 // it was handed over meanwhile), then queue again with a
                 // fresh subscriber; a fresh one failing too is an error.
-                if let Some(fence) = cancel(client, keys, token, &member)? {
+                if let Some(fence) = cancel(single, keys, token, &member)? {
                     return Ok(fence);
                 }
                 if !reused {
@@ -132,14 +133,14 @@ pub(crate) fn acquire(
             }
         }
         if deadline.is_some_and(|d| Instant::now() >= d) || interrupt.is_some_and(|i| i.stop()) {
-            return match cancel(client, keys, token, &member)? {
+            return match cancel(single, keys, token, &member)? {
                 Some(fence) => {
                     pool.put_subscriber(sub);
                     Ok(fence)
                 }
                 None => {
                     pool.put_subscriber(sub);
-                    Err(not_acquired(&keys.lock, pttl, started))
+                    Err(Error::not_acquired(&keys.lock, pttl, started))
                 }
             };
         }
@@ -147,8 +148,8 @@ pub(crate) fn acquire(
 }
 
 /// Leave the queue; `Some(fence)` when the lock was handed to us meanwhile.
-fn cancel(client: &Client, keys: &LockKeys, token: &[u8], member: &[u8]) -> Result<Option<u64>> {
-    let reply = client.script(
+fn cancel(single: &Single, keys: &LockKeys, token: &[u8], member: &[u8]) -> Result<Option<u64>> {
+    let reply = single.script(
         &scripts().cancel,
         &keys.lock,
         &keys.all(),
@@ -159,8 +160,8 @@ fn cancel(client: &Client, keys: &LockKeys, token: &[u8], member: &[u8]) -> Resu
         redis::Value::Nil => Ok(None),
         redis::Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])
             .map(Some)
-            .ok_or_else(|| unexpected(&reply)),
-        _ => Err(unexpected(&reply)),
+            .ok_or_else(|| Error::unexpected(&reply)),
+        _ => Err(Error::unexpected(&reply)),
     }
 }
 

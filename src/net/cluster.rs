@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
-use crate::error::{Error, Result};
+use crate::net::wire::{Tls, Wire};
 use crate::protocol;
 use crate::sync::locked;
-use crate::wire::{Tls, Wire};
 
 /// How long a slot map is trusted for choosing a waiter's node (commands
 /// use it at any age: a wrong node answers MOVED).
@@ -56,28 +55,14 @@ impl SlotMap {
 }
 
 impl Cluster {
-    /// The part of the URL after `redis+cluster://` and before any `?`.
-    pub(crate) fn parse(rest: &str) -> Result<Cluster> {
-        let help =
-            "invalid Cluster URL: expected redis+cluster://[user:password@]host:port[,host:port…]";
-        let (auth, hosts) = crate::sentinel::split_auth(rest);
-        let seeds: Vec<String> = crate::sentinel::host_list(hosts.trim_end_matches('/'), help)?
-            .into_iter()
-            .map(|(host, port)| format!("{host}:{port}"))
-            .collect();
-        let auth = format!("redis://{auth}");
-        for node in &seeds {
-            redis::IntoConnectionInfo::into_connection_info(format!("{auth}{node}").as_str())
-                .map_err(|e| {
-                    Error::invalid(format!("{help} ({})", e.detail().unwrap_or(&e.to_string())))
-                })?;
-        }
-        Ok(Cluster {
+    /// `auth`: `redis://[user:password@]`; `seeds`: the URL's `host:port`s.
+    pub(crate) fn new(auth: String, seeds: Vec<String>, tls: Option<Tls>) -> Cluster {
+        Cluster {
             auth,
             seeds,
-            tls: None,
+            tls,
             slots: Mutex::new(SlotMap::default()),
-        })
+        }
     }
 
     /// `cluster host:port,…`: safe to print.

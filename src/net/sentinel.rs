@@ -6,7 +6,7 @@
 //! so that after a failover the pool's next connections go to the new
 //! master. Pooled connections to a demoted master fail with READONLY (or an
 //! I/O error if it died); the pool drops them and retries once on a fresh
-//! connection (see `conn`). Credentials and db apply to the master; the
+//! connection (see `pool`). Credentials and db apply to the master; the
 //! sentinels are asked without credentials.
 //!
 //! Hazard, in plain words: Redis replicates asynchronously, so a failover
@@ -20,69 +20,32 @@ use std::time::Duration;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::error::{Error, Result};
-use crate::wire::Wire;
-
-/// `user:password@` (with the `@`, or empty) and the rest of a URL body.
-pub(crate) fn split_auth(rest: &str) -> (&str, &str) {
-    match rest.rfind('@') {
-        Some(i) => (&rest[..=i], &rest[i + 1..]),
-        None => ("", rest),
-    }
-}
-
-/// `host:port[,host:port…]` of Sentinel and Cluster URLs; `help` explains
-/// the expected form in errors.
-pub(crate) fn host_list<'a>(list: &'a str, help: &str) -> Result<Vec<(&'a str, u16)>> {
-    list.split(',')
-        .map(|hp| match hp.rsplit_once(':') {
-            Some((host, port)) if !host.is_empty() => port
-                .parse()
-                .map(|port| (host, port))
-                .map_err(|_| Error::invalid(format!("{help} (bad port in {hp:?})"))),
-            _ => Err(Error::invalid(format!("{help} ({hp:?} is not host:port)"))),
-        })
-        .collect()
-}
+use crate::net::wire::Wire;
 
 /// How to find the master.
 pub(crate) struct Sentinel {
-    sentinels: Vec<(String, ConnectionInfo)>,
-    service: String,
+    pub(crate) sentinels: Vec<(String, ConnectionInfo)>,
+    pub(crate) service: String,
     /// `redis://[user:password@]` of the master's URL.
-    auth: String,
-    db: i64,
-}
-
-fn url_help() -> &'static str {
-    "invalid Sentinel URL: expected redis+sentinel://[user:password@]host:port[,host:port…]/service_name[?db=N]"
+    pub(crate) auth: String,
+    pub(crate) db: i64,
 }
 
 impl Sentinel {
-    /// Parse everything after `redis+sentinel://` (query already removed).
-    pub(crate) fn parse(rest: &str, db: i64) -> Result<Sentinel> {
-        let (auth, rest) = split_auth(rest);
-        let (hosts, service) = rest
-            .split_once('/')
-            .ok_or_else(|| Error::invalid(format!("{} (no service name)", url_help())))?;
-        let service = service.trim_end_matches('/');
-        if service.is_empty() || service.contains('/') {
-            return Err(Error::invalid(format!("{} (no service name)", url_help())));
-        }
-        let mut sentinels = Vec::new();
-        for (host, port) in host_list(hosts, url_help())? {
-            let addr = format!("{host}:{port}");
-            let info = format!("redis://{addr}")
-                .as_str()
-                .into_connection_info()
-                .map_err(|_| Error::invalid(format!("{} (bad sentinel {addr:?})", url_help())))?;
-            sentinels.push((addr, info));
-        }
-        Ok(Sentinel {
+    /// `sentinels`: `host:port` and how to connect; `auth`:
+    /// `redis://[user:password@]` for the master.
+    pub(crate) fn new(
+        sentinels: Vec<(String, ConnectionInfo)>,
+        service: String,
+        auth: String,
+        db: i64,
+    ) -> Sentinel {
+        Sentinel {
             sentinels,
-            service: service.to_string(),
-            auth: format!("redis://{auth}"),
+            service,
+            auth,
             db,
-        })
+        }
     }
 
     /// For messages: the sentinels and the service, no credentials.
@@ -118,28 +81,5 @@ impl Sentinel {
             reason: format!("no sentinel named the master ({})", reasons.join("; ")),
             hint: format!("connect timeout {timeout:?} per sentinel"),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_parse() {
-        let s = Sentinel::parse("u:pw@127.0.0.1:26379,127.0.0.1:26380/mymaster", 2).unwrap();
-        assert_eq!(s.sentinels.len(), 2);
-        assert_eq!(s.service, "mymaster");
-        assert_eq!(s.auth, "redis://u:pw@");
-        assert!(!s.describe().contains("pw"));
-        for bad in [
-            "127.0.0.1:1",
-            "127.0.0.1:1/",
-            "127.0.0.1/x",
-            ":1/x",
-            "127.0.0.1:99999/x",
-        ] {
-            assert!(Sentinel::parse(bad, 0).is_err(), "{bad}");
-        }
     }
 }

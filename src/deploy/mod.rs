@@ -1,0 +1,73 @@
+//! Deployments: how each lock operation is carried out on the servers a
+//! client names. [`Single`] is one server (reached directly, through
+//! Sentinel, or as the Cluster node serving the lock's slot), with waiting by
+//! hand-off; [`Redlock`] is a majority of N independent servers. Both offer
+//! the operations of [`Deployment`], so nothing above this layer asks which
+//! one it has. Callers hand in names, tokens and TTLs already checked; this
+//! layer knows nothing of `Lock` handles or renewal.
+
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::options::{Interrupt, LockInfo, Wait};
+use crate::protocol::LockKeys;
+
+mod redlock;
+mod single;
+mod wait;
+
+pub(crate) use redlock::Redlock;
+pub(crate) use single::Single;
+
+/// One lock to extend, for [`Deployment::extend_many`].
+pub(crate) struct Extension<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a [u8],
+    pub(crate) fence: u64,
+    pub(crate) ttl_ms: u64,
+}
+
+/// The lock operations, the same for every deployment.
+pub(crate) trait Deployment: Send + Sync {
+    /// Where the servers are, for messages (never with credentials).
+    fn describe(&self) -> String;
+
+    /// Take the lock with `token` for `ttl_ms`, waiting as `wait` says
+    /// (counted from `started`) unless `interrupt` ends the wait. The
+    /// fencing number.
+    fn acquire(
+        &self,
+        keys: &LockKeys,
+        token: &[u8],
+        ttl_ms: u64,
+        wait: Wait,
+        interrupt: Option<&Interrupt>,
+        started: Instant,
+    ) -> Result<u64>;
+
+    /// Compare-and-delete (or hand off to the longest waiter). `Ok(false)`
+    /// when `token` does not hold the lock.
+    fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool>;
+
+    /// Compare-and-PEXPIRE to `ttl_ms`, keeping the holder's `fence`.
+    /// `Ok(false)` when `token` does not hold the lock.
+    fn extend(&self, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool>;
+
+    /// Extend each of `locks` (renewal): `Some(true)` extended,
+    /// `Some(false)` no longer held, `None` unknown (an error).
+    fn extend_many(&self, locks: &[Extension]) -> Vec<Option<bool>> {
+        locks
+            .iter()
+            .map(|l| self.extend(l.keys, l.token, l.fence, l.ttl_ms).ok())
+            .collect()
+    }
+
+    /// The holder, its TTL and fence, and the waiters, read at once.
+    fn inspect(&self, keys: &LockKeys) -> Result<LockInfo>;
+
+    /// Whether anyone holds the lock `key`.
+    fn is_locked(&self, key: &[u8]) -> Result<bool>;
+
+    /// Whether the lock `key` is held with `token`.
+    fn is_owned_by(&self, key: &[u8], token: &[u8]) -> Result<bool>;
+}
