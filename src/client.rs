@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use crate::config::Settings;
 use crate::deploy::Deployment;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lock::Lock;
-use crate::options::{AcquireOptions, LockInfo, Wait, MAX_KEY_LEN, MAX_TTL};
+use crate::options::{check_key, check_token, ttl_millis, AcquireOptions, LockInfo, Wait};
 use crate::protocol::{self, LockKeys};
 use crate::renew::{LockState, Renewer};
 
@@ -60,7 +60,7 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(Inner {
                 deployment: self.settings.deployment(&self.urls)?,
-                renewer: Renewer::new(),
+                renewer: Arc::new(Renewer::new()),
             }),
         })
     }
@@ -69,7 +69,7 @@ impl ClientBuilder {
 struct Inner {
     /// One server, or the Redlock nodes.
     deployment: Arc<dyn Deployment>,
-    renewer: Renewer,
+    renewer: Arc<Renewer>,
 }
 
 /// A handle to one Redis server (the single-server deployment). Clone it
@@ -132,10 +132,10 @@ impl Client {
     /// to the longest waiter; releases by other clients and expiries are
     /// noticed by retries that never sleep past the holder's remaining TTL.
     ///
-    /// Errors: [`Error::NotAcquired`] when the wait ran out,
-    /// [`Error::WrongType`] when the key is not a lock (it is left alone),
-    /// [`Error::InvalidArgument`] before any I/O for bad arguments, and
-    /// [`Error::Connection`] / [`Error::Server`].
+    /// Errors: [`Error::NotAcquired`](crate::Error::NotAcquired) when the wait ran out,
+    /// [`Error::WrongType`](crate::Error::WrongType) when the key is not a lock (it is left alone),
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) before any I/O for bad arguments, and
+    /// [`Error::Connection`](crate::Error::Connection) / [`Error::Server`](crate::Error::Server).
     pub fn acquire_with(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
         let key = key.as_ref();
         check_key(key)?;
@@ -157,7 +157,11 @@ impl Client {
             opts.interrupt.as_ref(),
             started,
         )?;
-        let lock = Lock::new(self.clone(), keys, token, fence, ttl_ms);
+        let lock = Lock::new(
+            self.inner.deployment.clone(),
+            self.inner.renewer.clone(),
+            LockState::new(keys, token, fence, ttl_ms),
+        );
         if opts.auto_renew {
             lock.auto_renew();
         }
@@ -199,60 +203,6 @@ impl Client {
         check_token(token)?;
         self.inner.deployment.is_owned_by(key, token)
     }
-
-    /// The deployment, for the `Lock` handles.
-    pub(crate) fn deployment(&self) -> &dyn Deployment {
-        self.inner.deployment.as_ref()
-    }
-
-    /// Renew `lock` in the background.
-    pub(crate) fn renew(&self, lock: &Arc<LockState>) {
-        self.inner.renewer.add(&self.inner.deployment, lock);
-    }
-}
-
-pub(crate) fn check_key(key: &[u8]) -> Result<()> {
-    if key.is_empty() {
-        return Err(Error::invalid("the lock name is empty"));
-    }
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::invalid(format!(
-            "the lock name is {} bytes long; at most {MAX_KEY_LEN} are accepted",
-            key.len()
-        )));
-    }
-    Ok(())
-}
-
-pub(crate) fn check_token(token: &[u8]) -> Result<()> {
-    if token.is_empty() {
-        return Err(Error::invalid(
-            "the token is empty (pass none for a random one)",
-        ));
-    }
-    if token.len() > MAX_KEY_LEN {
-        return Err(Error::invalid(format!(
-            "the token is {} bytes long; at most {MAX_KEY_LEN} are accepted",
-            token.len()
-        )));
-    }
-    Ok(())
-}
-
-/// A TTL in whole milliseconds, within 1 ms ..= [`MAX_TTL`].
-pub(crate) fn ttl_millis(ttl: Duration) -> Result<u64> {
-    if ttl > MAX_TTL {
-        return Err(Error::invalid(format!(
-            "TTL {ttl:?} is longer than the 30-day maximum (a unit mistake? TTLs are durations, C and PHP take milliseconds)"
-        )));
-    }
-    let ms = ttl.as_millis() as u64;
-    if ms == 0 {
-        return Err(Error::invalid(format!(
-            "TTL {ttl:?} is too short: a lock must live at least 1 ms"
-        )));
-    }
-    Ok(ms)
 }
 
 #[cfg(test)]
@@ -275,13 +225,5 @@ mod tests {
             assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{url}: {e}");
             assert!(!e.to_string().contains("secret"), "{e}");
         }
-    }
-
-    #[test]
-    fn ttls_are_bounded() {
-        assert!(ttl_millis(Duration::ZERO).is_err());
-        assert!(ttl_millis(Duration::from_micros(999)).is_err());
-        assert_eq!(ttl_millis(Duration::from_millis(1)).unwrap(), 1);
-        assert!(ttl_millis(MAX_TTL + Duration::from_millis(1)).is_err());
     }
 }

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::{ttl_millis, Client};
+use crate::deploy::Deployment;
 use crate::error::{show_key, Error, Result};
-use crate::protocol::LockKeys;
-use crate::renew::LockState;
+use crate::options::ttl_millis;
+use crate::renew::{LockState, Renewer};
 use crate::sync::locked;
 
 /// A lock held by this process.
@@ -19,7 +19,8 @@ use crate::sync::locked;
 /// child process through `fork()` is inert there: dropping or releasing it in
 /// the child never releases the parent's lock.
 pub struct Lock {
-    client: Client,
+    deployment: Arc<dyn Deployment>,
+    renewer: Arc<Renewer>,
     state: Arc<LockState>,
     pid: u32,
     done: bool,
@@ -37,15 +38,14 @@ impl std::fmt::Debug for Lock {
 
 impl Lock {
     pub(crate) fn new(
-        client: Client,
-        keys: LockKeys,
-        token: Vec<u8>,
-        fence: u64,
-        ttl_ms: u64,
+        deployment: Arc<dyn Deployment>,
+        renewer: Arc<Renewer>,
+        state: LockState,
     ) -> Lock {
         Lock {
-            client,
-            state: Arc::new(LockState::new(keys, token, fence, ttl_ms)),
+            deployment,
+            renewer,
+            state: Arc::new(state),
             pid: crate::sync::pid(),
             done: false,
         }
@@ -93,7 +93,7 @@ impl Lock {
         if !self.in_owner_process() {
             return Err(self.not_owner());
         }
-        if self.client.deployment().extend(
+        if self.deployment.extend(
             &self.state.keys,
             &self.state.token,
             self.state.fence,
@@ -109,7 +109,7 @@ impl Lock {
 
     /// Whether the key still holds this lock's token (one round trip).
     pub fn owned(&self) -> Result<bool> {
-        self.client
+        self.deployment
             .is_owned_by(&self.state.keys.lock, &self.state.token)
     }
 
@@ -118,7 +118,7 @@ impl Lock {
     /// [`Lock::is_lost`] turns true and renewal stops.
     pub fn auto_renew(&self) {
         if self.in_owner_process() && !self.done {
-            self.client.renew(&self.state);
+            self.renewer.add(&self.deployment, &self.state);
         }
     }
 
@@ -133,8 +133,7 @@ impl Lock {
         }
         self.stop_renewal();
         if self
-            .client
-            .deployment()
+            .deployment
             .release(&self.state.keys, &self.state.token)?
         {
             Ok(())
@@ -146,7 +145,7 @@ impl Lock {
 
     /// Let go of the handle without releasing: the lock stays held on the
     /// server until it expires or is released by token
-    /// ([`Client::release_token`]). Renewal stops. This is the request-id
+    /// ([`Client::release_token`](crate::Client::release_token)). Renewal stops. This is the request-id
     /// pattern, where acquire and release happen in different places.
     pub fn forget(mut self) {
         self.done = true;
@@ -172,9 +171,6 @@ impl Drop for Lock {
             return;
         }
         self.stop_renewal();
-        let _ = self
-            .client
-            .deployment()
-            .release(&self.state.keys, &self.state.token);
+        let _ = self.deployment.release(&self.state.keys, &self.state.token);
     }
 }

@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::{Error, Result};
+
 /// Longest lock name or token accepted (bytes). Lock names are short; a
 /// longer one is a bug in the caller, refused before it reaches Redis.
 pub const MAX_KEY_LEN: usize = 64 * 1024;
@@ -125,4 +127,61 @@ pub struct LockInfo {
     /// How many waiters are queued for it (waiters of this library; the
     /// entries of a waiter that died count until they are cleaned).
     pub waiters: u64,
+}
+
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid("the lock name is empty"));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "the lock name is {} bytes long; at most {MAX_KEY_LEN} are accepted",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_token(token: &[u8]) -> Result<()> {
+    if token.is_empty() {
+        return Err(Error::invalid(
+            "the token is empty (pass none for a random one)",
+        ));
+    }
+    if token.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "the token is {} bytes long; at most {MAX_KEY_LEN} are accepted",
+            token.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A TTL in whole milliseconds, within 1 ms ..= [`MAX_TTL`].
+pub(crate) fn ttl_millis(ttl: Duration) -> Result<u64> {
+    if ttl > MAX_TTL {
+        return Err(Error::invalid(format!(
+            "TTL {ttl:?} is longer than the 30-day maximum (a unit mistake? TTLs are durations, C and PHP take milliseconds)"
+        )));
+    }
+    let ms = ttl.as_millis() as u64;
+    if ms == 0 {
+        return Err(Error::invalid(format!(
+            "TTL {ttl:?} is too short: a lock must live at least 1 ms"
+        )));
+    }
+    Ok(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_are_bounded() {
+        assert!(ttl_millis(Duration::ZERO).is_err());
+        assert!(ttl_millis(Duration::from_micros(999)).is_err());
+        assert_eq!(ttl_millis(Duration::from_millis(1)).unwrap(), 1);
+        assert!(ttl_millis(MAX_TTL + Duration::from_millis(1)).is_err());
+    }
 }

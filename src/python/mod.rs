@@ -234,12 +234,12 @@ impl Client {
     ) -> PyResult<Lock> {
         let py = name.py();
         let name = bytes_arg(name, "name")?;
-        crate::client::check_key(&name).map_err(|e| to_py(py, e))?;
+        crate::options::check_key(&name).map_err(|e| to_py(py, e))?;
         let ttl = seconds(ttl, "ttl")?;
-        crate::client::ttl_millis(ttl).map_err(|e| to_py(py, e))?;
+        crate::options::ttl_millis(ttl).map_err(|e| to_py(py, e))?;
         let token = token.map(|t| bytes_arg(t, "token")).transpose()?;
         if let Some(t) = &token {
-            crate::client::check_token(t).map_err(|e| to_py(py, e))?;
+            crate::options::check_token(t).map_err(|e| to_py(py, e))?;
         }
         Ok(Lock {
             client: self.client.clone(),
