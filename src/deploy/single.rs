@@ -14,7 +14,7 @@ use crate::options::{Interrupt, LockInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, LockKeys, Script};
 
 pub(crate) struct Single {
-    pub(super) pool: Pool,
+    pool: Pool,
 }
 
 impl Single {
@@ -87,7 +87,7 @@ impl Single {
     }
 
     /// Run a script with errors naming `key` (see [`Pool::script`]).
-    pub(super) fn script(
+    fn script(
         &self,
         script: &Script,
         key: &[u8],
@@ -129,6 +129,27 @@ impl Single {
             }
             other => other,
         }
+    }
+}
+
+impl wait::Server for Single {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn script(
+        &self,
+        script: &Script,
+        key: &[u8],
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        retry_args: Option<&[&[u8]]>,
+    ) -> Result<Value> {
+        Single::script(self, script, key, keys, args, retry_args)
+    }
+
+    fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool> {
+        self.is_owned_by(key, token)
     }
 }
 

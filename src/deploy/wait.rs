@@ -13,11 +13,29 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Deployment, Single};
+use redis::Value;
+
 use crate::error::{Error, Result};
-use crate::net::pool::Subscriber;
+use crate::net::pool::{Pool, Subscriber};
 use crate::options::{Interrupt, INTERRUPT_SLICE};
-use crate::protocol::{self, scripts, Attempt, LockKeys, QUEUE_GRACE_MS};
+use crate::protocol::{self, scripts, Attempt, LockKeys, Script, QUEUE_GRACE_MS};
+
+/// The server a waiter waits on: its pool, and its way of running scripts
+/// and reading the key with errors that name the lock.
+pub(super) trait Server {
+    fn pool(&self) -> &Pool;
+
+    fn script(
+        &self,
+        script: &Script,
+        key: &[u8],
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        retry_args: Option<&[&[u8]]>,
+    ) -> Result<Value>;
+
+    fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool>;
+}
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
 const MAX_RETRY: Duration = Duration::from_secs(1);
@@ -26,14 +44,14 @@ const MAX_RETRY: Duration = Duration::from_secs(1);
 /// deadline and when the call started) or until `interrupt` says to stop.
 /// Returns the fence.
 pub(super) fn acquire(
-    single: &Single,
+    server: &impl Server,
     keys: &LockKeys,
     token: &[u8],
     ttl_ms: u64,
     (deadline, started): (Option<Instant>, Instant),
     interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
-    let pool = &single.pool;
+    let pool = server.pool();
     let (mut sub, mut reused) = pool.subscriber(&keys.lock)?;
     let nonce = protocol::hex(&protocol::random_bytes::<8>());
     let mut member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
@@ -47,7 +65,7 @@ pub(super) fn acquire(
         let again: [&[u8]; 5] = [token, ttl.as_bytes(), &member, b"0", grace.as_bytes()];
         let mut args = again;
         args[3] = if first { b"1" } else { b"0" };
-        let reply = match single.script(
+        let reply = match server.script(
             &scripts().enqueue,
             &keys.lock,
             &keys.all(),
@@ -70,7 +88,7 @@ pub(super) fn acquire(
                 // connection error this fails too, and the dead subscriber
                 // makes the entry harmless).
                 if !first {
-                    let _ = cancel(single, keys, token, &member);
+                    let _ = cancel(server, keys, token, &member);
                 }
                 return Err(e);
             }
@@ -107,9 +125,7 @@ pub(super) fn acquire(
             // the release (cluster PUBLISH is broadcast, a replica gets it
             // replicated), where PUBLISH did not count it and the lock went
             // elsewhere. There the message is checked against the key.
-            Ok(Some(fence))
-                if !pool.remote_publish() || single.is_owned_by(&keys.lock, token)? =>
-            {
+            Ok(Some(fence)) if !pool.remote_publish() || server.holds(&keys.lock, token)? => {
                 pool.put_subscriber(sub);
                 return Ok(fence);
             }
@@ -119,7 +135,7 @@ pub(super) fn acquire(
                 // Leave the queue under the old channel (keeping the lock if
                 // it was handed over meanwhile), then queue again with a
                 // fresh subscriber; a fresh one failing too is an error.
-                if let Some(fence) = cancel(single, keys, token, &member)? {
+                if let Some(fence) = cancel(server, keys, token, &member)? {
                     return Ok(fence);
                 }
                 if !reused {
@@ -133,7 +149,7 @@ pub(super) fn acquire(
             }
         }
         if deadline.is_some_and(|d| Instant::now() >= d) || interrupt.is_some_and(|i| i.stop()) {
-            return match cancel(single, keys, token, &member)? {
+            return match cancel(server, keys, token, &member)? {
                 Some(fence) => {
                     pool.put_subscriber(sub);
                     Ok(fence)
@@ -148,8 +164,13 @@ pub(super) fn acquire(
 }
 
 /// Leave the queue; `Some(fence)` when the lock was handed to us meanwhile.
-fn cancel(single: &Single, keys: &LockKeys, token: &[u8], member: &[u8]) -> Result<Option<u64>> {
-    let reply = single.script(
+fn cancel(
+    server: &impl Server,
+    keys: &LockKeys,
+    token: &[u8],
+    member: &[u8],
+) -> Result<Option<u64>> {
+    let reply = server.script(
         &scripts().cancel,
         &keys.lock,
         &keys.all(),
