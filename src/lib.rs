@@ -35,11 +35,11 @@ mod net;
 mod deploy;
 // Opening: URLs and builder settings into a deployment.
 mod config;
-// Background renewal of held locks.
+// Background renewal of held locks, over a deployment.
 mod renew;
-// The public API: the client, then the lock handle.
-mod client;
+// The public API: the lock handle, then the client that makes it.
 mod lock;
+mod client;
 // Bindings, on the public API only.
 pub mod ffi;
 #[cfg(feature = "python")]

@@ -1,5 +1,6 @@
 //! A held lock: its token and fencing number, extend, release, and the
-//! guard behaviour (released on drop, inert in a forked child).
+//! guard behaviour (released on drop, inert in a forked child). It carries
+//! out each operation through the deployment that granted it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
-//! What goes over the wire: the Lua scripts, the key names, tokens and the
-//! encoding of waiters in the queue.
+//! What goes over the wire: the Lua scripts, the key names, tokens, the
+//! encoding of waiters in the queue and the parsing of the scripts' replies.
+//! No I/O: the layers above send what this one describes.
 //!
 //! For a lock named `K` these keys are used, all in `K`'s cluster hash slot:
 //! - `K` itself holds the owner's token and nothing else (so `SET K tok NX

@@ -1,4 +1,6 @@
-//! Background renewal: one thread per client, not per lock.
+//! Background renewal: one thread per client, not per lock. It extends
+//! through the client's deployment and shares each lock's state with its
+//! `Lock` handle; it knows neither the client nor the handle.
 //!
 //! Each renewing lock is extended at about a third of its TTL. Locks that
 //! fall due together are extended in one pipelined round trip. An extend
@@ -8,7 +10,7 @@
 //! then the lock is marked lost as well. Release clears the lock's
 //! `renewing` flag under the mutex the thread holds while extending, so no
 //! extend is sent after a release. The thread holds only a weak reference to
-//! the client and ends when the client is gone. After `fork()` the child has
+//! the deployment and ends when the client and its locks are gone. After `fork()` the child has
 //! no renewal thread and forgets the parent's set; it starts its own thread
 //! for its own locks.
 

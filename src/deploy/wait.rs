@@ -1,4 +1,4 @@
-//! Waiting for a held lock.
+//! Waiting for a lock held on one server (Redlock waits by retrying).
 //!
 //! A waiter takes a [`Subscriber`] (a connection subscribed to its own
 //! channel) and runs the ENQUEUE script, which either takes the lock or puts

@@ -1,5 +1,7 @@
-//! Connections to one Redis server: opening them with timeouts, a pool that
-//! lets many threads work at once, and fork safety.
+//! Connections to one Redis server (or one cluster, routed by slot):
+//! opening them with timeouts, a pool that lets many threads work at once,
+//! fork safety, and redis-rs errors turned into ours. It runs the scripts
+//! it is given and never reads what they mean.
 //!
 //! Each operation takes a connection of its own from the pool (or opens
 //! one), so a thread blocked in a wait never holds up another thread. The
