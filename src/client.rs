@@ -210,6 +210,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_address_never_shows_the_password() {
+        let c = Client::open("redis://:pw@127.0.0.1:1/2?connect_timeout=150ms&command_timeout=3s")
+            .unwrap();
+        assert_eq!(c.addr(), "127.0.0.1:1");
+        assert!(!format!("{c:?}").contains("pw"));
+    }
+
+    #[test]
     fn bad_urls_are_invalid_arguments_without_the_password() {
         for url in [
             "",

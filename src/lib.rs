@@ -37,8 +37,10 @@ mod deploy;
 mod config;
 // Background renewal of held locks, over a deployment.
 mod renew;
-// The public API: the lock handle, then the client that makes it.
+// The public API: the lock handle,
 mod lock;
+
+// then the client that makes it.
 mod client;
 // Bindings, on the public API only.
 pub mod ffi;

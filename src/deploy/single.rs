@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::{wait, Deployment, Extension};
+use super::wait::{self, Server as _};
+use super::{Deployment, Extension};
 use crate::error::{show_key, Error, Result};
 use crate::net::pool::Pool;
 use crate::options::{Interrupt, LockInfo, Wait};
@@ -86,20 +87,6 @@ impl Single {
         })
     }
 
-    /// Run a script with errors naming `key` (see [`Pool::script`]).
-    fn script(
-        &self,
-        script: &Script,
-        key: &[u8],
-        keys: &[&[u8]],
-        args: &[&[u8]],
-        retry_args: Option<&[&[u8]]>,
-    ) -> Result<Value> {
-        self.pool
-            .script(script, keys, args, retry_args)
-            .map_err(|e| self.with_key(e, key))
-    }
-
     /// Name the key in a WrongType error, and what it holds (one more round
     /// trip, on this error path only).
     fn with_key(&self, e: Error, key: &[u8]) -> Error {
@@ -132,6 +119,7 @@ impl Single {
     }
 }
 
+/// Scripts run with errors naming the lock (see [`Pool::script`]).
 impl wait::Server for Single {
     fn pool(&self) -> &Pool {
         &self.pool
@@ -145,7 +133,9 @@ impl wait::Server for Single {
         args: &[&[u8]],
         retry_args: Option<&[&[u8]]>,
     ) -> Result<Value> {
-        Single::script(self, script, key, keys, args, retry_args)
+        self.pool
+            .script(script, keys, args, retry_args)
+            .map_err(|e| self.with_key(e, key))
     }
 
     fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool> {
