@@ -103,7 +103,7 @@ impl Client {
     }
 
     /// A builder for a Redlock client over independent servers (one URL
-    /// gives a single-server client). See the `redlock` module for the
+    /// gives a single-server client). See the README's Redlock section for the
     /// algorithm; fencing numbers are advisory there.
     pub fn redlock<I, S>(urls: I) -> ClientBuilder
     where
