@@ -30,16 +30,22 @@ final class SignalTest extends TestCase
         return ['SA_RESTART' => [true], 'no SA_RESTART' => [false]];
     }
 
+    /** Count SIGUSR1 in $seen, delivered as soon as it arrives. */
+    private static function countSignals(int &$seen, bool $restart): void
+    {
+        pcntl_async_signals(true);
+        pcntl_signal(SIGUSR1, function () use (&$seen) {
+            $seen++;
+        }, $restart);
+    }
+
     /** @dataProvider restarts */
     public function testAWaitRidesOutSignalsWithAHandler(bool $restart): void
     {
         $client = new Client($this->server->url());
         $holder = $client->acquire('sig', ttlMs: 10000, waitMs: 0);
         $seen = 0;
-        pcntl_async_signals(true);
-        pcntl_signal(SIGUSR1, function () use (&$seen) {
-            $seen++;
-        }, $restart);
+        self::countSignals($seen, $restart);
         $parent = getmypid();
         // A child sends SIGUSR1 to this process every 20 ms for 0.5 s, then
         // releases the holder's lock by its token.
@@ -86,10 +92,7 @@ final class SignalTest extends TestCase
         $client = new Client($this->server->url());
         $lock = $client->acquire('sig-release', ttlMs: 10000, waitMs: 0);
         $seen = 0;
-        pcntl_async_signals(true);
-        pcntl_signal(SIGUSR1, function () use (&$seen) {
-            $seen++;
-        }, $restart);
+        self::countSignals($seen, $restart);
         $parent = getmypid();
         $r = $this->server->raw();
         $r->rawCommand('CLIENT', 'PAUSE', '10000', 'WRITE');
