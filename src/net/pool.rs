@@ -306,24 +306,18 @@ impl Pool {
         connect_timeout: Duration,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let (mut con, mut reused) = match self.take() {
+        let (mut con, reused) = match self.take() {
             Some(c) => (c, true),
             None => (self.connect_within(connect_timeout)?, false),
         };
-        let mut r = f(&mut con, false);
-        loop {
-            match r {
-                Ok(v) => {
-                    self.put(con);
-                    return Ok(v);
-                }
-                Err(e) if reused && is_dead_connection(&e) => {}
-                Err(e) => return self.finish(con, Err(e)),
+        match f(&mut con, false) {
+            Err(e) if reused && is_dead_connection(&e) => {
+                drop(con);
+                let mut con = self.connect_within(connect_timeout)?;
+                let r = f(&mut con, true);
+                self.finish(con, r)
             }
-            drop(con);
-            con = self.connect_within(connect_timeout)?;
-            reused = false;
-            r = f(&mut con, true);
+            r => self.finish(con, r),
         }
     }
 
