@@ -543,10 +543,15 @@ pub(crate) fn parse_info(v: &Value) -> Option<LockInfo> {
     })
 }
 
-/// Parse a hand-off message `<nonce>:<fence>` meant for `nonce`.
-pub(crate) fn parse_handoff(payload: &[u8], nonce: &str) -> Option<u64> {
-    let rest = payload.strip_prefix(nonce.as_bytes())?.strip_prefix(b":")?;
-    std::str::from_utf8(rest).ok()?.parse().ok()
+/// Split a hand-off message `<nonce>:<fence>` into the nonce of the waiter
+/// it is for and the fence.
+pub(crate) fn split_handoff(payload: &[u8]) -> Option<(&[u8], u64)> {
+    let sep = payload.iter().position(|&b| b == b':')?;
+    let fence = std::str::from_utf8(&payload[sep + 1..])
+        .ok()?
+        .parse()
+        .ok()?;
+    Some((&payload[..sep], fence))
 }
 
 #[cfg(test)]
@@ -628,9 +633,9 @@ mod tests {
 
     #[test]
     fn handoff_messages_are_checked_against_the_nonce() {
-        assert_eq!(parse_handoff(b"00ff:42", "00ff"), Some(42));
-        assert_eq!(parse_handoff(b"00fe:42", "00ff"), None);
-        assert_eq!(parse_handoff(b"00ff:x", "00ff"), None);
+        assert_eq!(split_handoff(b"00ff:42"), Some((&b"00ff"[..], 42)));
+        assert_eq!(split_handoff(b"00ff42"), None);
+        assert_eq!(split_handoff(b"00ff:x"), None);
     }
 
     #[test]

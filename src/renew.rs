@@ -123,9 +123,8 @@ impl Renewer {
             st.thread = true;
             let shared = self.shared.clone();
             let deployment = Arc::downgrade(deployment);
-            let spawned = std::thread::Builder::new()
-                .name("redislock-renew".into())
-                .spawn(move || run(shared, deployment));
+            let spawned =
+                crate::sync::spawn_quiet("redislock-renew", move || run(shared, deployment));
             if spawned.is_err() {
                 // Without a thread nothing renews: say so through `lost`
                 // rather than pretend.

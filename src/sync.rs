@@ -42,3 +42,23 @@ pub(crate) fn pid() -> u32 {
 pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Start a library thread with every signal blocked in it, so that a
+/// process's signals go to the caller's own threads (a C program waiting
+/// for EINTR in its main thread, Python's handlers) and never to ours.
+pub(crate) fn spawn_quiet(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    // The new thread inherits the mask in force when it is created.
+    // SAFETY: sigfillset/pthread_sigmask on local, initialised sets.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        spawned
+    }
+}

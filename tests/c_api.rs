@@ -103,8 +103,17 @@ fn c_program(exe: &Path, valgrind: bool) -> Command {
         "--errors-for-leak-kinds=definite",
         "--quiet",
     ])
+    .arg(suppressions())
     .arg(exe);
     c
+}
+
+/// What a forked child inherits of its parent's threads (see the file).
+fn suppressions() -> String {
+    format!(
+        "--suppressions={}",
+        root().join("tests/c/valgrind.supp").display()
+    )
 }
 
 /// The C program's verdict line: "N passed, N failed".
@@ -178,6 +187,7 @@ fn the_c_test_program_is_clean_under_valgrind() {
             "--child-silent-after-fork=yes",
             "--quiet",
         ])
+        .arg(suppressions())
         .arg(&exe)
         .arg(srv.url())
         .arg(dead_url())

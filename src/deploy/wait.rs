@@ -1,22 +1,26 @@
 //! Waiting for a lock held on one server (Redlock waits by retrying).
 //!
-//! A waiter takes a [`Subscriber`] (a connection subscribed to its own
-//! channel) and runs the ENQUEUE script, which either takes the lock or puts
-//! the waiter in the lock's queue. Then it blocks on its subscriber until
-//! the release script hands the lock over (the message carries the fencing
-//! number), or until its next retry is due. Retries back off from 25 ms to
-//! 1 s with jitter, never later than the holder's remaining TTL, and never
-//! past the caller's deadline; each retry re-runs ENQUEUE, which notices a
-//! release by another client (a plain `DEL`) or an expiry. When the deadline
-//! comes, the CANCEL script leaves the queue; if the lock was handed over in
-//! that very moment the waiter keeps it.
+//! A waiter registers with the client's subscriber connection to the
+//! lock's server (a [`Ticket`]: every waiter of a client shares one
+//! connection per node) and runs the ENQUEUE script, which either takes the
+//! lock or puts the waiter in the lock's queue. Then it blocks on its
+//! ticket until the release script hands the lock over (the message
+//! carries the fencing number), or until its next retry is due. Retries
+//! back off from 25 ms, doubling with jitter up to 30 s, never later than
+//! the holder's remaining TTL, and never past the caller's deadline; each
+//! re-runs ENQUEUE, which notices a release by another client (a plain
+//! `DEL`) or an expiry. A waiter gives up by running the CANCEL script,
+//! which leaves the queue; if the lock was handed over in that very moment
+//! the waiter keeps it. Only then is the ticket dropped, so that a hand-off
+//! counted as received always reaches a waiter that takes it.
 
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::net::pool::{Pool, Subscriber};
+use crate::net::hub::{Delivery, Ticket};
+use crate::net::pool::Pool;
 use crate::options::{Interrupt, INTERRUPT_SLICE};
 use crate::protocol::{self, scripts, Attempt, LockKeys, Script, QUEUE_GRACE_MS};
 
@@ -38,7 +42,13 @@ pub(super) trait Server {
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
-const MAX_RETRY: Duration = Duration::from_secs(1);
+/// Retries double from [`FIRST_RETRY`] up to this (always bounded by the
+/// holder's remaining TTL): a waiter costs the server a few commands at
+/// the start of its wait and about none after.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// The longest pause before asking a server that refused for a moment
+/// (loading, busy) again.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
 
 /// Acquire, waiting until `deadline` (`None`: forever; the pair is the
 /// deadline and when the call started) or until `interrupt` says to stop.
@@ -52,9 +62,8 @@ pub(super) fn acquire(
     interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
     let pool = server.pool();
-    let (mut sub, mut reused) = pool.subscriber(&keys.lock)?;
-    let nonce = protocol::hex(&protocol::random_bytes::<8>());
-    let mut member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
+    let mut ticket = pool.register_waiter(&keys.lock)?;
+    let mut member = protocol::queue_member(ticket.channel_id(), ticket.nonce(), ttl_ms, token);
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
@@ -80,85 +89,164 @@ pub(super) fn acquire(
                 if deadline.is_none_or(|d| Instant::now() + backoff < d) =>
             {
                 std::thread::sleep(jitter(backoff));
-                backoff = (backoff * 2).min(MAX_RETRY);
+                backoff = (backoff * 2).min(BUSY_RETRY);
                 continue;
             }
-            Err(e) => {
-                // Leave nothing behind in the queue (best effort: after a
-                // connection error this fails too, and the dead subscriber
-                // makes the entry harmless).
-                if !first {
-                    let _ = cancel(server, keys, token, &member);
-                }
-                return Err(e);
+            // We may be in the queue (an earlier run put us there, or this
+            // one ran before its connection broke).
+            Err(e) if !first || matches!(e, Error::Connection { .. }) => {
+                return leave(server, keys, token, &member, ticket, e)
             }
+            Err(e) => return Err(e),
         };
         first = false;
         let pttl = match protocol::parse_attempt(&reply) {
-            Some(Attempt::Taken(fence)) => {
-                pool.put_subscriber(sub);
-                return Ok(fence);
-            }
+            Some(Attempt::Taken(fence)) => return Ok(fence),
             Some(Attempt::Held { pttl, .. }) => pttl,
-            None => return Err(Error::unexpected(&reply)),
+            None => {
+                let e = Error::unexpected(&reply);
+                return leave(server, keys, token, &member, ticket, e);
+            }
         };
+        // The next retry: backing off (a release by this library wakes us
+        // first; retries only notice a foreign client's DEL), never after
+        // the holder's lock would have expired, never past the deadline.
         let mut slice = jitter(backoff);
         backoff = (backoff * 2).min(MAX_RETRY);
-        if pttl >= 0 {
-            // Retry when the holder's lock would have expired, not later.
-            slice = slice.min(Duration::from_millis(pttl as u64 + 1));
-        }
+        slice = slice.min(match u64::try_from(pttl) {
+            Ok(ms) => Duration::from_millis(ms + 1),
+            // A holder without expiry: come back before the queue expires.
+            Err(_) => Duration::from_millis(QUEUE_GRACE_MS / 2),
+        });
         if let Some(d) = deadline {
             slice = slice.min(d.saturating_duration_since(Instant::now()));
         }
-        if interrupt.is_some() {
-            slice = slice.min(INTERRUPT_SLICE);
-        }
-        let woken = if slice.is_zero() {
-            Ok(None)
-        } else {
-            wait_for_handoff(&mut sub, &nonce, slice, interrupt.is_some())
-        };
+        let (woken, stopped) = wait_for_handoff(&ticket, slice, interrupt);
         match woken {
             // With Cluster and Sentinel a hand-off message can reach a waiter
             // whose subscriber sits on another node than the one that ran
             // the release (cluster PUBLISH is broadcast, a replica gets it
             // replicated), where PUBLISH did not count it and the lock went
             // elsewhere. There the message is checked against the key.
-            Ok(Some(fence)) if !pool.remote_publish() || server.holds(&keys.lock, token)? => {
-                pool.put_subscriber(sub);
-                return Ok(fence);
-            }
-            Ok(Some(_)) | Ok(None) => {}
-            Err(e) => {
-                // The subscriber is dead: the server restarted or closed it.
-                // Leave the queue under the old channel (keeping the lock if
-                // it was handed over meanwhile), then queue again with a
-                // fresh subscriber; a fresh one failing too is an error.
-                if let Some(fence) = cancel(server, keys, token, &member)? {
+            Some(Delivery::Handed(fence)) => {
+                if !pool.remote_publish() {
                     return Ok(fence);
                 }
-                if !reused {
-                    return Err(pool.error(e, false));
+                match server.holds(&keys.lock, token) {
+                    Ok(true) => return Ok(fence),
+                    Ok(false) => ticket.rearm(),
+                    Err(e) => return leave(server, keys, token, &member, ticket, e),
                 }
-                sub = pool.new_subscriber(&keys.lock)?;
-                reused = false;
-                member = protocol::queue_member(&sub.id, &nonce, ttl_ms, token);
+            }
+            None => {}
+            Some(Delivery::Lost(reason)) => {
+                // The subscriber connection died: the server restarted or
+                // closed it. Leave the queue under the old channel (keeping
+                // the lock if it was handed over meanwhile), then queue
+                // again on a fresh one. A server that is restarting gets
+                // the connect timeout to come back (within the deadline).
+                let mut give_up = Instant::now() + pool.target.connect_timeout;
+                if let Some(d) = deadline {
+                    give_up = give_up.min(d);
+                }
+                drop(ticket);
+                let rejoined = while_unreachable(give_up, || {
+                    if let Some(fence) = cancel(server, keys, token, &member)? {
+                        return Ok(Err(fence));
+                    }
+                    Ok(Ok(pool.register_waiter(&keys.lock)?))
+                });
+                ticket = match rejoined {
+                    Ok(Ok(t)) => t,
+                    Ok(Err(fence)) => return Ok(fence),
+                    Err(Error::Connection {
+                        addr,
+                        reason: now,
+                        hint,
+                    }) => {
+                        return Err(Error::Connection {
+                            addr,
+                            reason: format!(
+                                "{now} (after the subscriber connection was lost: {reason})"
+                            ),
+                            hint,
+                        })
+                    }
+                    Err(e) => return Err(e),
+                };
+                member = protocol::queue_member(ticket.channel_id(), ticket.nonce(), ttl_ms, token);
                 first = true;
+                backoff = FIRST_RETRY;
                 continue;
             }
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) || interrupt.is_some_and(|i| i.stop()) {
-            return match cancel(server, keys, token, &member)? {
-                Some(fence) => {
-                    pool.put_subscriber(sub);
-                    Ok(fence)
-                }
-                None => {
-                    pool.put_subscriber(sub);
-                    Err(Error::not_acquired(&keys.lock, pttl, started))
-                }
-            };
+        if stopped || deadline.is_some_and(|d| Instant::now() >= d) {
+            let gave_up = Error::not_acquired(&keys.lock, pttl, started);
+            return leave(server, keys, token, &member, ticket, gave_up);
+        }
+    }
+}
+
+/// `f` again while it fails to reach the server, pausing 10 ms, then
+/// twice as long each time (at most 200 ms), until `give_up`.
+fn while_unreachable<T>(give_up: Instant, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match f() {
+            Err(Error::Connection { .. }) if Instant::now() + pause < give_up => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Wait on the ticket for `slice`, in slices of [`INTERRUPT_SLICE`] that
+/// ask `interrupt` in between. Returns what came, and whether `interrupt`
+/// said to stop.
+fn wait_for_handoff(
+    ticket: &Ticket,
+    slice: Duration,
+    interrupt: Option<&Interrupt>,
+) -> (Option<Delivery>, bool) {
+    let until = Instant::now() + slice;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (None, false);
+        }
+        let chunk = match interrupt {
+            Some(_) => left.min(INTERRUPT_SLICE),
+            None => left,
+        };
+        if let Some(d) = ticket.wait(chunk) {
+            return (Some(d), false);
+        }
+        if interrupt.is_some_and(|i| i.stop()) {
+            return (None, true);
+        }
+    }
+}
+
+/// Give up the wait with `e`: leave the queue, then unregister. If the lock
+/// was handed to us meanwhile we keep it, and the wait succeeded after all.
+/// If leaving fails, the channel is abandoned, so that no release hands the
+/// lock to this waiter that is gone.
+fn leave(
+    server: &impl Server,
+    keys: &LockKeys,
+    token: &[u8],
+    member: &[u8],
+    ticket: Ticket,
+    e: Error,
+) -> Result<u64> {
+    match cancel(server, keys, token, member) {
+        Ok(Some(fence)) => Ok(fence),
+        Ok(None) => Err(e),
+        Err(_) => {
+            ticket.abandon();
+            Err(e)
         }
     }
 }
@@ -184,26 +272,6 @@ fn cancel(
             .ok_or_else(|| Error::unexpected(&reply)),
         _ => Err(Error::unexpected(&reply)),
     }
-}
-
-/// Block on the subscriber for at most `slice`. `Ok(Some(fence))` when our
-/// hand-off arrived, `Ok(None)` when the time ran out (or a signal came and
-/// the wait is `interruptible`: its caller checks then). Messages for earlier
-/// waits on this subscriber (another nonce) are skipped.
-fn wait_for_handoff(
-    sub: &mut Subscriber,
-    nonce: &str,
-    slice: Duration,
-    interruptible: bool,
-) -> redis::RedisResult<Option<u64>> {
-    let until = Instant::now() + slice;
-    // Messages for earlier waits on this subscriber are skipped.
-    while let Some(payload) = sub.con.next_message(until, interruptible)? {
-        if let Some(fence) = protocol::parse_handoff(&payload, nonce) {
-            return Ok(Some(fence));
-        }
-    }
-    Ok(None)
 }
 
 /// A random duration in [d/2, d].

@@ -8,9 +8,9 @@
 //! pool remembers the process id it was filled in: in a child after
 //! `fork()` the inherited connections are never used (they share sockets
 //! with the parent) and fresh ones are opened. A connection that saw an I/O
-//! error is dropped, not pooled. Waiters use a second kind of connection, a
-//! [`Subscriber`], subscribed once to its own wake-up channel and pooled
-//! while still subscribed.
+//! error is dropped, not pooled. Waiters do not take a connection each:
+//! they register with the client's [`Hub`], one subscriber connection per
+//! server node.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,8 +19,9 @@ use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind as RedisKind, RedisRe
 
 use crate::error::{Error, Result};
 use crate::net::cluster::{Cluster, Routed};
+use crate::net::hub::{Hub, Ticket};
 use crate::net::wire::{Tls, Wire};
-use crate::protocol::{self, Script};
+use crate::protocol::Script;
 use crate::sync::locked;
 
 /// Where connections go.
@@ -122,8 +123,8 @@ pub(crate) struct Target {
 
 struct Idle {
     pid: u32,
-    cmd: Vec<Conn>,
-    subs: Vec<Subscriber>,
+    /// With when each was last put back; the most recently used last.
+    cmd: Vec<(Conn, Instant)>,
 }
 
 impl Idle {
@@ -134,38 +135,59 @@ impl Idle {
         if self.pid != pid {
             self.pid = pid;
             self.cmd.clear();
-            self.subs.clear();
         }
+    }
+
+    /// Close the connections unused for [`IDLE_CLOSE`], beyond the
+    /// [`KEEP_IDLE`] most recently used: a burst of threads leaves no
+    /// connections behind on the server.
+    fn trim(&mut self, now: Instant) {
+        let old = self
+            .cmd
+            .iter()
+            .take(self.cmd.len().saturating_sub(KEEP_IDLE))
+            .take_while(|(_, used)| now.saturating_duration_since(*used) >= IDLE_CLOSE)
+            .count();
+        self.cmd.drain(..old);
     }
 }
 
-/// Most idle connections of each kind kept for reuse.
+/// Most idle connections kept for reuse.
 const MAX_IDLE: usize = 64;
+/// Idle connections kept however long they were not used.
+const KEEP_IDLE: usize = 2;
+/// How long the others stay open unused.
+const IDLE_CLOSE: Duration = Duration::from_secs(5);
 
 /// The connection pool of one client.
 pub(crate) struct Pool {
     pub(crate) target: Target,
-    idle: Mutex<Idle>,
-}
-
-/// A connection subscribed to its own wake-up channel.
-pub(crate) struct Subscriber {
-    pub(crate) con: Wire,
-    /// 32 hex characters, unique per subscriber.
-    pub(crate) id: String,
-    /// The node it is connected to (Cluster), or empty.
-    node: String,
+    idle: Arc<Mutex<Idle>>,
+    /// Waiters' subscriber connections.
+    hub: Hub,
 }
 
 impl Pool {
     pub(crate) fn new(target: Target) -> Pool {
+        let idle = Arc::new(Mutex::new(Idle {
+            pid: crate::sync::pid(),
+            cmd: Vec::new(),
+        }));
+        // While waiters wait, nothing takes or returns connections: the
+        // subscriber's reader trims the idle ones once a second.
+        let weak = Arc::downgrade(&idle);
+        let trim = move || {
+            if let Some(idle) = weak.upgrade() {
+                let mut idle = locked(&idle);
+                if idle.pid == crate::sync::pid() {
+                    idle.trim(Instant::now());
+                }
+            }
+        };
         Pool {
             target,
-            idle: Mutex::new(Idle {
-                pid: crate::sync::pid(),
-                cmd: Vec::new(),
-                subs: Vec::new(),
-            }),
+            idle,
+            hub: Hub::new(Box::new(trim)),
         }
     }
 
@@ -226,14 +248,16 @@ impl Pool {
     fn take(&self) -> Option<Conn> {
         let mut idle = locked(&self.idle);
         idle.check_pid();
-        idle.cmd.pop()
+        idle.cmd.pop().map(|(con, _)| con)
     }
 
     fn put(&self, con: Conn) {
         let mut idle = locked(&self.idle);
         idle.check_pid();
         if con.is_open() && idle.cmd.len() < MAX_IDLE {
-            idle.cmd.push(con);
+            let now = Instant::now();
+            idle.cmd.push((con, now));
+            idle.trim(now);
         }
     }
 
@@ -393,46 +417,19 @@ impl Pool {
         Ok((v, resent))
     }
 
-    /// A subscriber for a waiter on `key` from the pool (`true`: reused),
-    /// or a new one. In a cluster it is connected to the node serving the
-    /// key's slot.
-    pub(crate) fn subscriber(&self, key: &[u8]) -> Result<(Subscriber, bool)> {
+    /// Register a waiter on `key` with this client's subscriber connection
+    /// to the server (in a cluster, to the node serving the key's slot),
+    /// opening it if there is none.
+    pub(crate) fn register_waiter(&self, key: &[u8]) -> Result<Ticket> {
         let node = self.node_for(key)?;
-        {
-            let mut idle = locked(&self.idle);
-            idle.check_pid();
-            if let Some(i) = idle.subs.iter().rposition(|s| s.node == node) {
-                return Ok((idle.subs.swap_remove(i), true));
-            }
-        }
-        Ok((self.new_subscriber_on(node)?, false))
-    }
-
-    /// A new subscriber for a waiter on `key`.
-    pub(crate) fn new_subscriber(&self, key: &[u8]) -> Result<Subscriber> {
-        let node = self.node_for(key)?;
-        self.new_subscriber_on(node)
-    }
-
-    /// Connect, then SUBSCRIBE to a fresh channel.
-    fn new_subscriber_on(&self, node: String) -> Result<Subscriber> {
-        let mut con = self.plain_connection(
-            self.target.connect_timeout,
-            Some(node.as_str()).filter(|n| !n.is_empty()),
-        )?;
-        let id = protocol::hex(&protocol::random_bytes::<16>());
-        let channel = format!("{}{}", protocol::WAKE_CHANNEL_PREFIX, id);
-        con.subscribe(&channel).map_err(|e| self.error(e, false))?;
-        Ok(Subscriber { con, id, node })
-    }
-
-    /// Return a subscriber that ended its wait cleanly.
-    pub(crate) fn put_subscriber(&self, s: Subscriber) {
-        let mut idle = locked(&self.idle);
-        idle.check_pid();
-        if s.con.is_open() && idle.subs.len() < MAX_IDLE {
-            idle.subs.push(s);
-        }
+        self.hub.register(&node, |node, channel| {
+            let mut con = self.plain_connection(
+                self.target.connect_timeout,
+                Some(node).filter(|n| !n.is_empty()),
+            )?;
+            con.subscribe(channel).map_err(|e| self.error(e, false))?;
+            Ok(con)
+        })
     }
 
     /// Translate a redis-rs error into ours, never showing credentials.
@@ -532,7 +529,7 @@ fn is_demoted(e: &redis::RedisError) -> bool {
     )
 }
 
-fn io_reason(e: &redis::RedisError) -> String {
+pub(crate) fn io_reason(e: &redis::RedisError) -> String {
     if e.is_connection_refusal() {
         return String::from("connection refused");
     }

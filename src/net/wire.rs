@@ -151,6 +151,24 @@ impl Write for Stream {
     }
 }
 
+/// A second handle on a connection's socket, to shut it down from another
+/// thread (which wakes a thread blocked reading it).
+pub(crate) enum Closer {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(UnixStream),
+}
+
+impl Closer {
+    pub(crate) fn close(&self) {
+        let _ = match self {
+            Closer::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            #[cfg(unix)]
+            Closer::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
 /// Reads that resume after EINTR until `deadline`, with the time left.
 struct Patient<'a> {
     stream: &'a mut Stream,
@@ -259,6 +277,17 @@ impl Wire {
         }
         wire.stream.set_timeouts(Some(timeout), Some(timeout))?;
         Ok(wire)
+    }
+
+    /// A handle that shuts this connection's socket down.
+    pub(crate) fn closer(&self) -> io::Result<Closer> {
+        Ok(match &self.stream {
+            Stream::Tcp(s) => Closer::Tcp(s.try_clone()?),
+            #[cfg(unix)]
+            Stream::Unix(s) => Closer::Unix(s.try_clone()?),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => Closer::Tcp(s.get_ref().try_clone()?),
+        })
     }
 
     /// Bound each later send and reply by `timeout`.

@@ -1,0 +1,203 @@
+//! Many waiters, few connections: every waiter of a client shares one
+//! subscriber connection per server, the pool closes what a burst of
+//! threads opened, and a waiter costs the server almost no commands while
+//! it waits. Hand-off stays exact when the shared connection is lost.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{wait_until, Server};
+use redislock::{Client, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+/// The server's clients, by `type` (`normal`, `pubsub`), leaving out the
+/// connection asking.
+fn clients(raw: &mut redis::Connection) -> HashMap<String, usize> {
+    let me: i64 = redis::cmd("CLIENT").arg("ID").query(raw).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(raw).unwrap();
+    let mut by_kind = HashMap::new();
+    for line in list.lines() {
+        let field = |name: &str| {
+            line.split(' ')
+                .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+                .unwrap_or("")
+                .to_string()
+        };
+        if field("id") == me.to_string() {
+            continue;
+        }
+        let kind = if field("flags").contains('P') || field("sub") != "0" {
+            "pubsub".to_string()
+        } else {
+            "normal".to_string()
+        };
+        *by_kind.entry(kind).or_insert(0) += 1;
+    }
+    by_kind
+}
+
+fn commands(raw: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(raw).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn queued(client: &Client, key: &str) -> u64 {
+    client.inspect(key).unwrap().waiters
+}
+
+/// `n` threads waiting on `key`, each taking the lock in turn: it records
+/// its fence, bumps a non-atomic counter and releases.
+fn waiters(
+    client: &Client,
+    key: &'static str,
+    n: usize,
+    counter: &Arc<AtomicU64>,
+    fences: &Arc<Mutex<Vec<u64>>>,
+) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let (client, counter, fences) = (client.clone(), counter.clone(), fences.clone());
+            thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let lock = client
+                        .acquire(key, 30 * S, Wait::Timeout(120 * S))
+                        .expect("a waiter");
+                    fences.lock().unwrap().push(lock.fence());
+                    let v = counter.load(Ordering::Relaxed);
+                    counter.store(v + 1, Ordering::Relaxed);
+                    lock.release().expect("release");
+                })
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn two_hundred_waiting_threads_share_one_subscriber_and_cost_no_commands() {
+    const N: usize = 200;
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.acquire("busy", 60 * S, Wait::TryOnce).unwrap();
+    let counter = Arc::new(AtomicU64::new(0));
+    let fences = Arc::new(Mutex::new(Vec::new()));
+    let threads = waiters(&client, "busy", N, &counter, &fences);
+    wait_until("all threads queued", 30 * S, || {
+        queued(&client, "busy") == N as u64
+    });
+
+    let kinds = clients(&mut raw);
+    assert_eq!(kinds.get("pubsub"), Some(&1), "{kinds:?}");
+    // The burst of first ENQUEUEs opened command connections; unused ones
+    // are closed after 5 s, down to the 2 kept for the next operations.
+    wait_until("idle connections closed", 15 * S, || {
+        clients(&mut raw).values().sum::<usize>() <= 4
+    });
+
+    // Waiting costs the server almost nothing: retries back off towards
+    // the holder's TTL (60 s). One retry per waiter per second, as before,
+    // would be 2 x 200 here.
+    let before = commands(&mut raw);
+    thread::sleep(2 * S);
+    let spent = commands(&mut raw) - before - 1;
+    assert!(spent < 150, "{spent} commands in 2 s from {N} waiters");
+
+    // The chain: every waiter gets the lock once, handed over in turn.
+    let started = Instant::now();
+    holder.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), N as u64, "lost updates");
+    let fences = fences.lock().unwrap();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences in hand-off order"
+    );
+    assert!(
+        started.elapsed() < 20 * S,
+        "a hand-off chain of {N} took {:?}: somebody waited for a retry",
+        started.elapsed()
+    );
+    let left: Vec<String> = redis::cmd("KEYS").arg("*busy*").query(&mut raw).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(clients(&mut raw).get("pubsub"), Some(&1));
+}
+
+#[test]
+fn waiters_whose_subscriber_is_killed_queue_again_and_all_get_the_lock() {
+    const N: usize = 20;
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.acquire("killed", 60 * S, Wait::TryOnce).unwrap();
+    let counter = Arc::new(AtomicU64::new(0));
+    let fences = Arc::new(Mutex::new(Vec::new()));
+    let threads = waiters(&client, "killed", N, &counter, &fences);
+    wait_until("all queued", 30 * S, || {
+        queued(&client, "killed") == N as u64
+    });
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(killed, 1);
+    // Each left the queue under the dead channel and queued again under a
+    // new one: one new subscriber for all of them.
+    wait_until("queued again", 30 * S, || {
+        clients(&mut raw).get("pubsub") == Some(&1) && queued(&client, "killed") == N as u64
+    });
+    let queue: Vec<Vec<u8>> = redis::cmd("LRANGE")
+        .arg("{killed}:queue")
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    let channels: std::collections::HashSet<&[u8]> = queue.iter().map(|m| &m[..32]).collect();
+    assert_eq!(channels.len(), 1, "one channel for all waiters");
+
+    holder.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), N as u64);
+    let left: Vec<String> = redis::cmd("KEYS").arg("*killed*").query(&mut raw).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_waiter_that_gives_up_leaves_the_shared_subscriber_serving_the_others() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.acquire("mixed", 60 * S, Wait::TryOnce).unwrap();
+    let patient = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("mixed", 30 * S, Wait::Timeout(60 * S)))
+    };
+    wait_until("queued", 10 * S, || queued(&client, "mixed") == 1);
+    // An impatient waiter on the same channel gives up.
+    let err = client
+        .acquire("mixed", 30 * S, Wait::Timeout(Duration::from_millis(200)))
+        .unwrap_err();
+    assert_eq!(err.kind(), redislock::ErrorKind::NotAcquired, "{err}");
+    assert_eq!(queued(&client, "mixed"), 1, "it left the queue");
+    holder.release().unwrap();
+    let lock = patient.join().unwrap().expect("the patient waiter");
+    assert_eq!(clients(&mut raw).get("pubsub"), Some(&1));
+    lock.release().unwrap();
+}
