@@ -11,20 +11,22 @@ use super::wait::{self, Server as _};
 use super::{Deployment, Extension};
 use crate::error::{show_key, Error, Result};
 use crate::net::pool::Pool;
+use crate::net::transport::{block_on, Transport};
 use crate::options::{Interrupt, LockInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, LockKeys, Script};
 
-pub(crate) struct Single {
-    pool: Pool,
+/// Generic over the transport: the blocking [`Pool`] or the async one.
+pub(crate) struct Single<P> {
+    pool: P,
 }
 
-impl Single {
-    pub(crate) fn new(pool: Pool) -> Single {
+impl<P: Transport> Single<P> {
+    pub(crate) fn new(pool: P) -> Single<P> {
         Single { pool }
     }
 
     /// One attempt.
-    fn try_once(
+    async fn try_once(
         &self,
         keys: &LockKeys,
         token: &[u8],
@@ -32,13 +34,15 @@ impl Single {
         started: Instant,
     ) -> Result<u64> {
         let ttl = ttl_ms.to_string();
-        let reply = self.script(
-            &scripts().acquire,
-            &keys.lock,
-            &keys.all(),
-            &[token, ttl.as_bytes(), b"0"],
-            Some(&[token, ttl.as_bytes(), b"1"]),
-        )?;
+        let reply = self
+            .script(
+                &scripts().acquire,
+                &keys.lock,
+                &keys.all(),
+                &[token, ttl.as_bytes(), b"0"],
+                Some(&[token, ttl.as_bytes(), b"1"]),
+            )
+            .await?;
         match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => Ok(fence),
             Some(Attempt::Held { pttl, .. }) => Err(Error::not_acquired(&keys.lock, pttl, started)),
@@ -50,7 +54,7 @@ impl Single {
     /// extend, so that whatever path granted it, the write to wait for is
     /// ours) and WAIT for N replicas, in one round trip. Too few: release
     /// and fail with [`Error::NoQuorum`].
-    fn confirm_replicated(
+    async fn confirm_replicated(
         &self,
         keys: &LockKeys,
         token: &[u8],
@@ -63,21 +67,18 @@ impl Single {
             .extend
             .eval(&keys.all(), &[token, ms.as_bytes(), fence.as_bytes()]);
         let wait_ms = t.as_millis().max(1) as u64;
-        let (still, acked): (i64, i64) = self
-            .pool
-            .with(|con, _| {
-                redis::pipe()
-                    .add_command(extend.clone())
-                    .cmd("WAIT")
-                    .arg(n)
-                    .arg(wait_ms)
-                    .query(con)
-            })
-            .map_err(|e| self.with_key(e, &keys.lock))?;
+        let mut pipe = redis::pipe();
+        pipe.add_command(extend).cmd("WAIT").arg(n).arg(wait_ms);
+        let replies = match self.pool.pipeline(&pipe).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.with_key(e, &keys.lock).await),
+        };
+        let (still, acked): (i64, i64) = redis::from_redis_value(Value::Array(replies))
+            .map_err(|e| Error::Internal(e.to_string()))?;
         if still == 1 && acked >= i64::from(n) {
             return Ok(());
         }
-        let _ = self.release(keys, token);
+        let _ = self.release(keys, token).await;
         Err(Error::NoQuorum {
             key: show_key(&keys.lock),
             detail: format!(
@@ -89,7 +90,7 @@ impl Single {
 
     /// Name the key in a WrongType error, and what it holds (one more round
     /// trip, on this error path only).
-    fn with_key(&self, e: Error, key: &[u8]) -> Error {
+    async fn with_key(&self, e: Error, key: &[u8]) -> Error {
         match e {
             // The scripts' own errors about the companion keys.
             Error::WrongType { found, .. } if found.contains("the fence counter") => {
@@ -105,10 +106,10 @@ impl Single {
                 }
             }
             Error::WrongType { .. } => {
-                let found = self
-                    .pool
-                    .with(|con, _| redis::cmd("TYPE").arg(key).query::<String>(con))
-                    .unwrap_or_else(|_| String::from("non-string"));
+                let found = match self.pool.query(redis::cmd("TYPE").arg(key)).await {
+                    Ok(Value::SimpleString(t)) => t,
+                    _ => String::from("non-string"),
+                };
                 Error::WrongType {
                     key: show_key(key),
                     found,
@@ -119,13 +120,15 @@ impl Single {
     }
 }
 
-/// Scripts run with errors naming the lock (see [`Pool::script`]).
-impl wait::Server for Single {
-    fn pool(&self) -> &Pool {
+/// Scripts run with errors naming the lock.
+impl<P: Transport> wait::Server for Single<P> {
+    type Io = P;
+
+    fn io(&self) -> &P {
         &self.pool
     }
 
-    fn script(
+    async fn script(
         &self,
         script: &Script,
         key: &[u8],
@@ -133,22 +136,20 @@ impl wait::Server for Single {
         args: &[&[u8]],
         retry_args: Option<&[&[u8]]>,
     ) -> Result<Value> {
-        self.pool
-            .script(script, keys, args, retry_args)
-            .map_err(|e| self.with_key(e, key))
+        match self.pool.script(script, keys, args, retry_args).await {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.with_key(e, key).await),
+        }
     }
 
-    fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool> {
-        self.is_owned_by(key, token)
+    async fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool> {
+        self.is_owned_by(key, token).await
     }
 }
 
-impl Deployment for Single {
-    fn describe(&self) -> String {
-        self.pool.target.addr.clone()
-    }
-
-    fn acquire(
+/// The operations, once for both transports.
+impl<P: Transport> Single<P> {
+    pub(crate) async fn acquire(
         &self,
         keys: &LockKeys,
         token: &[u8],
@@ -164,28 +165,33 @@ impl Deployment for Single {
             Wait::Forever => Some(None),
         };
         let fence = match deadline {
-            None => self.try_once(keys, token, ttl_ms, started)?,
+            None => self.try_once(keys, token, ttl_ms, started).await?,
             Some(deadline) => {
-                wait::acquire(self, keys, token, ttl_ms, (deadline, started), interrupt)?
+                wait::acquire(self, keys, token, ttl_ms, (deadline, started), interrupt).await?
             }
         };
-        if let Some(replicas) = self.pool.target.wait_replicas {
-            self.confirm_replicated(keys, token, fence, ttl_ms, replicas)?;
+        if let Some(replicas) = self.pool.target().wait_replicas {
+            self.confirm_replicated(keys, token, fence, ttl_ms, replicas)
+                .await?;
         }
         Ok(fence)
     }
 
     /// [`Error::Unconfirmed`] when it was not the owner on a second sending
     /// whose first sending's reply was lost with its connection.
-    fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
-        let (reply, resent) = self
+    pub(crate) async fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+        let (reply, resent) = match self
             .pool
             .script_resent(&scripts().release, &keys.all(), &[token])
-            .map_err(|e| self.with_key(e, &keys.lock))?;
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return Err(self.with_key(e, &keys.lock).await),
+        };
         match reply {
             Value::Int(0) if resent => Err(Error::Unconfirmed {
                 key: show_key(&keys.lock),
-                addr: self.pool.target.addr.clone(),
+                addr: self.pool.target().addr.clone(),
             }),
             Value::Int(0) => Ok(false),
             Value::Int(1 | 2) => Ok(true),
@@ -193,15 +199,23 @@ impl Deployment for Single {
         }
     }
 
-    fn extend(&self, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {
+    pub(crate) async fn extend(
+        &self,
+        keys: &LockKeys,
+        token: &[u8],
+        fence: u64,
+        ttl_ms: u64,
+    ) -> Result<bool> {
         let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
-        let reply = self.script(
-            &scripts().extend,
-            &keys.lock,
-            &keys.all(),
-            &[token, ms.as_bytes(), fence.as_bytes()],
-            None,
-        )?;
+        let reply = self
+            .script(
+                &scripts().extend,
+                &keys.lock,
+                &keys.all(),
+                &[token, ms.as_bytes(), fence.as_bytes()],
+                None,
+            )
+            .await?;
         match reply {
             Value::Int(1) => Ok(true),
             Value::Int(0) => Ok(false),
@@ -211,12 +225,13 @@ impl Deployment for Single {
 
     /// In one pipelined round trip; in a Cluster one by one (each lock on
     /// its own slot's node).
-    fn extend_many(&self, locks: &[Extension]) -> Vec<Option<bool>> {
+    pub(crate) async fn extend_many(&self, locks: &[Extension<'_>]) -> Vec<Option<bool>> {
         if self.pool.is_cluster() {
-            return locks
-                .iter()
-                .map(|l| self.extend(l.keys, l.token, l.fence, l.ttl_ms).ok())
-                .collect();
+            let mut out = Vec::with_capacity(locks.len());
+            for l in locks {
+                out.push(self.extend(l.keys, l.token, l.fence, l.ttl_ms).await.ok());
+            }
+            return out;
         }
         let extend = &scripts().extend;
         let mut pipe = redis::pipe();
@@ -226,7 +241,7 @@ impl Deployment for Single {
                 extend.eval(&l.keys.all(), &[l.token, ttl.as_bytes(), fence.as_bytes()]),
             );
         }
-        match self.pool.with(|con, _| pipe.query::<Vec<Value>>(con)) {
+        match self.pool.pipeline(&pipe).await {
             Ok(replies) => replies
                 .into_iter()
                 .map(|reply| match reply {
@@ -239,23 +254,69 @@ impl Deployment for Single {
         }
     }
 
-    fn inspect(&self, keys: &LockKeys) -> Result<LockInfo> {
-        let reply = self.script(&scripts().inspect, &keys.lock, &keys.all(), &[], None)?;
+    pub(crate) async fn inspect(&self, keys: &LockKeys) -> Result<LockInfo> {
+        let reply = self
+            .script(&scripts().inspect, &keys.lock, &keys.all(), &[], None)
+            .await?;
         protocol::parse_info(&reply).ok_or_else(|| Error::unexpected(&reply))
     }
 
+    pub(crate) async fn is_locked(&self, key: &[u8]) -> Result<bool> {
+        match self.pool.query(redis::cmd("EXISTS").arg(key)).await? {
+            Value::Int(n) => Ok(n > 0),
+            other => Err(Error::unexpected(&other)),
+        }
+    }
+
+    pub(crate) async fn is_owned_by(&self, key: &[u8], token: &[u8]) -> Result<bool> {
+        let v = match self.pool.query(redis::cmd("GET").arg(key)).await {
+            Ok(v) => v,
+            Err(e) => return Err(self.with_key(e, key).await),
+        };
+        Ok(matches!(v, Value::BulkString(ref b) if b.as_slice() == token))
+    }
+}
+
+impl Deployment for Single<Pool> {
+    fn describe(&self) -> String {
+        self.pool.target.addr.clone()
+    }
+
+    fn acquire(
+        &self,
+        keys: &LockKeys,
+        token: &[u8],
+        ttl_ms: u64,
+        wait: Wait,
+        interrupt: Option<&Interrupt>,
+        started: Instant,
+    ) -> Result<u64> {
+        block_on(Single::acquire(
+            self, keys, token, ttl_ms, wait, interrupt, started,
+        ))
+    }
+
+    fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+        block_on(Single::release(self, keys, token))
+    }
+
+    fn extend(&self, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {
+        block_on(Single::extend(self, keys, token, fence, ttl_ms))
+    }
+
+    fn extend_many(&self, locks: &[Extension]) -> Vec<Option<bool>> {
+        block_on(Single::extend_many(self, locks))
+    }
+
+    fn inspect(&self, keys: &LockKeys) -> Result<LockInfo> {
+        block_on(Single::inspect(self, keys))
+    }
+
     fn is_locked(&self, key: &[u8]) -> Result<bool> {
-        let n: i64 = self
-            .pool
-            .with(|con, _| redis::cmd("EXISTS").arg(key).query(con))?;
-        Ok(n > 0)
+        block_on(Single::is_locked(self, key))
     }
 
     fn is_owned_by(&self, key: &[u8], token: &[u8]) -> Result<bool> {
-        let v: Value = self
-            .pool
-            .with(|con, _| redis::cmd("GET").arg(key).query(con))
-            .map_err(|e| self.with_key(e, key))?;
-        Ok(matches!(v, Value::BulkString(ref b) if b.as_slice() == token))
+        block_on(Single::is_owned_by(self, key, token))
     }
 }

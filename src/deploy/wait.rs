@@ -20,16 +20,18 @@ use redis::Value;
 
 use crate::error::{Error, Result};
 use crate::net::hub::{Delivery, Ticket};
-use crate::net::pool::Pool;
+use crate::net::transport::Transport;
 use crate::options::{Interrupt, INTERRUPT_SLICE};
 use crate::protocol::{self, scripts, Attempt, LockKeys, Script, QUEUE_GRACE_MS};
 
-/// The server a waiter waits on: its pool, and its way of running scripts
-/// and reading the key with errors that name the lock.
+/// The server a waiter waits on: its transport, and its way of running
+/// scripts and reading the key with errors that name the lock.
 pub(super) trait Server {
-    fn pool(&self) -> &Pool;
+    type Io: Transport;
 
-    fn script(
+    fn io(&self) -> &Self::Io;
+
+    async fn script(
         &self,
         script: &Script,
         key: &[u8],
@@ -38,7 +40,7 @@ pub(super) trait Server {
         retry_args: Option<&[&[u8]]>,
     ) -> Result<Value>;
 
-    fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool>;
+    async fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool>;
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
@@ -53,7 +55,7 @@ const BUSY_RETRY: Duration = Duration::from_secs(1);
 /// Acquire, waiting until `deadline` (`None`: forever; the pair is the
 /// deadline and when the call started) or until `interrupt` says to stop.
 /// Returns the fence.
-pub(super) fn acquire(
+pub(super) async fn acquire(
     server: &impl Server,
     keys: &LockKeys,
     token: &[u8],
@@ -61,8 +63,8 @@ pub(super) fn acquire(
     (deadline, started): (Option<Instant>, Instant),
     interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
-    let pool = server.pool();
-    let mut ticket = pool.register_waiter(&keys.lock)?;
+    let io = server.io();
+    let mut ticket = io.register_waiter(&keys.lock).await?;
     let mut member = protocol::queue_member(ticket.channel_id(), ticket.nonce(), ttl_ms, token);
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
@@ -74,13 +76,16 @@ pub(super) fn acquire(
         let again: [&[u8]; 5] = [token, ttl.as_bytes(), &member, b"0", grace.as_bytes()];
         let mut args = again;
         args[3] = if first { b"1" } else { b"0" };
-        let reply = match server.script(
-            &scripts().enqueue,
-            &keys.lock,
-            &keys.all(),
-            &args,
-            Some(&again),
-        ) {
+        let reply = match server
+            .script(
+                &scripts().enqueue,
+                &keys.lock,
+                &keys.all(),
+                &args,
+                Some(&again),
+            )
+            .await
+        {
             Ok(r) => r,
             // The server refused for a moment (loading, a slow script, a
             // resharding) longer than one command may wait: ask again while
@@ -88,14 +93,14 @@ pub(super) fn acquire(
             Err(Error::Unavailable { .. })
                 if deadline.is_none_or(|d| Instant::now() + backoff < d) =>
             {
-                std::thread::sleep(jitter(backoff));
+                io.sleep(jitter(backoff)).await;
                 backoff = (backoff * 2).min(BUSY_RETRY);
                 continue;
             }
             // We may be in the queue (an earlier run put us there, or this
             // one ran before its connection broke).
             Err(e) if !first || matches!(e, Error::Connection { .. }) => {
-                return leave(server, keys, token, &member, ticket, e)
+                return leave(server, keys, token, &member, ticket, e).await
             }
             Err(e) => return Err(e),
         };
@@ -105,7 +110,7 @@ pub(super) fn acquire(
             Some(Attempt::Held { pttl, .. }) => pttl,
             None => {
                 let e = Error::unexpected(&reply);
-                return leave(server, keys, token, &member, ticket, e);
+                return leave(server, keys, token, &member, ticket, e).await;
             }
         };
         // The next retry: backing off (a release by this library wakes us
@@ -121,7 +126,7 @@ pub(super) fn acquire(
         if let Some(d) = deadline {
             slice = slice.min(d.saturating_duration_since(Instant::now()));
         }
-        let (woken, stopped) = wait_for_handoff(&ticket, slice, interrupt);
+        let (woken, stopped) = wait_for_handoff(io, &ticket, slice, interrupt).await;
         match woken {
             // With Cluster and Sentinel a hand-off message can reach a waiter
             // whose subscriber sits on another node than the one that ran
@@ -129,13 +134,13 @@ pub(super) fn acquire(
             // replicated), where PUBLISH did not count it and the lock went
             // elsewhere. There the message is checked against the key.
             Some(Delivery::Handed(fence)) => {
-                if !pool.remote_publish() {
+                if !io.remote_publish() {
                     return Ok(fence);
                 }
-                match server.holds(&keys.lock, token) {
+                match server.holds(&keys.lock, token).await {
                     Ok(true) => return Ok(fence),
                     Ok(false) => ticket.rearm(),
-                    Err(e) => return leave(server, keys, token, &member, ticket, e),
+                    Err(e) => return leave(server, keys, token, &member, ticket, e).await,
                 }
             }
             None => {}
@@ -145,17 +150,12 @@ pub(super) fn acquire(
                 // the lock if it was handed over meanwhile), then queue
                 // again on a fresh one. A server that is restarting gets
                 // the connect timeout to come back (within the deadline).
-                let mut give_up = Instant::now() + pool.target.connect_timeout;
+                let mut give_up = Instant::now() + io.target().connect_timeout;
                 if let Some(d) = deadline {
                     give_up = give_up.min(d);
                 }
                 drop(ticket);
-                let rejoined = while_unreachable(give_up, || {
-                    if let Some(fence) = cancel(server, keys, token, &member)? {
-                        return Ok(Err(fence));
-                    }
-                    Ok(Ok(pool.register_waiter(&keys.lock)?))
-                });
+                let rejoined = rejoin(server, keys, token, &member, give_up).await;
                 ticket = match rejoined {
                     Ok(Ok(t)) => t,
                     Ok(Err(fence)) => return Ok(fence),
@@ -182,19 +182,32 @@ pub(super) fn acquire(
         }
         if stopped || deadline.is_some_and(|d| Instant::now() >= d) {
             let gave_up = Error::not_acquired(&keys.lock, pttl, started);
-            return leave(server, keys, token, &member, ticket, gave_up);
+            return leave(server, keys, token, &member, ticket, gave_up).await;
         }
     }
 }
 
-/// `f` again while it fails to reach the server, pausing 10 ms, then
-/// twice as long each time (at most 200 ms), until `give_up`.
-fn while_unreachable<T>(give_up: Instant, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+/// Leave the queue under a lost channel and register on a new one
+/// (`Err(fence)`: the lock was handed to us meanwhile), trying again while
+/// the server cannot be reached, pausing 10 ms, then twice as long each
+/// time (at most 200 ms), until `give_up`.
+async fn rejoin<S: Server>(
+    server: &S,
+    keys: &LockKeys,
+    token: &[u8],
+    member: &[u8],
+    give_up: Instant,
+) -> Result<std::result::Result<Ticket, u64>> {
     let mut pause = Duration::from_millis(10);
     loop {
-        match f() {
+        let r = match cancel(server, keys, token, member).await {
+            Ok(Some(fence)) => return Ok(Err(fence)),
+            Ok(None) => server.io().register_waiter(&keys.lock).await.map(Ok),
+            Err(e) => Err(e),
+        };
+        match r {
             Err(Error::Connection { .. }) if Instant::now() + pause < give_up => {
-                std::thread::sleep(pause);
+                server.io().sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(200));
             }
             r => return r,
@@ -205,7 +218,8 @@ fn while_unreachable<T>(give_up: Instant, mut f: impl FnMut() -> Result<T>) -> R
 /// Wait on the ticket for `slice`, in slices of [`INTERRUPT_SLICE`] that
 /// ask `interrupt` in between. Returns what came, and whether `interrupt`
 /// said to stop.
-fn wait_for_handoff(
+async fn wait_for_handoff(
+    io: &impl Transport,
     ticket: &Ticket,
     slice: Duration,
     interrupt: Option<&Interrupt>,
@@ -220,7 +234,7 @@ fn wait_for_handoff(
             Some(_) => left.min(INTERRUPT_SLICE),
             None => left,
         };
-        if let Some(d) = ticket.wait(chunk) {
+        if let Some(d) = io.wait(ticket, chunk).await {
             return (Some(d), false);
         }
         if interrupt.is_some_and(|i| i.stop()) {
@@ -233,7 +247,7 @@ fn wait_for_handoff(
 /// was handed to us meanwhile we keep it, and the wait succeeded after all.
 /// If leaving fails, the channel is abandoned, so that no release hands the
 /// lock to this waiter that is gone.
-fn leave(
+async fn leave(
     server: &impl Server,
     keys: &LockKeys,
     token: &[u8],
@@ -241,7 +255,7 @@ fn leave(
     ticket: Ticket,
     e: Error,
 ) -> Result<u64> {
-    match cancel(server, keys, token, member) {
+    match cancel(server, keys, token, member).await {
         Ok(Some(fence)) => Ok(fence),
         Ok(None) => Err(e),
         Err(_) => {
@@ -252,19 +266,21 @@ fn leave(
 }
 
 /// Leave the queue; `Some(fence)` when the lock was handed to us meanwhile.
-fn cancel(
+async fn cancel(
     server: &impl Server,
     keys: &LockKeys,
     token: &[u8],
     member: &[u8],
 ) -> Result<Option<u64>> {
-    let reply = server.script(
-        &scripts().cancel,
-        &keys.lock,
-        &keys.all(),
-        &[token, member],
-        None,
-    )?;
+    let reply = server
+        .script(
+            &scripts().cancel,
+            &keys.lock,
+            &keys.all(),
+            &[token, member],
+            None,
+        )
+        .await?;
     match &reply {
         redis::Value::Nil => Ok(None),
         redis::Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])

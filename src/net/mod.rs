@@ -11,4 +11,5 @@ pub(crate) mod cluster;
 pub(crate) mod hub;
 pub(crate) mod pool;
 pub(crate) mod sentinel;
+pub(crate) mod transport;
 pub(crate) mod wire;

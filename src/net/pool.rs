@@ -19,7 +19,8 @@ use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind as RedisKind, RedisRe
 
 use crate::error::{Error, Result};
 use crate::net::cluster::{Cluster, Routed};
-use crate::net::hub::{Hub, Ticket};
+use crate::net::hub::{Delivery, Hub, Ticket};
+use crate::net::transport::Transport;
 use crate::net::wire::{Tls, Wire};
 use crate::protocol::Script;
 use crate::sync::locked;
@@ -546,5 +547,59 @@ fn server_message(e: &redis::RedisError) -> String {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_string(),
         _ => e.to_string(),
+    }
+}
+
+/// Every method answers on the calling thread; the futures never suspend.
+impl Transport for Pool {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn remote_publish(&self) -> bool {
+        Pool::remote_publish(self)
+    }
+
+    fn is_cluster(&self) -> bool {
+        Pool::is_cluster(self)
+    }
+
+    async fn script(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        retry_args: Option<&[&[u8]]>,
+    ) -> Result<Value> {
+        Pool::script(self, script, keys, args, retry_args)
+    }
+
+    async fn script_resent(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<(Value, bool)> {
+        Pool::script_resent(self, script, keys, args)
+    }
+
+    async fn query(&self, cmd: &Cmd) -> Result<Value> {
+        self.with(|con, _| cmd.query(con))
+    }
+
+    async fn pipeline(&self, pipe: &redis::Pipeline) -> Result<Vec<Value>> {
+        self.with(|con, _| pipe.query(con))
+    }
+
+    async fn register_waiter(&self, key: &[u8]) -> Result<Ticket> {
+        Pool::register_waiter(self, key)
+    }
+
+    async fn wait(&self, ticket: &Ticket, d: Duration) -> Option<Delivery> {
+        ticket.wait(d)
+    }
+
+    async fn sleep(&self, d: Duration) {
+        std::thread::sleep(d)
     }
 }

@@ -1,0 +1,97 @@
+//! What a deployment needs of its connections, written once as async
+//! methods so that one wait loop and one set of lock operations serve both
+//! the blocking API and the async one. The blocking [`Pool`] answers every
+//! method at once on the calling thread (its futures never suspend, and
+//! [`block_on`] runs them in one poll); the async pool awaits its
+//! multiplexed connection and tokio's timers.
+//!
+//! [`Pool`]: crate::net::pool::Pool
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use redis::{Cmd, Pipeline, Value};
+
+use crate::error::Result;
+use crate::net::hub::{Delivery, Ticket};
+use crate::net::pool::Target;
+use crate::protocol::Script;
+
+/// The connections to one server (or one cluster, routed by key slot).
+pub(crate) trait Transport: Send + Sync {
+    fn target(&self) -> &Target;
+
+    /// Whether a subscriber may receive messages PUBLISHed on another node
+    /// (Cluster broadcasts them; a demoted Sentinel master gets them
+    /// replicated).
+    fn remote_publish(&self) -> bool;
+
+    fn is_cluster(&self) -> bool;
+
+    /// Run a script (EVALSHA, then EVAL after NOSCRIPT) on the node serving
+    /// `keys[0]`. When it is sent again on a fresh connection after the
+    /// first sending's connection died, it uses `retry_args` if given: the
+    /// first run may have taken effect.
+    async fn script(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        retry_args: Option<&[&[u8]]>,
+    ) -> Result<Value>;
+
+    /// Like `script` without retry arguments, saying whether it was sent
+    /// again after a broken connection (the first run may have taken
+    /// effect).
+    async fn script_resent(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<(Value, bool)>;
+
+    /// One command, routed by its first argument.
+    async fn query(&self, cmd: &Cmd) -> Result<Value>;
+
+    /// Commands in one round trip, on the node of the first one's key.
+    async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>>;
+
+    /// Register a waiter on `key` with the client's subscriber connection
+    /// to the node serving it.
+    async fn register_waiter(&self, key: &[u8]) -> Result<Ticket>;
+
+    /// What came for `ticket` within `d`.
+    async fn wait(&self, ticket: &Ticket, d: Duration) -> Option<Delivery>;
+
+    async fn sleep(&self, d: Duration);
+}
+
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Run a future of the blocking transport on this thread. It is ready at
+/// the first poll (nothing in it suspends); should it ever not be, the
+/// thread parks until woken.
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let waker = Waker::noop();
+    if let Poll::Ready(v) = f.as_mut().poll(&mut Context::from_waker(waker)) {
+        return v;
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
