@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -38,33 +37,23 @@ pub(crate) enum Delivery {
     Lost(String),
 }
 
-enum State {
-    Waiting(Option<Waker>),
-    Done(Delivery),
-}
-
 /// Where one waiter's message lands.
 struct Slot {
-    state: Mutex<State>,
+    /// What came, once something did.
+    state: Mutex<Option<Delivery>>,
     wake: Condvar,
 }
 
 impl Slot {
     fn deliver(&self, d: Delivery) {
-        let waker = {
+        {
             let mut st = locked(&self.state);
-            if let State::Done(_) = *st {
+            if st.is_some() {
                 return;
             }
-            match std::mem::replace(&mut *st, State::Done(d)) {
-                State::Waiting(w) => w,
-                State::Done(_) => None,
-            }
-        };
-        self.wake.notify_all();
-        if let Some(w) = waker {
-            w.wake();
+            *st = Some(d);
         }
+        self.wake.notify_all();
     }
 }
 
@@ -159,7 +148,7 @@ impl Ticket {
         let until = Instant::now() + slice;
         let mut st = locked(&self.slot.state);
         loop {
-            if let State::Done(d) = &*st {
+            if let Some(d) = &*st {
                 return Some(d.clone());
             }
             let left = until.saturating_duration_since(Instant::now());
@@ -175,27 +164,12 @@ impl Ticket {
         }
     }
 
-    /// The async form of [`Ticket::wait`] without a time limit.
-    #[allow(dead_code)] // for the async waiters, coming next
-    pub(crate) fn poll_delivery(&self, cx: &mut Context<'_>) -> Poll<Delivery> {
-        let mut st = locked(&self.slot.state);
-        match &mut *st {
-            State::Done(d) => Poll::Ready(d.clone()),
-            State::Waiting(w) => {
-                if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                    *w = Some(cx.waker().clone());
-                }
-                Poll::Pending
-            }
-        }
-    }
-
     /// Wait for the next message: the last one was not acted on (see the
     /// waiter's Cluster and Sentinel check).
     pub(crate) fn rearm(&self) {
         let mut st = locked(&self.slot.state);
-        if let State::Done(Delivery::Handed(_)) = *st {
-            *st = State::Waiting(None);
+        if let Some(Delivery::Handed(_)) = *st {
+            *st = None;
         }
     }
 
@@ -276,7 +250,7 @@ impl Hub {
         };
         let nonce = protocol::hex(&protocol::random_bytes::<8>());
         let slot = Arc::new(Slot {
-            state: Mutex::new(State::Waiting(None)),
+            state: Mutex::new(None),
             wake: Condvar::new(),
         });
         {
