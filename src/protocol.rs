@@ -157,7 +157,7 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// An attempt that joins the queue when the lock is held.
 /// ARGV: token, ttl_ms, member, first (1|0), grace_ms.
 /// Returns {1, fence} (taken, or handed to us since the last call) or
-/// {0, pttl[, holder_token]} (queued).
+/// {0, pttl, holder_token|false, ahead} (queued behind `ahead` waiters).
 ///
 /// The first call of a wait is the hot path and does the least: SET NX,
 /// PTTL, RPUSH (and PEXPIRE when it creates the queue). Its SET NX fails
@@ -182,7 +182,7 @@ if first then
     return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
   end
   if n == 1 then redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5])) end
-  return {0, pttl}
+  return {0, pttl, false, n - 1}
 end
 local holder = redis.call('GET', KEYS[1])
 local pos = redis.pcall('LPOS', KEYS[3], ARGV[3])
@@ -194,11 +194,15 @@ if holder == ARGV[1] and not pos then
   return {1, hf}
 end
 local pttl = redis.call('PTTL', KEYS[1])
-if not pos and type(redis.pcall('RPUSH', KEYS[3], ARGV[3])) == 'table' then
-  return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
+if not pos then
+  local n = redis.pcall('RPUSH', KEYS[3], ARGV[3])
+  if type(n) == 'table' then
+    return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
+  end
+  pos = n - 1
 end
 redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5]))
-return {0, pttl, holder}
+return {0, pttl, holder, pos}
 "#
 );
 
@@ -488,6 +492,8 @@ pub(crate) enum Attempt {
         pttl: i64,
         /// The holder's token.
         holder: Vec<u8>,
+        /// Waiters queued before this one (ENQUEUE only; 0 otherwise).
+        ahead: u64,
     },
 }
 
@@ -512,9 +518,14 @@ pub(crate) fn parse_attempt(v: &Value) -> Option<Attempt> {
                 Some(Value::BulkString(b)) => b.clone(),
                 _ => Vec::new(),
             };
+            let ahead = match items.get(3) {
+                Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+                _ => 0,
+            };
             Some(Attempt::Held {
                 pttl: *pttl,
                 holder,
+                ahead,
             })
         }
         _ => None,
@@ -661,7 +672,17 @@ mod tests {
             parse_attempt(&held),
             Some(Attempt::Held {
                 pttl: 250,
-                holder: b"t".to_vec()
+                holder: b"t".to_vec(),
+                ahead: 0,
+            })
+        );
+        let queued = Value::Array(vec![Value::Int(0), Value::Int(-1), Value::Nil, Value::Int(3)]);
+        assert_eq!(
+            parse_attempt(&queued),
+            Some(Attempt::Held {
+                pttl: -1,
+                holder: Vec::new(),
+                ahead: 3,
             })
         );
         assert_eq!(parse_attempt(&Value::Nil), None);

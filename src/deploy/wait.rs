@@ -5,11 +5,12 @@
 //! connection per node) and runs the ENQUEUE script, which either takes the
 //! lock or puts the waiter in the lock's queue. Then it blocks on its
 //! ticket until the release script hands the lock over (the message
-//! carries the fencing number), or until its next retry is due. Retries
-//! back off from 25 ms, doubling with jitter up to 30 s, never later than
-//! the holder's remaining TTL, and never past the caller's deadline; each
-//! re-runs ENQUEUE, which notices a release by another client (a plain
-//! `DEL`) or an expiry. A waiter gives up by running the CANCEL script,
+//! carries the fencing number), or until its next retry is due. The head
+//! of the queue retries backing off from 25 ms, doubling with jitter up to
+//! 30 s, never later than the holder's remaining TTL; the waiters behind it
+//! retry only once the holder's TTL has run out (spread over 2 s); none
+//! past the caller's deadline. Each retry re-runs ENQUEUE, which notices a
+//! release by another client (a plain `DEL`) or an expiry. A waiter gives up by running the CANCEL script,
 //! which leaves the queue; if the lock was handed over in that very moment
 //! the waiter keeps it. Only then is the ticket dropped, so that a hand-off
 //! counted as received always reaches a waiter that takes it.
@@ -51,6 +52,9 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 /// The longest pause before asking a server that refused for a moment
 /// (loading, busy) again.
 const BUSY_RETRY: Duration = Duration::from_secs(1);
+/// How far past the holder's expiry the waiters behind the head of the
+/// queue spread their retries.
+const BEHIND_SPREAD: Duration = Duration::from_secs(2);
 
 /// Acquire, waiting until `deadline` (`None`: forever; the pair is the
 /// deadline and when the call started) or until `interrupt` says to stop.
@@ -105,24 +109,33 @@ pub(super) async fn acquire(
             Err(e) => return Err(e),
         };
         first = false;
-        let pttl = match protocol::parse_attempt(&reply) {
+        let (pttl, ahead) = match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => return Ok(fence),
-            Some(Attempt::Held { pttl, .. }) => pttl,
+            Some(Attempt::Held { pttl, ahead, .. }) => (pttl, ahead),
             None => {
                 let e = Error::unexpected(&reply);
                 return leave(server, keys, token, &member, ticket, e).await;
             }
         };
-        // The next retry: backing off (a release by this library wakes us
-        // first; retries only notice a foreign client's DEL), never after
-        // the holder's lock would have expired, never past the deadline.
-        let mut slice = jitter(backoff);
-        backoff = (backoff * 2).min(MAX_RETRY);
-        slice = slice.min(match u64::try_from(pttl) {
+        // The next retry. A release by this library wakes the waiter at the
+        // head of the queue; retries only notice what it cannot announce: a
+        // foreign client's DEL, an expiry. The head backs off, never later
+        // than the holder's lock would expire; the waiters behind it are
+        // served by hand-off in turn and come back only then, spread over
+        // up to 2 s so that a thousand of them do not come at once (they
+        // refresh the queue's expiry, well within its grace).
+        let expiry = match u64::try_from(pttl) {
             Ok(ms) => Duration::from_millis(ms + 1),
             // A holder without expiry: come back before the queue expires.
             Err(_) => Duration::from_millis(QUEUE_GRACE_MS / 2),
-        });
+        };
+        let mut slice = if ahead == 0 {
+            let s = jitter(backoff).min(expiry);
+            backoff = (backoff * 2).min(MAX_RETRY);
+            s
+        } else {
+            (expiry + spread(expiry.min(BEHIND_SPREAD))).min(MAX_RETRY)
+        };
         if let Some(d) = deadline {
             slice = slice.min(d.saturating_duration_since(Instant::now()));
         }
@@ -292,9 +305,14 @@ async fn cancel(
 
 /// A random duration in [d/2, d].
 fn jitter(d: Duration) -> Duration {
-    let r = u32::from_le_bytes(protocol::random_bytes::<4>());
     let half = d / 2;
-    half + half.mul_f64(r as f64 / u32::MAX as f64)
+    half + spread(half)
+}
+
+/// A random duration in [0, d].
+fn spread(d: Duration) -> Duration {
+    let r = u32::from_le_bytes(protocol::random_bytes::<4>());
+    d.mul_f64(r as f64 / u32::MAX as f64)
 }
 
 #[cfg(test)]
