@@ -676,7 +676,12 @@ mod tests {
                 ahead: 0,
             })
         );
-        let queued = Value::Array(vec![Value::Int(0), Value::Int(-1), Value::Nil, Value::Int(3)]);
+        let queued = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(-1),
+            Value::Nil,
+            Value::Int(3),
+        ]);
         assert_eq!(
             parse_attempt(&queued),
             Some(Attempt::Held {
