@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Settings;
+#[cfg(feature = "tokio")]
+use crate::deploy::AsyncDeployment;
 use crate::deploy::Deployment;
 use crate::error::Result;
 use crate::lock::Lock;
@@ -61,6 +63,8 @@ impl ClientBuilder {
             inner: Arc::new(Inner {
                 deployment: self.settings.deployment(&self.urls)?,
                 renewer: Arc::new(Renewer::new()),
+                #[cfg(feature = "tokio")]
+                async_ops: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -70,6 +74,9 @@ struct Inner {
     /// One server, or the Redlock nodes.
     deployment: Arc<dyn Deployment>,
     renewer: Arc<Renewer>,
+    /// The async operations, made on first use.
+    #[cfg(feature = "tokio")]
+    async_ops: std::sync::OnceLock<Arc<dyn AsyncDeployment>>,
 }
 
 /// A handle to one Redis server (the single-server deployment). Clone it
@@ -137,17 +144,7 @@ impl Client {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) before any I/O for bad arguments, and
     /// [`Error::Connection`](crate::Error::Connection) / [`Error::Server`](crate::Error::Server).
     pub fn acquire_with(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
-        let key = key.as_ref();
-        check_key(key)?;
-        let ttl_ms = ttl_millis(opts.ttl)?;
-        let token = match opts.token {
-            Some(t) => {
-                check_token(&t)?;
-                t
-            }
-            None => protocol::new_token(),
-        };
-        let keys = LockKeys::new(key);
+        let (keys, token, ttl_ms) = prepare(key.as_ref(), &opts)?;
         let started = Instant::now();
         let fence = self.inner.deployment.acquire(
             &keys,
@@ -157,15 +154,31 @@ impl Client {
             opts.interrupt.as_ref(),
             started,
         )?;
+        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+    }
+
+    /// The handle of a lock just taken.
+    fn held(
+        &self,
+        keys: LockKeys,
+        token: Vec<u8>,
+        fence: u64,
+        ttl_ms: u64,
+        auto_renew: bool,
+        #[cfg(feature = "tokio")] async_ops: Option<Arc<dyn AsyncDeployment>>,
+        #[cfg(not(feature = "tokio"))] _async_ops: Option<()>,
+    ) -> Lock {
         let lock = Lock::new(
             self.inner.deployment.clone(),
             self.inner.renewer.clone(),
             LockState::new(keys, token, fence, ttl_ms),
+            #[cfg(feature = "tokio")]
+            async_ops,
         );
-        if opts.auto_renew {
+        if auto_renew {
             lock.auto_renew();
         }
-        Ok(lock)
+        lock
     }
 
     /// Release the lock `key` if it still holds `token` (the request-id
@@ -202,6 +215,105 @@ impl Client {
         check_key(key)?;
         check_token(token)?;
         self.inner.deployment.is_owned_by(key, token)
+    }
+}
+
+/// Check the arguments of an acquisition: the keys, the token (given or
+/// new) and the TTL in ms.
+fn prepare(key: &[u8], opts: &AcquireOptions) -> Result<(LockKeys, Vec<u8>, u64)> {
+    check_key(key)?;
+    let ttl_ms = ttl_millis(opts.ttl)?;
+    let token = match &opts.token {
+        Some(t) => {
+            check_token(t)?;
+            t.clone()
+        }
+        None => protocol::new_token(),
+    };
+    Ok((LockKeys::new(key), token, ttl_ms))
+}
+
+/// The async API (feature `tokio`, on by default): the same operations,
+/// errors and wire protocol as the blocking ones, for tasks on a tokio
+/// runtime. A waiting task holds no thread and no connection of its own:
+/// commands share one multiplexed connection per client, and wake-ups come
+/// through the client's subscriber connection, which threads and tasks
+/// share.
+#[cfg(feature = "tokio")]
+impl Client {
+    fn async_ops(&self) -> Arc<dyn AsyncDeployment> {
+        self.inner
+            .async_ops
+            .get_or_init(|| self.inner.deployment.clone().to_async())
+            .clone()
+    }
+
+    /// [`Client::acquire`] for async callers.
+    pub async fn acquire_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        ttl: Duration,
+        wait: Wait,
+    ) -> Result<Lock> {
+        self.acquire_with_async(key, AcquireOptions::new(ttl).wait(wait))
+            .await
+    }
+
+    /// [`Client::acquire_with`] for async callers. Dropping the future
+    /// (`tokio::time::timeout`, `select!`, an aborted task) cancels the
+    /// wait: the waiter leaves the queue in the background, and a lock
+    /// handed to it at that very moment is released, never left held by
+    /// nobody. `opts.interrupt` is not consulted: cancel by dropping.
+    pub async fn acquire_with_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: AcquireOptions,
+    ) -> Result<Lock> {
+        let (keys, token, ttl_ms) = prepare(key.as_ref(), &opts)?;
+        let ops = self.async_ops();
+        let started = Instant::now();
+        let fence = ops
+            .acquire(&keys, &token, ttl_ms, opts.wait, started)
+            .await?;
+        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, Some(ops)))
+    }
+
+    /// [`Client::release_token`] for async callers.
+    pub async fn release_token_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        token: impl AsRef<[u8]>,
+    ) -> Result<bool> {
+        let (key, token) = (key.as_ref(), token.as_ref());
+        check_key(key)?;
+        check_token(token)?;
+        self.async_ops().release(&LockKeys::new(key), token).await
+    }
+
+    /// [`Client::inspect`] for async callers.
+    pub async fn inspect_async(&self, key: impl AsRef<[u8]>) -> Result<LockInfo> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.async_ops().inspect(&LockKeys::new(key)).await
+    }
+
+    /// [`Client::is_locked`] for async callers.
+    pub async fn is_locked_async(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.async_ops().is_locked(key).await
+    }
+
+    /// [`Client::is_owned_by`] for async callers.
+    pub async fn is_owned_by_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        token: impl AsRef<[u8]>,
+    ) -> Result<bool> {
+        let (key, token) = (key.as_ref(), token.as_ref());
+        check_key(key)?;
+        check_token(token)?;
+        self.async_ops().is_owned_by(key, token).await
     }
 }
 

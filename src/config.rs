@@ -42,7 +42,7 @@ impl Settings {
             .map(|url| self.target(url).map(Pool::new))
             .collect::<Result<Vec<_>>>()?;
         Ok(if pools.len() == 1 {
-            Arc::new(Single::new(pools.remove(0)))
+            Arc::new(Single::new(Arc::new(pools.remove(0))))
         } else {
             Arc::new(Redlock::new(pools, self.node_timeout))
         })

@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "tokio")]
+use crate::deploy::AsyncDeployment;
 use crate::deploy::Deployment;
 use crate::error::{show_key, Error, Result};
 use crate::options::ttl_millis;
@@ -21,6 +23,10 @@ use crate::sync::locked;
 /// the child never releases the parent's lock.
 pub struct Lock {
     deployment: Arc<dyn Deployment>,
+    /// Set when the async API took it: a drop inside a tokio runtime then
+    /// releases on the runtime instead of blocking the task's thread.
+    #[cfg(feature = "tokio")]
+    async_ops: Option<Arc<dyn AsyncDeployment>>,
     renewer: Arc<Renewer>,
     state: Arc<LockState>,
     pid: u32,
@@ -42,9 +48,12 @@ impl Lock {
         deployment: Arc<dyn Deployment>,
         renewer: Arc<Renewer>,
         state: LockState,
+        #[cfg(feature = "tokio")] async_ops: Option<Arc<dyn AsyncDeployment>>,
     ) -> Lock {
         Lock {
             deployment,
+            #[cfg(feature = "tokio")]
+            async_ops,
             renewer,
             state: Arc::new(state),
             pid: crate::sync::pid(),
@@ -172,6 +181,69 @@ impl Drop for Lock {
             return;
         }
         self.stop_renewal();
+        #[cfg(feature = "tokio")]
+        if let (Some(ops), Ok(rt)) = (&self.async_ops, tokio::runtime::Handle::try_current()) {
+            let (ops, state) = (ops.clone(), self.state.clone());
+            rt.spawn(async move {
+                let _ = ops.release(&state.keys, &state.token).await;
+            });
+            return;
+        }
         let _ = self.deployment.release(&self.state.keys, &self.state.token);
+    }
+}
+
+/// The async API (feature `tokio`): the same operations for tasks, on the
+/// client's async connections whichever API took the lock.
+#[cfg(feature = "tokio")]
+impl Lock {
+    fn async_ops(&self) -> Arc<dyn AsyncDeployment> {
+        match &self.async_ops {
+            Some(ops) => ops.clone(),
+            None => self.deployment.clone().to_async(),
+        }
+    }
+
+    /// [`Lock::release`] for async callers.
+    pub async fn release_async(mut self) -> Result<()> {
+        self.done = true;
+        if !self.in_owner_process() {
+            return Ok(());
+        }
+        self.stop_renewal();
+        let ops = self.async_ops();
+        if ops.release(&self.state.keys, &self.state.token).await? {
+            Ok(())
+        } else {
+            self.state.lost.store(true, Ordering::Release);
+            Err(self.not_owner())
+        }
+    }
+
+    /// [`Lock::extend`] for async callers.
+    pub async fn extend_async(&self, ttl: Duration) -> Result<()> {
+        let ttl_ms = ttl_millis(ttl)?;
+        if !self.in_owner_process() {
+            return Err(self.not_owner());
+        }
+        let ops = self.async_ops();
+        let state = &self.state;
+        if ops
+            .extend(&state.keys, &state.token, state.fence, ttl_ms)
+            .await?
+        {
+            state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
+            Ok(())
+        } else {
+            state.lost.store(true, Ordering::Release);
+            Err(self.not_owner())
+        }
+    }
+
+    /// [`Lock::owned`] for async callers.
+    pub async fn owned_async(&self) -> Result<bool> {
+        self.async_ops()
+            .is_owned_by(&self.state.keys.lock, &self.state.token)
+            .await
     }
 }

@@ -43,6 +43,18 @@ pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Block every signal in the calling thread (a library thread: see
+/// [`spawn_quiet`]).
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+pub(crate) fn block_signals() {
+    // SAFETY: sigfillset/pthread_sigmask on a local, initialised set.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
 /// Start a library thread with every signal blocked in it, so that a
 /// process's signals go to the caller's own threads (a C program waiting
 /// for EINTR in its main thread, Python's handlers) and never to ours.

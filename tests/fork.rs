@@ -192,3 +192,76 @@ fn a_child_never_makes_the_tokens_its_parent_makes() {
         assert_ne!(p, c, "parent and child made the same token");
     }
 }
+
+#[test]
+fn a_child_never_uses_the_async_connections_of_its_parent() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let holder = client.acquire("a-fork", 30 * S, Wait::TryOnce).unwrap();
+    // A task of the parent waits: its multiplexed connection, subscriber and
+    // runtime threads are all busy when the child is made.
+    let waiter = {
+        let c = client.clone();
+        rt.spawn(async move {
+            c.acquire_async("a-fork", 10 * S, Wait::Timeout(30 * S))
+                .await
+        })
+    };
+    common::wait_until("the parent's task queued", 10 * S, || {
+        srv.raw().llen::<_, i64>("{a-fork}:queue").unwrap() == 1
+    });
+    let c = client.clone();
+    let pid = fork_child(move || {
+        // The parent's runtime has no threads here: the child brings its own.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mine = c
+                .acquire_async("c-async", 5 * S, Wait::TryOnce)
+                .await
+                .unwrap();
+            // A wait of the child's own, handed over through its own subscriber.
+            let second = {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    c.acquire_async("c-async", 5 * S, Wait::Timeout(10 * S))
+                        .await
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            mine.release_async().await.unwrap();
+            let second = second.await.unwrap().unwrap();
+            second.release_async().await.unwrap();
+            // The parent's lock is still its own, and still held.
+            !c.acquire_async("a-fork", 5 * S, Wait::TryOnce)
+                .await
+                .is_ok_and(|l| l.release().is_ok())
+        })
+    });
+    assert_eq!(wait_child(pid), 0, "the child's async calls failed");
+    // The parent's task is served through the parent's own connections.
+    holder.release().unwrap();
+    let got = rt.block_on(waiter).unwrap().expect("the parent's waiter");
+    rt.block_on(got.release_async()).unwrap();
+    rt.block_on(async {
+        client
+            .acquire_async("a-fork", 5 * S, Wait::TryOnce)
+            .await
+            .unwrap()
+            .release_async()
+            .await
+            .unwrap()
+    });
+    assert!(srv
+        .raw()
+        .keys::<_, Vec<String>>("*fork*")
+        .unwrap()
+        .is_empty());
+}

@@ -6,6 +6,12 @@
 //! one it has. Callers hand in names, tokens and TTLs already checked; this
 //! layer knows nothing of `Lock` handles or renewal.
 
+#[cfg(feature = "tokio")]
+use std::future::Future;
+#[cfg(feature = "tokio")]
+use std::pin::Pin;
+#[cfg(feature = "tokio")]
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::Result;
@@ -70,4 +76,43 @@ pub(crate) trait Deployment: Send + Sync {
 
     /// Whether the lock `key` is held with `token`.
     fn is_owned_by(&self, key: &[u8], token: &[u8]) -> Result<bool>;
+
+    /// The same operations for async callers, on the same servers (and the
+    /// same subscriber connections).
+    #[cfg(feature = "tokio")]
+    fn to_async(self: Arc<Self>) -> Arc<dyn AsyncDeployment>;
+}
+
+/// A boxed future of an async operation.
+#[cfg(feature = "tokio")]
+pub(crate) type Op<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// [`Deployment`]'s operations as futures (tokio). Waiting holds no
+/// thread; a wait dropped by its caller leaves the queue in the background.
+#[cfg(feature = "tokio")]
+pub(crate) trait AsyncDeployment: Send + Sync {
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a [u8],
+        ttl_ms: u64,
+        wait: Wait,
+        started: Instant,
+    ) -> Op<'a, u64>;
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, bool>;
+
+    fn extend<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a [u8],
+        fence: u64,
+        ttl_ms: u64,
+    ) -> Op<'a, bool>;
+
+    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> Op<'a, LockInfo>;
+
+    fn is_locked<'a>(&'a self, key: &'a [u8]) -> Op<'a, bool>;
+
+    fn is_owned_by<'a>(&'a self, key: &'a [u8], token: &'a [u8]) -> Op<'a, bool>;
 }

@@ -86,6 +86,11 @@ impl Deployment for Redlock {
     fn is_owned_by(&self, key: &[u8], token: &[u8]) -> Result<bool> {
         is_owned_by(self, key, token)
     }
+
+    #[cfg(feature = "tokio")]
+    fn to_async(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn super::AsyncDeployment> {
+        std::sync::Arc::new(asynchronous::AsyncRedlock(self))
+    }
 }
 
 /// Longest pause between two attempts.
@@ -228,12 +233,19 @@ fn acquire(
                 started,
             ));
         }
-        let cap = match holder_ttl {
-            Some(t) if t >= 0 => Duration::from_millis(t as u64 + 1).min(MAX_RETRY_DELAY),
-            _ => MAX_RETRY_DELAY,
-        };
-        thread::sleep(random_below(cap.min(left)));
+        let holder_ttl = holder_ttl.and_then(|t| u64::try_from(t).ok());
+        thread::sleep(retry_pause(holder_ttl.map(Duration::from_millis), left));
     }
+}
+
+/// The pause before the next attempt: random, at most [`MAX_RETRY_DELAY`],
+/// the holder's remaining TTL (+1 ms) and what is `left` of the wait.
+fn retry_pause(holder_ttl: Option<Duration>, left: Duration) -> Duration {
+    let cap = match holder_ttl {
+        Some(t) => (t + Duration::from_millis(1)).min(MAX_RETRY_DELAY),
+        None => MAX_RETRY_DELAY,
+    };
+    random_below(cap.min(left))
 }
 
 fn random_below(d: Duration) -> Duration {
@@ -393,5 +405,165 @@ mod tests {
     fn drift_follows_the_spec() {
         assert_eq!(drift_ms(10_000), 102);
         assert_eq!(drift_ms(100), 3);
+    }
+}
+
+/// Async Redlock: each attempt runs on tokio's blocking threads (one
+/// thread per node for the length of the attempt, as the blocking API
+/// does), and the pauses between attempts are tokio timers, so a waiting
+/// task holds no thread. A lock granted to an attempt whose caller is gone
+/// is released at once.
+#[cfg(feature = "tokio")]
+mod asynchronous {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::{retry_pause, Redlock, MAX_RETRY_DELAY};
+    use crate::deploy::{AsyncDeployment, Deployment, Op};
+    use crate::error::{show_key, Error, Result};
+    use crate::options::{LockInfo, Wait};
+    use crate::protocol::LockKeys;
+
+    pub(crate) struct AsyncRedlock(pub(crate) Arc<Redlock>);
+
+    /// A lock one attempt took, released when dropped before its caller
+    /// took it over.
+    struct Granted {
+        redlock: Arc<Redlock>,
+        keys: LockKeys,
+        token: Vec<u8>,
+        fence: Option<u64>,
+    }
+
+    impl Granted {
+        fn take(mut self) -> u64 {
+            self.fence.take().unwrap_or(0)
+        }
+    }
+
+    impl Drop for Granted {
+        fn drop(&mut self) {
+            if self.fence.is_none() {
+                return;
+            }
+            let (r, keys, token) = (
+                self.redlock.clone(),
+                self.keys.clone(),
+                std::mem::take(&mut self.token),
+            );
+            let release = move || {
+                let _ = r.release(&keys, &token);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(release)),
+                Err(_) => release(),
+            }
+        }
+    }
+
+    impl AsyncRedlock {
+        /// One attempt on the blocking threads; its grant reaches the
+        /// caller or is released.
+        async fn attempt(&self, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<u64> {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (r, keys, token) = (self.0.clone(), keys.clone(), token.to_vec());
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                let got = r
+                    .acquire(&keys, &token, ttl_ms, Wait::TryOnce, None, started)
+                    .map(|fence| Granted {
+                        redlock: r.clone(),
+                        keys,
+                        token,
+                        fence: Some(fence),
+                    });
+                // Refused (the caller is gone): the grant is dropped, and
+                // released.
+                let _ = tx.send(got);
+            });
+            match rx.await {
+                Ok(got) => got.map(Granted::take),
+                Err(_) => Err(Error::Internal("a Redlock attempt was lost".into())),
+            }
+        }
+
+        /// Run a blocking operation on the blocking threads.
+        async fn blocking<T: Send + 'static>(
+            &self,
+            f: impl FnOnce(&Redlock) -> Result<T> + Send + 'static,
+        ) -> Result<T> {
+            let r = self.0.clone();
+            tokio::task::spawn_blocking(move || f(&r))
+                .await
+                .unwrap_or_else(|e| Err(Error::Internal(format!("a Redlock task failed: {e}"))))
+        }
+    }
+
+    impl AsyncDeployment for AsyncRedlock {
+        fn acquire<'a>(
+            &'a self,
+            keys: &'a LockKeys,
+            token: &'a [u8],
+            ttl_ms: u64,
+            wait: Wait,
+            started: Instant,
+        ) -> Op<'a, u64> {
+            Box::pin(async move {
+                let deadline = match wait {
+                    Wait::TryOnce => Some(started),
+                    Wait::Timeout(d) => started.checked_add(d),
+                    Wait::Forever => None,
+                };
+                loop {
+                    let holder_ttl = match self.attempt(keys, token, ttl_ms).await {
+                        Err(Error::NotAcquired { holder_ttl, .. }) => holder_ttl,
+                        r => return r,
+                    };
+                    let left = match deadline {
+                        Some(d) => d.saturating_duration_since(Instant::now()),
+                        None => MAX_RETRY_DELAY,
+                    };
+                    if left.is_zero() {
+                        return Err(Error::NotAcquired {
+                            key: show_key(&keys.lock),
+                            holder_ttl,
+                            waited: started.elapsed(),
+                        });
+                    }
+                    tokio::time::sleep(retry_pause(holder_ttl, left)).await;
+                }
+            })
+        }
+
+        fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, bool> {
+            let (keys, token) = (keys.clone(), token.to_vec());
+            Box::pin(self.blocking(move |r| r.release(&keys, &token)))
+        }
+
+        fn extend<'a>(
+            &'a self,
+            keys: &'a LockKeys,
+            token: &'a [u8],
+            fence: u64,
+            ttl_ms: u64,
+        ) -> Op<'a, bool> {
+            let (keys, token) = (keys.clone(), token.to_vec());
+            Box::pin(self.blocking(move |r| r.extend(&keys, &token, fence, ttl_ms)))
+        }
+
+        fn inspect<'a>(&'a self, keys: &'a LockKeys) -> Op<'a, LockInfo> {
+            let keys = keys.clone();
+            Box::pin(self.blocking(move |r| r.inspect(&keys)))
+        }
+
+        fn is_locked<'a>(&'a self, key: &'a [u8]) -> Op<'a, bool> {
+            let key = key.to_vec();
+            Box::pin(self.blocking(move |r| r.is_locked(&key)))
+        }
+
+        fn is_owned_by<'a>(&'a self, key: &'a [u8], token: &'a [u8]) -> Op<'a, bool> {
+            let (key, token) = (key.to_vec(), token.to_vec());
+            Box::pin(self.blocking(move |r| r.is_owned_by(&key, &token)))
+        }
     }
 }

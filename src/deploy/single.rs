@@ -3,13 +3,18 @@
 //! or the Cluster node serving the key's slot (the pool routes). Waiting is
 //! by hand-off (see `wait`). Errors name the lock.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
 use super::wait::{self, Server as _};
+#[cfg(feature = "tokio")]
+use super::{AsyncDeployment, Op};
 use super::{Deployment, Extension};
 use crate::error::{show_key, Error, Result};
+#[cfg(feature = "tokio")]
+use crate::net::async_pool::AsyncPool;
 use crate::net::pool::Pool;
 use crate::net::transport::{block_on, Transport};
 use crate::options::{Interrupt, LockInfo, Wait};
@@ -130,7 +135,7 @@ impl<P: Transport> wait::Server for Single<P> {
 
     async fn script(
         &self,
-        script: &Script,
+        script: &'static Script,
         key: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
@@ -277,7 +282,7 @@ impl<P: Transport> Single<P> {
     }
 }
 
-impl Deployment for Single<Pool> {
+impl Deployment for Single<Arc<Pool>> {
     fn describe(&self) -> String {
         self.pool.target.addr.clone()
     }
@@ -318,5 +323,52 @@ impl Deployment for Single<Pool> {
 
     fn is_owned_by(&self, key: &[u8], token: &[u8]) -> Result<bool> {
         block_on(Single::is_owned_by(self, key, token))
+    }
+
+    #[cfg(feature = "tokio")]
+    fn to_async(self: Arc<Self>) -> Arc<dyn AsyncDeployment> {
+        Arc::new(Single::new(AsyncPool::new(self.pool.clone())))
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl AsyncDeployment for Single<AsyncPool> {
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a [u8],
+        ttl_ms: u64,
+        wait: Wait,
+        started: Instant,
+    ) -> Op<'a, u64> {
+        Box::pin(Single::acquire(
+            self, keys, token, ttl_ms, wait, None, started,
+        ))
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, bool> {
+        Box::pin(Single::release(self, keys, token))
+    }
+
+    fn extend<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a [u8],
+        fence: u64,
+        ttl_ms: u64,
+    ) -> Op<'a, bool> {
+        Box::pin(Single::extend(self, keys, token, fence, ttl_ms))
+    }
+
+    fn inspect<'a>(&'a self, keys: &'a LockKeys) -> Op<'a, LockInfo> {
+        Box::pin(Single::inspect(self, keys))
+    }
+
+    fn is_locked<'a>(&'a self, key: &'a [u8]) -> Op<'a, bool> {
+        Box::pin(Single::is_locked(self, key))
+    }
+
+    fn is_owned_by<'a>(&'a self, key: &'a [u8], token: &'a [u8]) -> Op<'a, bool> {
+        Box::pin(Single::is_owned_by(self, key, token))
     }
 }

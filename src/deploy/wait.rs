@@ -15,6 +15,7 @@
 //! the waiter keeps it. Only then is the ticket dropped, so that a hand-off
 //! counted as received always reaches a waiter that takes it.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -32,16 +33,16 @@ pub(super) trait Server {
 
     fn io(&self) -> &Self::Io;
 
-    async fn script(
+    fn script(
         &self,
-        script: &Script,
+        script: &'static Script,
         key: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
         retry_args: Option<&[&[u8]]>,
-    ) -> Result<Value>;
+    ) -> impl Future<Output = Result<Value>> + Send;
 
-    async fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool>;
+    fn holds(&self, key: &[u8], token: &[u8]) -> impl Future<Output = Result<bool>> + Send;
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
@@ -68,8 +69,8 @@ pub(super) async fn acquire(
     interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
     let io = server.io();
-    let mut ticket = io.register_waiter(&keys.lock).await?;
-    let mut member = protocol::queue_member(ticket.channel_id(), ticket.nonce(), ttl_ms, token);
+    let ticket = io.register_waiter(&keys.lock).await?;
+    let mut q = Queued::new(io, keys, token, ttl_ms, ticket);
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
@@ -77,7 +78,7 @@ pub(super) async fn acquire(
     loop {
         // A repeated run (after a dead connection) checks whether the first
         // one already took the lock or queued us: "not first".
-        let again: [&[u8]; 5] = [token, ttl.as_bytes(), &member, b"0", grace.as_bytes()];
+        let again: [&[u8]; 5] = [token, ttl.as_bytes(), &q.member, b"0", grace.as_bytes()];
         let mut args = again;
         args[3] = if first { b"1" } else { b"0" };
         let reply = match server
@@ -104,17 +105,20 @@ pub(super) async fn acquire(
             // We may be in the queue (an earlier run put us there, or this
             // one ran before its connection broke).
             Err(e) if !first || matches!(e, Error::Connection { .. }) => {
-                return leave(server, keys, token, &member, ticket, e).await
+                return leave(server, q, e).await
             }
             Err(e) => return Err(e),
         };
         first = false;
         let (pttl, ahead) = match protocol::parse_attempt(&reply) {
-            Some(Attempt::Taken(fence)) => return Ok(fence),
+            Some(Attempt::Taken(fence)) => {
+                q.done();
+                return Ok(fence);
+            }
             Some(Attempt::Held { pttl, ahead, .. }) => (pttl, ahead),
             None => {
                 let e = Error::unexpected(&reply);
-                return leave(server, keys, token, &member, ticket, e).await;
+                return leave(server, q, e).await;
             }
         };
         // The next retry. A release by this library wakes the waiter at the
@@ -139,7 +143,7 @@ pub(super) async fn acquire(
         if let Some(d) = deadline {
             slice = slice.min(d.saturating_duration_since(Instant::now()));
         }
-        let (woken, stopped) = wait_for_handoff(io, &ticket, slice, interrupt).await;
+        let (woken, stopped) = wait_for_handoff(io, q.ticket(), slice, interrupt).await;
         match woken {
             // With Cluster and Sentinel a hand-off message can reach a waiter
             // whose subscriber sits on another node than the one that ran
@@ -148,12 +152,16 @@ pub(super) async fn acquire(
             // elsewhere. There the message is checked against the key.
             Some(Delivery::Handed(fence)) => {
                 if !io.remote_publish() {
+                    q.done();
                     return Ok(fence);
                 }
                 match server.holds(&keys.lock, token).await {
-                    Ok(true) => return Ok(fence),
-                    Ok(false) => ticket.rearm(),
-                    Err(e) => return leave(server, keys, token, &member, ticket, e).await,
+                    Ok(true) => {
+                        q.done();
+                        return Ok(fence);
+                    }
+                    Ok(false) => q.ticket().rearm(),
+                    Err(e) => return leave(server, q, e).await,
                 }
             }
             None => {}
@@ -167,9 +175,12 @@ pub(super) async fn acquire(
                 if let Some(d) = deadline {
                     give_up = give_up.min(d);
                 }
-                drop(ticket);
+                // Dropped from here on, the waiter is at worst a dead entry
+                // in the queue: no subscriber counts a message to it.
+                let (old, member) = q.done();
+                drop(old);
                 let rejoined = rejoin(server, keys, token, &member, give_up).await;
-                ticket = match rejoined {
+                let ticket = match rejoined {
                     Ok(Ok(t)) => t,
                     Ok(Err(fence)) => return Ok(fence),
                     Err(Error::Connection {
@@ -187,7 +198,7 @@ pub(super) async fn acquire(
                     }
                     Err(e) => return Err(e),
                 };
-                member = protocol::queue_member(ticket.channel_id(), ticket.nonce(), ttl_ms, token);
+                q = Queued::new(io, keys, token, ttl_ms, ticket);
                 first = true;
                 backoff = FIRST_RETRY;
                 continue;
@@ -195,8 +206,73 @@ pub(super) async fn acquire(
         }
         if stopped || deadline.is_some_and(|d| Instant::now() >= d) {
             let gave_up = Error::not_acquired(&keys.lock, pttl, started);
-            return leave(server, keys, token, &member, ticket, gave_up).await;
+            return leave(server, q, gave_up).await;
         }
+    }
+}
+
+/// A waiter that may be in a lock's queue: its ticket and queue entry. If
+/// the waiting future is dropped while it is (an async caller cancelled
+/// it), the waiter leaves the queue in the background, and releases the
+/// lock if it was handed over in that very moment; only then is the ticket
+/// dropped, as when a wait ends normally.
+struct Queued<'a, T: Transport> {
+    io: &'a T,
+    keys: &'a LockKeys,
+    token: &'a [u8],
+    member: Vec<u8>,
+    ticket: Option<Ticket>,
+}
+
+impl<'a, T: Transport> Queued<'a, T> {
+    fn new(io: &'a T, keys: &'a LockKeys, token: &'a [u8], ttl_ms: u64, t: Ticket) -> Self {
+        Queued {
+            io,
+            keys,
+            token,
+            member: protocol::queue_member(t.channel_id(), t.nonce(), ttl_ms, token),
+            ticket: Some(t),
+        }
+    }
+
+    fn ticket(&self) -> &Ticket {
+        self.ticket
+            .as_ref()
+            .expect("a queued waiter has its ticket")
+    }
+
+    /// The wait is over (or its caller takes over the leaving).
+    fn done(mut self) -> (Ticket, Vec<u8>) {
+        let ticket = self.ticket.take().expect("a queued waiter has its ticket");
+        (ticket, std::mem::take(&mut self.member))
+    }
+}
+
+impl<T: Transport> Drop for Queued<'_, T> {
+    fn drop(&mut self) {
+        let Some(ticket) = self.ticket.take() else {
+            return;
+        };
+        let io = self.io.clone();
+        let keys = self.keys.clone();
+        let token = self.token.to_vec();
+        let member = std::mem::take(&mut self.member);
+        self.io.detach(Box::pin(async move {
+            let left = io
+                .script(&scripts().cancel, &keys.all(), &[&token, &member], None)
+                .await
+                .and_then(|reply| parse_cancel(&reply));
+            match left {
+                Ok(None) => {}
+                // Handed to us as we left: nobody wants it now.
+                Ok(Some(_)) => {
+                    let _ = io
+                        .script(&scripts().release, &keys.all(), &[&token], None)
+                        .await;
+                }
+                Err(_) => ticket.abandon(),
+            }
+        }));
     }
 }
 
@@ -260,15 +336,10 @@ async fn wait_for_handoff(
 /// was handed to us meanwhile we keep it, and the wait succeeded after all.
 /// If leaving fails, the channel is abandoned, so that no release hands the
 /// lock to this waiter that is gone.
-async fn leave(
-    server: &impl Server,
-    keys: &LockKeys,
-    token: &[u8],
-    member: &[u8],
-    ticket: Ticket,
-    e: Error,
-) -> Result<u64> {
-    match cancel(server, keys, token, member).await {
+async fn leave<S: Server>(server: &S, q: Queued<'_, S::Io>, e: Error) -> Result<u64> {
+    let (keys, token) = (q.keys, q.token);
+    let (ticket, member) = q.done();
+    match cancel(server, keys, token, &member).await {
         Ok(Some(fence)) => Ok(fence),
         Ok(None) => Err(e),
         Err(_) => {
@@ -294,12 +365,17 @@ async fn cancel(
             None,
         )
         .await?;
-    match &reply {
-        redis::Value::Nil => Ok(None),
-        redis::Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])
+    parse_cancel(&reply)
+}
+
+/// CANCEL's reply: `Some(fence)` when the lock is ours.
+fn parse_cancel(reply: &Value) -> Result<Option<u64>> {
+    match reply {
+        Value::Nil => Ok(None),
+        Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])
             .map(Some)
-            .ok_or_else(|| Error::unexpected(&reply)),
-        _ => Err(Error::unexpected(&reply)),
+            .ok_or_else(|| Error::unexpected(reply)),
+        _ => Err(Error::unexpected(reply)),
     }
 }
 

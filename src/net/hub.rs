@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -37,23 +38,43 @@ pub(crate) enum Delivery {
     Lost(String),
 }
 
-/// Where one waiter's message lands.
+/// Where one waiter's message lands: a thread blocks on the condition
+/// variable, a task leaves its waker.
 struct Slot {
-    /// What came, once something did.
-    state: Mutex<Option<Delivery>>,
+    state: Mutex<SlotState>,
     wake: Condvar,
 }
 
+struct SlotState {
+    /// What came, once something did.
+    came: Option<Delivery>,
+    task: Option<Waker>,
+}
+
 impl Slot {
+    fn new() -> Slot {
+        Slot {
+            state: Mutex::new(SlotState {
+                came: None,
+                task: None,
+            }),
+            wake: Condvar::new(),
+        }
+    }
+
     fn deliver(&self, d: Delivery) {
-        {
+        let task = {
             let mut st = locked(&self.state);
-            if st.is_some() {
+            if st.came.is_some() {
                 return;
             }
-            *st = Some(d);
-        }
+            st.came = Some(d);
+            st.task.take()
+        };
         self.wake.notify_all();
+        if let Some(w) = task {
+            w.wake();
+        }
     }
 }
 
@@ -148,7 +169,7 @@ impl Ticket {
         let until = Instant::now() + slice;
         let mut st = locked(&self.slot.state);
         loop {
-            if let Some(d) = &*st {
+            if let Some(d) = &st.came {
                 return Some(d.clone());
             }
             let left = until.saturating_duration_since(Instant::now());
@@ -164,12 +185,28 @@ impl Ticket {
         }
     }
 
+    /// What came, or leave the task's waker for the reader to wake.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn poll_delivery(&self, cx: &mut Context<'_>) -> Poll<Delivery> {
+        let mut st = locked(&self.slot.state);
+        match &st.came {
+            Some(d) => Poll::Ready(d.clone()),
+            None => {
+                match &mut st.task {
+                    Some(w) => w.clone_from(cx.waker()),
+                    None => st.task = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+
     /// Wait for the next message: the last one was not acted on (see the
     /// waiter's Cluster and Sentinel check).
     pub(crate) fn rearm(&self) {
         let mut st = locked(&self.slot.state);
-        if let Some(Delivery::Handed(_)) = *st {
-            *st = None;
+        if let Some(Delivery::Handed(_)) = st.came {
+            st.came = None;
         }
     }
 
@@ -248,11 +285,19 @@ impl Hub {
                 }
             }
         };
+        Ok(Self::ticket(channel))
+    }
+
+    /// Register on the live channel to `node` if there is one, without
+    /// ever blocking to open one.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register_live(&self, node: &str) -> Option<Ticket> {
+        self.live(node).map(Self::ticket)
+    }
+
+    fn ticket(channel: Arc<Channel>) -> Ticket {
         let nonce = protocol::hex(&protocol::random_bytes::<8>());
-        let slot = Arc::new(Slot {
-            state: Mutex::new(None),
-            wake: Condvar::new(),
-        });
+        let slot = Arc::new(Slot::new());
         {
             let mut w = locked(&channel.waiters);
             w.by_nonce.insert(nonce.clone(), slot.clone());
@@ -261,11 +306,11 @@ impl Hub {
                 slot.deliver(Delivery::Lost(reason.clone()));
             }
         }
-        Ok(Ticket {
+        Ticket {
             channel,
             nonce,
             slot,
-        })
+        }
     }
 
     fn open(

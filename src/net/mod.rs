@@ -7,6 +7,8 @@
 //! deployments decide what to send; below it, only the protocol's script
 //! type and message layout.
 
+#[cfg(feature = "tokio")]
+pub(crate) mod async_pool;
 pub(crate) mod cluster;
 pub(crate) mod hub;
 pub(crate) mod pool;

@@ -433,6 +433,17 @@ impl Pool {
         })
     }
 
+    /// Register a waiter on the live subscriber connection, if there is
+    /// one and no routing is needed to find it (not a cluster): never
+    /// blocks.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register_live_waiter(&self) -> Option<Ticket> {
+        if self.is_cluster() {
+            return None;
+        }
+        self.hub.register_live("")
+    }
+
     /// Translate a redis-rs error into ours, never showing credentials.
     pub(crate) fn error(&self, e: redis::RedisError, connecting: bool) -> Error {
         let t = &self.target;
@@ -506,7 +517,7 @@ fn run_script(
 /// A connection that must be replaced, after which the command may be sent
 /// again: dropped, or talking to a master that was demoted in a failover
 /// (the command was refused, so it had no effect).
-fn is_dead_connection(e: &redis::RedisError) -> bool {
+pub(crate) fn is_dead_connection(e: &redis::RedisError) -> bool {
     (e.is_connection_dropped() && !e.is_timeout()) || is_demoted(e)
 }
 
@@ -523,7 +534,7 @@ pub(crate) fn transient_state(e: &redis::RedisError) -> Option<&'static str> {
     })
 }
 
-fn is_demoted(e: &redis::RedisError) -> bool {
+pub(crate) fn is_demoted(e: &redis::RedisError) -> bool {
     matches!(
         e.kind(),
         RedisKind::Server(redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown)
@@ -551,7 +562,7 @@ fn server_message(e: &redis::RedisError) -> String {
 }
 
 /// Every method answers on the calling thread; the futures never suspend.
-impl Transport for Pool {
+impl Transport for Arc<Pool> {
     fn target(&self) -> &Target {
         &self.target
     }
@@ -566,7 +577,7 @@ impl Transport for Pool {
 
     async fn script(
         &self,
-        script: &Script,
+        script: &'static Script,
         keys: &[&[u8]],
         args: &[&[u8]],
         retry_args: Option<&[&[u8]]>,
@@ -576,7 +587,7 @@ impl Transport for Pool {
 
     async fn script_resent(
         &self,
-        script: &Script,
+        script: &'static Script,
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Result<(Value, bool)> {
@@ -601,5 +612,9 @@ impl Transport for Pool {
 
     async fn sleep(&self, d: Duration) {
         std::thread::sleep(d)
+    }
+
+    fn detach(&self, f: crate::net::transport::Detached) {
+        crate::net::transport::block_on(f)
     }
 }

@@ -8,7 +8,7 @@
 //! [`Pool`]: crate::net::pool::Pool
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -20,8 +20,12 @@ use crate::net::hub::{Delivery, Ticket};
 use crate::net::pool::Target;
 use crate::protocol::Script;
 
-/// The connections to one server (or one cluster, routed by key slot).
-pub(crate) trait Transport: Send + Sync {
+/// A future run to its end without its caller (see [`Transport::detach`]).
+pub(crate) type Detached = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// The connections to one server (or one cluster, routed by key slot): a
+/// cheap handle, cloned into work that outlives its caller.
+pub(crate) trait Transport: Send + Sync + Clone + 'static {
     fn target(&self) -> &Target;
 
     /// Whether a subscriber may receive messages PUBLISHed on another node
@@ -35,38 +39,43 @@ pub(crate) trait Transport: Send + Sync {
     /// `keys[0]`. When it is sent again on a fresh connection after the
     /// first sending's connection died, it uses `retry_args` if given: the
     /// first run may have taken effect.
-    async fn script(
+    fn script(
         &self,
-        script: &Script,
+        script: &'static Script,
         keys: &[&[u8]],
         args: &[&[u8]],
         retry_args: Option<&[&[u8]]>,
-    ) -> Result<Value>;
+    ) -> impl Future<Output = Result<Value>> + Send;
 
     /// Like `script` without retry arguments, saying whether it was sent
     /// again after a broken connection (the first run may have taken
     /// effect).
-    async fn script_resent(
+    fn script_resent(
         &self,
-        script: &Script,
+        script: &'static Script,
         keys: &[&[u8]],
         args: &[&[u8]],
-    ) -> Result<(Value, bool)>;
+    ) -> impl Future<Output = Result<(Value, bool)>> + Send;
 
     /// One command, routed by its first argument.
-    async fn query(&self, cmd: &Cmd) -> Result<Value>;
+    fn query(&self, cmd: &Cmd) -> impl Future<Output = Result<Value>> + Send;
 
     /// Commands in one round trip, on the node of the first one's key.
-    async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>>;
+    fn pipeline(&self, pipe: &Pipeline) -> impl Future<Output = Result<Vec<Value>>> + Send;
 
     /// Register a waiter on `key` with the client's subscriber connection
     /// to the node serving it.
-    async fn register_waiter(&self, key: &[u8]) -> Result<Ticket>;
+    fn register_waiter(&self, key: &[u8]) -> impl Future<Output = Result<Ticket>> + Send;
 
     /// What came for `ticket` within `d`.
-    async fn wait(&self, ticket: &Ticket, d: Duration) -> Option<Delivery>;
+    fn wait(&self, ticket: &Ticket, d: Duration) -> impl Future<Output = Option<Delivery>> + Send;
 
-    async fn sleep(&self, d: Duration);
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Run `f` to its end in the background: a waiting future dropped by
+    /// its caller leaves the queue this way. The blocking transport runs it
+    /// at once.
+    fn detach(&self, f: Detached);
 }
 
 struct Unpark(std::thread::Thread);

@@ -22,6 +22,10 @@ use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 pub(crate) struct Tls {
     #[cfg(feature = "tls")]
     config: std::sync::Arc<rustls::ClientConfig>,
+    /// The private roots given, for the async connections (redis-rs builds
+    /// their TLS settings itself).
+    #[cfg(feature = "tls")]
+    pub(crate) root_pem: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 impl Tls {
@@ -80,6 +84,7 @@ impl Tls {
             .with_no_client_auth();
         Ok(Tls {
             config: std::sync::Arc::new(config),
+            root_pem: root_pem.map(|p| std::sync::Arc::new(p.to_vec())),
         })
     }
 }

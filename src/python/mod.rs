@@ -3,9 +3,11 @@
 //!
 //! Thin wrappers over the core: arguments become owned Rust values, then
 //! the GIL is released around every call that may touch the network. The
-//! async methods run the same blocking calls on the event loop's default
-//! executor, so the loop never blocks. No protocol or timing logic lives
-//! here.
+//! async methods await the core's async operations on a runtime of this
+//! module's own (`aio`): no thread is held while a task waits. No protocol
+//! or timing logic lives here.
+
+mod aio;
 
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -16,6 +18,7 @@ use pyo3::exceptions::{PyConnectionError, PyException, PyTypeError, PyValueError
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
+use pyo3::IntoPyObjectExt;
 
 use crate::sync::locked;
 use crate::{
@@ -309,10 +312,7 @@ impl Lock {
     }
 
     fn do_acquire(&self, py: Python<'_>, wait: Wait) -> PyResult<bool> {
-        let mut opts = AcquireOptions::new(self.ttl)
-            .wait(wait)
-            .auto_renew(self.auto_renew);
-        opts.token = self.token.clone();
+        let opts = self.options(wait);
         match acquire_interruptibly(py, &self.client, &self.name, opts)? {
             Ok(lock) => {
                 locked(&self.held).push(Held {
@@ -326,6 +326,37 @@ impl Lock {
         }
     }
 
+    /// The wait `acquire(blocking, timeout)` asks for.
+    fn wait_for(&self, blocking: bool, timeout: Option<f64>) -> PyResult<Wait> {
+        Ok(match (blocking, timeout) {
+            (false, Some(-1.0)) => Wait::TryOnce,
+            (false, _) => {
+                return Err(PyValueError::new_err(
+                    "can't specify a timeout for a non-blocking call",
+                ));
+            }
+            (true, Some(-1.0)) => self.wait,
+            (true, t) => wait_arg(t)?,
+        })
+    }
+
+    fn options(&self, wait: Wait) -> AcquireOptions {
+        let mut opts = AcquireOptions::new(self.ttl)
+            .wait(wait)
+            .auto_renew(self.auto_renew);
+        opts.token = self.token.clone();
+        opts
+    }
+
+    /// The acquisition `release()` gives back, out of the list.
+    fn take_held(&self) -> PyResult<CoreLock> {
+        let mut held = locked(&self.held);
+        match Lock::pick(&held) {
+            Some(i) => Ok(held.remove(i).lock),
+            None => Err(self.not_held()),
+        }
+    }
+
     fn not_held(&self) -> PyErr {
         LockNotOwned::new_err(format!(
             "lock {} is not held by this Lock object (never acquired, or already released)",
@@ -334,9 +365,89 @@ impl Lock {
     }
 }
 
-fn run_in_executor<'py>(py: Python<'py>, func: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
-    event_loop.call_method1("run_in_executor", (py.None(), func))
+/// Where an async acquisition leaves its lock for the task that awaits it.
+enum Grant {
+    Waiting,
+    Ready(CoreLock),
+    /// The task took it, or is gone (cancelled).
+    Closed,
+}
+
+/// Start an async acquisition of `slf`'s lock. The awaitable's result is
+/// True/False (`acquire_async`), or the Lock itself with LockTimeout when
+/// the wait runs out (`async with`). The lock reaches `slf`'s acquisitions
+/// only when the task takes the result; a task that stops waiting first has
+/// it released (see [`Acquiring`]).
+fn start_acquire<'py>(
+    slf: &Bound<'py, Lock>,
+    wait: Wait,
+    entering: bool,
+) -> PyResult<Py<aio::Pending>> {
+    let py = slf.py();
+    let this = slf.get();
+    let (client, name, opts) = (this.client.clone(), this.name.clone(), this.options(wait));
+    let slot = Arc::new(Mutex::new(Grant::Waiting));
+    let me: Py<Lock> = slf.clone().unbind();
+    let fut = {
+        let slot = slot.clone();
+        async move {
+            let got = client.acquire_with_async(&name, opts).await;
+            Python::attach(|py| match got {
+                Ok(lock) => {
+                    let mut s = locked(&slot);
+                    if matches!(*s, Grant::Waiting) {
+                        *s = Grant::Ready(lock);
+                    }
+                    // Closed: the task stopped waiting; dropping the lock
+                    // here releases it on the runtime.
+                    drop(s);
+                    if entering {
+                        Ok(me.into_any())
+                    } else {
+                        true.into_py_any(py)
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::NotAcquired && !entering => false.into_py_any(py),
+                Err(e) => Err(to_py(py, e)),
+            })
+        }
+    };
+    let claim = Acquiring {
+        slot,
+        lock: Mutex::new(Some(slf.clone().unbind())),
+    };
+    aio::pending(py, fut, Some(Box::new(claim)))
+}
+
+/// An async acquisition's lock on its way to the task that awaits it. The
+/// Lock object is let go once the result is taken or abandoned: a finished
+/// task keeps its awaitable, and the awaitable must not keep the Lock (whose
+/// end releases what it holds).
+struct Acquiring {
+    slot: Arc<Mutex<Grant>>,
+    lock: Mutex<Option<Py<Lock>>>,
+}
+
+impl aio::Claim for Acquiring {
+    fn adopt(&self) {
+        let to = locked(&self.lock).take();
+        let got = std::mem::replace(&mut *locked(&self.slot), Grant::Closed);
+        if let (Grant::Ready(lock), Some(to)) = (got, to) {
+            locked(&to.get().held).push(Held {
+                thread: std::thread::current().id(),
+                lock,
+            });
+        }
+    }
+
+    fn abandon(&self) {
+        drop(locked(&self.lock).take());
+        if let Grant::Ready(lock) = std::mem::replace(&mut *locked(&self.slot), Grant::Closed) {
+            aio::runtime().spawn(async move {
+                let _ = lock.release_async().await;
+            });
+        }
+    }
 }
 
 #[pymethods]
@@ -346,29 +457,14 @@ impl Lock {
     /// to (`client.lock(timeout=...)`), None forever, 0 once, else seconds.
     #[pyo3(signature = (blocking=true, timeout=Some(-1.0)), text_signature = "(self, /, blocking=True, timeout=-1.0)")]
     fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<f64>) -> PyResult<bool> {
-        let wait = match (blocking, timeout) {
-            (false, Some(-1.0)) => Wait::TryOnce,
-            (false, _) => {
-                return Err(PyValueError::new_err(
-                    "can't specify a timeout for a non-blocking call",
-                ));
-            }
-            (true, Some(-1.0)) => self.wait,
-            (true, t) => wait_arg(t)?,
-        };
+        let wait = self.wait_for(blocking, timeout)?;
         self.do_acquire(py, wait)
     }
 
     /// Release. Raises LockNotOwned when the lock expired or was taken over
     /// (the new holder's key is left alone), or was not held.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        let lock = {
-            let mut held = locked(&self.held);
-            match Lock::pick(&held) {
-                Some(i) => held.remove(i).lock,
-                None => return Err(self.not_held()),
-            }
-        };
+        let lock = self.take_held()?;
         py.detach(|| lock.release()).map_err(|e| to_py(py, e))
     }
 
@@ -430,10 +526,7 @@ impl Lock {
         let py = slf.py();
         let this = slf.get();
         let (client, name) = (&this.client, &this.name);
-        let mut opts = AcquireOptions::new(this.ttl)
-            .wait(this.wait)
-            .auto_renew(this.auto_renew);
-        opts.token = this.token.clone();
+        let opts = this.options(this.wait);
         let lock = acquire_interruptibly(py, client, name, opts)?.map_err(|e| to_py(py, e))?;
         locked(&this.held).push(Held {
             thread: std::thread::current().id(),
@@ -448,35 +541,45 @@ impl Lock {
         Ok(false)
     }
 
-    /// Awaitable `acquire()`: runs on the loop's default executor.
+    /// Awaitable `acquire()`: no thread waits; the wake-up comes through
+    /// the client's subscriber connection. Cancelling the task leaves the
+    /// queue; a lock handed over at that very moment is released.
     #[pyo3(signature = (blocking=true, timeout=Some(-1.0)), text_signature = "(self, /, blocking=True, timeout=-1.0)")]
     fn acquire_async<'py>(
         slf: &Bound<'py, Self>,
         blocking: bool,
         timeout: Option<f64>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let call = py
-            .import("functools")?
-            .call_method1("partial", (slf.getattr("acquire")?, blocking, timeout))?;
-        run_in_executor(py, call)
+    ) -> PyResult<Py<aio::Pending>> {
+        let wait = slf.get().wait_for(blocking, timeout)?;
+        start_acquire(slf, wait, false)
     }
 
     /// Awaitable `release()`.
-    fn release_async<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        run_in_executor(slf.py(), slf.getattr("release")?)
+    fn release_async<'py>(slf: &Bound<'py, Self>) -> PyResult<Py<aio::Pending>> {
+        let lock = slf.get().take_held()?;
+        aio::future(slf.py(), async move {
+            lock.release_async()
+                .await
+                .map_err(|e| Python::attach(|py| to_py(py, e)))
+        })
     }
 
-    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        run_in_executor(slf.py(), slf.getattr("__enter__")?)
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Py<aio::Pending>> {
+        start_acquire(slf, slf.get().wait, true)
     }
 
     #[pyo3(signature = (*_exc))]
     fn __aexit__<'py>(
         slf: &Bound<'py, Self>,
         _exc: &Bound<'py, PyTuple>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        run_in_executor(slf.py(), slf.getattr("release")?)
+    ) -> PyResult<Py<aio::Pending>> {
+        let lock = slf.get().take_held()?;
+        aio::future(slf.py(), async move {
+            lock.release_async()
+                .await
+                .map(|()| false)
+                .map_err(|e| Python::attach(|py| to_py(py, e)))
+        })
     }
 
     fn __repr__(&self) -> String {

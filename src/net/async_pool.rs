@@ -1,0 +1,418 @@
+//! The async transport: the same operations as the blocking [`Pool`], on
+//! tokio, without a thread per caller.
+//!
+//! Commands to one server (directly, or Sentinel's master) go over one
+//! redis-rs multiplexed connection per client, which every task shares.
+//! Waiters register with the blocking pool's [`Hub`](crate::net::hub), so a
+//! client's threads and tasks share one subscriber connection per node; a
+//! task waits on its ticket's waker, never on a thread. Opening that
+//! subscriber (once per client and node) and Cluster commands (routed by
+//! the blocking pool's slot map) run on tokio's blocking threads for the
+//! length of one connection or one command, never for a wait.
+//!
+//! Fork: the multiplexed connection belongs to the process that opened it
+//! (its driver task runs on that process's runtime); a child opens its own.
+
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, Pipeline, Value};
+
+use crate::error::{Error, Result};
+use crate::net::hub::{Delivery, Ticket};
+use crate::net::pool::{is_dead_connection, is_demoted, Endpoint, Pool, Target};
+use crate::net::transport::{Detached, Transport};
+use crate::protocol::Script;
+use crate::sync::locked;
+
+/// A cheap handle: clones share the connection.
+#[derive(Clone)]
+pub(crate) struct AsyncPool(Arc<Inner>);
+
+struct Inner {
+    /// The blocking pool: target, subscriber hub, Cluster routing.
+    pool: Arc<Pool>,
+    /// The shared connection, the process that opened it, and its number
+    /// (so that a task forgets only the connection that failed it).
+    mux: Mutex<Option<(u32, u64, MultiplexedConnection)>>,
+    opened: std::sync::atomic::AtomicU64,
+    /// Held while connecting, so that a thousand tasks starting at once
+    /// open one connection.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// The shared connection as one task got it.
+struct Shared {
+    con: MultiplexedConnection,
+    /// Which opening of the connection it is.
+    n: u64,
+    /// Opened before this task asked (so it may have died since).
+    reused: bool,
+}
+
+/// One request, sent again as is (or with its retry arguments) on a fresh
+/// connection when the reused one turns out dead.
+enum Request<'a> {
+    Script {
+        script: &'static Script,
+        keys: &'a [&'a [u8]],
+        args: &'a [&'a [u8]],
+        retry_args: Option<&'a [&'a [u8]]>,
+    },
+    Cmd(&'a Cmd),
+    Pipeline(&'a Pipeline),
+}
+
+impl AsyncPool {
+    pub(crate) fn new(pool: Arc<Pool>) -> AsyncPool {
+        AsyncPool(Arc::new(Inner {
+            pool,
+            mux: Mutex::new(None),
+            opened: std::sync::atomic::AtomicU64::new(0),
+            connecting: tokio::sync::Mutex::new(()),
+        }))
+    }
+
+    fn target_ref(&self) -> &Target {
+        &self.0.pool.target
+    }
+
+    /// The shared connection if this process has one.
+    fn cached(&self) -> Option<Shared> {
+        let mux = locked(&self.0.mux);
+        match &*mux {
+            Some((pid, n, con)) if *pid == crate::sync::pid() => Some(Shared {
+                con: con.clone(),
+                n: *n,
+                reused: true,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Forget the shared connection (it died, or talks to a demoted master)
+    /// unless another task already replaced it.
+    fn forget(&self, dead: &Shared) {
+        let mut mux = locked(&self.0.mux);
+        if matches!(&*mux, Some((_, n, _)) if *n == dead.n) {
+            *mux = None;
+        }
+    }
+
+    /// The shared connection, opened if needed.
+    async fn connection(&self) -> Result<Shared> {
+        if let Some(s) = self.cached() {
+            return Ok(s);
+        }
+        let _connecting = self.0.connecting.lock().await;
+        if let Some(s) = self.cached() {
+            return Ok(s);
+        }
+        let con = self.connect().await?;
+        let n = self
+            .0
+            .opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *locked(&self.0.mux) = Some((crate::sync::pid(), n, con.clone()));
+        Ok(Shared {
+            con,
+            n,
+            reused: false,
+        })
+    }
+
+    async fn connect(&self) -> Result<MultiplexedConnection> {
+        let t = self.target_ref();
+        let info = match &t.endpoint {
+            Endpoint::Direct(info) => info.clone(),
+            Endpoint::Sentinel(_) => {
+                let pool = self.0.pool.clone();
+                let timeout = t.connect_timeout;
+                blocking(move || match &pool.target.endpoint {
+                    Endpoint::Sentinel(s) => s.master(timeout),
+                    _ => Err(Error::Internal("not a Sentinel target".into())),
+                })
+                .await?
+            }
+            Endpoint::Cluster(_) => {
+                return Err(Error::Internal(
+                    "cluster commands go through the blocking pool".into(),
+                ))
+            }
+        };
+        let client = self.client(info)?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(t.connect_timeout))
+            .set_response_timeout(Some(t.command_timeout));
+        client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| self.0.pool.error(e, true))
+    }
+
+    fn client(&self, info: ConnectionInfo) -> Result<redis::Client> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.target_ref().tls {
+            // redis-rs builds its TLS settings with the process's default
+            // crypto provider: ours, unless the application chose one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: tls.root_pem.as_ref().map(|p| p.to_vec()),
+            };
+            return redis::Client::build_with_tls(info, certs)
+                .map_err(|e| self.0.pool.error(e, true));
+        }
+        redis::Client::open(info).map_err(|e| self.0.pool.error(e, true))
+    }
+
+    /// Send `req`; a server in a transient state (loading, busy) is asked
+    /// again with backoff for up to the command timeout, as the blocking
+    /// pool does. The reply, and whether it was sent again on a fresh
+    /// connection.
+    async fn run(&self, req: Request<'_>) -> Result<(Value, bool)> {
+        if self.is_cluster_target() {
+            return self.run_blocking(&req).await;
+        }
+        let budget = self.target_ref().command_timeout;
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.run_once(&req).await {
+                Err(Error::Unavailable { addr, state, .. }) => {
+                    let left = budget.saturating_sub(started.elapsed());
+                    if left.is_zero() {
+                        return Err(Error::Unavailable {
+                            addr,
+                            state,
+                            waited: started.elapsed(),
+                            hint: format!("; the command timeout is {budget:?}"),
+                        });
+                    }
+                    tokio::time::sleep(pause.min(left)).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn run_once(&self, req: &Request<'_>) -> Result<(Value, bool)> {
+        let shared = self.connection().await?;
+        match send(shared.con.clone(), req, false).await {
+            Ok(v) => Ok((v, false)),
+            Err(e) if shared.reused && is_dead_connection(&e) => {
+                self.forget(&shared);
+                let fresh = self.connection().await?;
+                match send(fresh.con.clone(), req, true).await {
+                    Ok(v) => Ok((v, true)),
+                    Err(e) => Err(self.failed(&fresh, e)),
+                }
+            }
+            Err(e) => Err(self.failed(&shared, e)),
+        }
+    }
+
+    /// Our error for `e`; the connection is dropped when it is dead or
+    /// talks to a demoted master (a timeout leaves a multiplexed connection
+    /// usable: the late reply is matched and discarded).
+    fn failed(&self, shared: &Shared, e: redis::RedisError) -> Error {
+        if is_demoted(&e) || (e.is_connection_dropped() && !e.is_timeout()) {
+            self.forget(shared);
+        }
+        self.0.pool.error(e, false)
+    }
+
+    fn is_cluster_target(&self) -> bool {
+        self.0.pool.is_cluster()
+    }
+
+    /// Cluster: the blocking pool's routed connections, on a blocking
+    /// thread for the length of one command.
+    async fn run_blocking(&self, req: &Request<'_>) -> Result<(Value, bool)> {
+        let pool = self.0.pool.clone();
+        match req {
+            Request::Script {
+                script,
+                keys,
+                args,
+                retry_args,
+            } => {
+                let script: &'static Script = script;
+                let keys = owned(keys);
+                let args = owned(args);
+                let retry = retry_args.map(owned);
+                blocking(move || {
+                    let keys = borrowed(&keys);
+                    let args = borrowed(&args);
+                    match &retry {
+                        None => Pool::script_resent(&pool, script, &keys, &args),
+                        Some(again) => {
+                            Pool::script(&pool, script, &keys, &args, Some(&borrowed(again)))
+                                .map(|v| (v, false))
+                        }
+                    }
+                })
+                .await
+            }
+            Request::Cmd(cmd) => {
+                let cmd = (*cmd).clone();
+                blocking(move || pool.with(|con, _| cmd.query(con)).map(|v| (v, false))).await
+            }
+            Request::Pipeline(pipe) => {
+                let pipe = (*pipe).clone();
+                blocking(move || {
+                    pool.with(|con, _| pipe.query::<Vec<Value>>(con))
+                        .map(|v| (Value::Array(v), false))
+                })
+                .await
+            }
+        }
+    }
+}
+
+/// One sending of `req` on `con` (`retried`: the second, on a fresh one).
+async fn send(
+    mut con: MultiplexedConnection,
+    req: &Request<'_>,
+    retried: bool,
+) -> redis::RedisResult<Value> {
+    match req {
+        Request::Script {
+            script,
+            keys,
+            args,
+            retry_args,
+        } => {
+            let args = match (retried, retry_args) {
+                (true, Some(again)) => *again,
+                _ => *args,
+            };
+            match script.evalsha(keys, args).query_async(&mut con).await {
+                Err(e) if e.kind() == RedisKind::Server(redis::ServerErrorKind::NoScript) => {
+                    script.eval(keys, args).query_async(&mut con).await
+                }
+                r => r,
+            }
+        }
+        Request::Cmd(cmd) => cmd.query_async(&mut con).await,
+        Request::Pipeline(pipe) => pipe
+            .query_async::<Vec<Value>>(&mut con)
+            .await
+            .map(Value::Array),
+    }
+}
+
+/// Run `f` on tokio's blocking threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(Error::Internal(format!("a blocking task failed: {e}"))))
+}
+
+fn owned(v: &[&[u8]]) -> Vec<Vec<u8>> {
+    v.iter().map(|b| b.to_vec()).collect()
+}
+
+fn borrowed(v: &[Vec<u8>]) -> Vec<&[u8]> {
+    v.iter().map(Vec::as_slice).collect()
+}
+
+impl Transport for AsyncPool {
+    fn target(&self) -> &Target {
+        self.target_ref()
+    }
+
+    fn remote_publish(&self) -> bool {
+        self.0.pool.remote_publish()
+    }
+
+    fn is_cluster(&self) -> bool {
+        self.is_cluster_target()
+    }
+
+    async fn script(
+        &self,
+        script: &'static Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        retry_args: Option<&[&[u8]]>,
+    ) -> Result<Value> {
+        let req = Request::Script {
+            script,
+            keys,
+            args,
+            retry_args,
+        };
+        self.run(req).await.map(|(v, _)| v)
+    }
+
+    async fn script_resent(
+        &self,
+        script: &'static Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Result<(Value, bool)> {
+        let req = Request::Script {
+            script,
+            keys,
+            args,
+            retry_args: None,
+        };
+        self.run(req).await
+    }
+
+    async fn query(&self, cmd: &Cmd) -> Result<Value> {
+        self.run(Request::Cmd(cmd)).await.map(|(v, _)| v)
+    }
+
+    async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>> {
+        match self.run(Request::Pipeline(pipe)).await? {
+            (Value::Array(v), _) => Ok(v),
+            (other, _) => Err(Error::unexpected(&other)),
+        }
+    }
+
+    async fn register_waiter(&self, key: &[u8]) -> Result<Ticket> {
+        // The usual case: the client's subscriber is up; registering is a
+        // map insertion.
+        if let Some(t) = self.0.pool.register_live_waiter() {
+            return Ok(t);
+        }
+        let pool = self.0.pool.clone();
+        let key = key.to_vec();
+        blocking(move || Pool::register_waiter(&pool, &key)).await
+    }
+
+    async fn wait(&self, ticket: &Ticket, d: Duration) -> Option<Delivery> {
+        tokio::time::timeout(d, poll_fn(|cx| ticket.poll_delivery(cx)))
+            .await
+            .ok()
+    }
+
+    async fn sleep(&self, d: Duration) {
+        tokio::time::sleep(d).await
+    }
+
+    fn detach(&self, f: Detached) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(f);
+            }
+            // Dropped outside any runtime (the runtime is shutting down):
+            // finish on a thread of its own.
+            Err(_) => {
+                let _ = crate::sync::spawn_quiet("redislock-leave", move || {
+                    if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        rt.block_on(f);
+                    }
+                });
+            }
+        }
+    }
+}
