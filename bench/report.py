@@ -118,6 +118,9 @@ def report(d):
         goals.add("renewal: CPU of the renewing process", "< 10 % of a core", "%.1f %%" % r["renew_cpu_pct"],
                   r["renew_cpu_pct"] < 10)
 
+    wt, ac = load(d, "waiters.jsonl"), load(d, "async_contention.jsonl")
+    waiting_goals(goals, wt, ac)
+
     out.append("### Goals\n\n" + goals.table())
 
     lines = ["### Uncontended acquire → release (one client, one key)\n",
@@ -183,11 +186,96 @@ def report(d):
                     mmm([r["cmds_per_acq"] for r in recs], "{:.1f}")))
         out.append("\n".join(lines))
 
+    if wt or ac:
+        out.append(waiting_tables(wt, ac))
+
     if rn:
         out.append("### Renewal at scale\n\n| locks | TTL ms | held s | lost | CPU % of a core |\n|---|---|---|---|---|\n"
                    + "\n".join("| %d | %d | %.0f | %d | %.1f |" % (r["locks"], r["ttl_ms"], r["seconds"],
                                                                    r["lost"], r["renew_cpu_pct"]) for r in rn))
     return "\n\n".join(out) + "\n", goals, un, co
+
+
+def in_rtt(recs, field, base=None):
+    """Per-run `field` (minus `base`) in round trips of the same run."""
+    return [(r[field] - (r[base] if base else 0)) / r["rtt_us"] for r in recs]
+
+
+def waiting_goals(goals, wt, ac):
+    th = [r for r in wt if r["bench"] == "waiters-threads"]
+    aio = [r for r in wt if r["bench"] == "waiters-asyncio" and r["impl"] == "redislock"]
+    if th:
+        n = th[0]["n"]
+        c = [r["waiting_connections"] for r in th]
+        goals.add(f"{n} threads waiting on one lock: connections", "≤ 4", mmm(c), max(c) <= 4)
+        # With a subscriber connection per waiting thread (before issue 14),
+        # measured paired with this design on 2026-11-23: 3.2-3.8 RTT.
+        h = in_rtt(th, "handoff_p50_us")
+        goals.add(f"{n} threads: hand-off p50, in round trips of the same run", "≤ 3.8 (a subscriber per waiter)",
+                  mmm(h, "{:.2f}"), max(h) <= 3.8)
+    if aio:
+        n = aio[0]["n"]
+        c = [r["waiting_connections"] for r in aio]
+        goals.add(f"{n} asyncio tasks waiting: connections", "≤ 4", mmm(c), max(c) <= 4)
+        per = [r["cmds_per_s_waiting"] / n for r in aio]
+        goals.add(f"{n} asyncio tasks waiting: commands per waiter per second "
+                  f"({aio[0]['settle_s']:.0f}-{aio[0]['settle_s'] + aio[0]['window_s']:.0f} s into the wait; "
+                  "only the heads' backoff retries, doubling to 30 s)", "≤ 0.5", mmm(per, "{:.2f}"),
+                  max(per) <= 0.5)
+        d = in_rtt(aio, "free_p50_us_waiting", "free_p50_us_idle")
+        goals.add(f"{n} asyncio tasks waiting: a free lock's p50 over the idle process's, in round trips",
+                  "≤ 2", mmm(d, "{:.2f}"), max(d) <= 2)
+        failed = sum(sum(r["failed"].values()) for r in aio)
+        goals.add(f"{n} asyncio tasks waiting: tasks that failed instead of waiting", "0", str(failed),
+                  failed == 0)
+    if ac:
+        r0 = ac[0]
+        bad = sum(r["overlaps"] for r in ac) + sum(not r["counters_exact"] for r in ac)
+        goals.add(f"tokio: {r0['tasks']} tasks on {r0['locks']} locks: counters off or overlaps", "0", str(bad),
+                  bad == 0)
+        c = [r["peak_connections"] for r in ac]
+        goals.add(f"tokio: {r0['tasks']} tasks on {r0['locks']} locks: connections", "≤ 4", mmm(c), max(c) <= 4)
+
+
+def waiting_tables(wt, ac):
+    out = []
+    th = [r for r in wt if r["bench"] == "waiters-threads"]
+    if th:
+        out.append("### Waiting threads: one Python process, one lock, released down the chain\n\n"
+                   "| waiters | connections right after queueing | connections while waiting | commands/s "
+                   "while waiting | chain s | hand-off p50 µs | p99 µs | hand-off p50 in RTT | RTT µs |\n"
+                   "|---|---|---|---|---|---|---|---|---|\n" + "| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                       th[0]["n"], mmm([r["burst_connections"] for r in th]),
+                       mmm([r["waiting_connections"] for r in th]),
+                       mmm([r["cmds_per_s_waiting"] for r in th], "{:.1f}"),
+                       mmm([r["chain_s"] for r in th], "{:.3f}"), mmm([r["handoff_p50_us"] for r in th]),
+                       mmm([r["handoff_p99_us"] for r in th]), mmm(in_rtt(th, "handoff_p50_us"), "{:.2f}"),
+                       mmm([r["rtt_us"] for r in th])))
+    aio = [r for r in wt if r["bench"] == "waiters-asyncio"]
+    if aio:
+        lines = ["### Waiting asyncio tasks: one process, each task on its own held lock\n",
+                 "| impl | tasks | connections | commands/s while waiting | tasks failed | free lock p50 µs idle "
+                 "| while waiting | difference in RTT |", "|---|---|---|---|---|---|---|---|"]
+        for (impl,), recs in by(aio, "impl").items():
+            failed = defaultdict(int)
+            for r in recs:
+                for k, v in r["failed"].items():
+                    failed[k] += v
+            lines.append("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
+                impl, recs[0]["n"], mmm([r["waiting_connections"] for r in recs]),
+                mmm([r["cmds_per_s_waiting"] for r in recs]),
+                ", ".join("%d %s" % (v // len(recs), k) for k, v in failed.items()) or "0",
+                mmm([r["free_p50_us_idle"] for r in recs]), mmm([r["free_p50_us_waiting"] for r in recs]),
+                mmm(in_rtt(recs, "free_p50_us_waiting", "free_p50_us_idle"), "{:.2f}")))
+        out.append("\n".join(lines))
+    if ac:
+        out.append("### tokio: tasks contending on locks through one client (Rust)\n\n"
+                   "| tasks | locks | acquisitions/s | counters exact | overlaps | connections |\n"
+                   "|---|---|---|---|---|---|\n" + "| %d | %d | %s | %s | %d | %s |" % (
+                       ac[0]["tasks"], ac[0]["locks"], mmm([r["acq_per_s"] for r in ac]),
+                       "yes" if all(r["counters_exact"] for r in ac) else "**no**",
+                       sum(r["overlaps"] for r in ac), mmm([r["peak_connections"] for r in ac])))
+    return "\n\n".join(out)
 
 
 def chart(path, un, co):

@@ -13,6 +13,10 @@ implementations alike), appending JSON lines under bench/results/DATE/:
                  FFI::cdef and with ffi.preload
   contended      2, 8 and 32 worker processes on one key (Python and PHP)
   handoff        Rust: release -> woken waiter in another thread
+  waiters        1,000 waiting threads on one lock (Python), 1,000 waiting asyncio
+                 tasks on held locks (redislock, redis-py asyncio Lock), and 10,000
+                 tokio tasks on 100 locks (Rust): connections, commands while
+                 waiting, hand-off, a free lock's latency meanwhile
   renewal        10,000 locks renewed in the background by one client
 
 Then bench/report.py writes bench/results/DATE.md and DATE.png and updates
@@ -52,6 +56,7 @@ def main():
     if args.quick:
         args.rounds, args.seconds = 1, 1.0
     workers = [2, 8] if args.quick else [2, 8, 32]
+    waiters, tasks = ("300", "2000") if args.quick else ("1000", "10000")
     date = datetime.date.today().isoformat()
     out = args.out or os.path.join(HERE, "results", date + ("-quick" if args.quick else ""))
     os.makedirs(out, exist_ok=True)
@@ -87,6 +92,14 @@ def main():
                 for impl in ["redislock", "redis-py", "python-redis-lock", "redislock-php", "predis-1ms"]:
                     run([py, "contended.py", impl, "--workers", str(n), "--seconds", secs,
                          "--round", r, "--out", f"{out}/contended.jsonl"], env)
+            run([py, "waiters.py", "threads", "--n", waiters, "--round", r,
+                 "--out", f"{out}/waiters.jsonl"], env)
+            for impl in ["redislock", "redis-py", "redis-py-big-pool"]:
+                run([py, "waiters.py", "asyncio", impl, "--n", waiters, "--round", r,
+                     "--out", f"{out}/waiters.jsonl"], env)
+            run([os.path.join(examples, "async_contention"), "--url", server.url,
+                 "--tasks", tasks, "--locks", "100", "--round", r,
+                 "--json", f"{out}/async_contention.jsonl"], env)
         locks, hold = ("2000", "6") if args.quick else ("10000", "30")
         run([os.path.join(examples, "bench_renew"), "--url", server.url, "--locks", locks,
              "--ttl-ms", "3000", "--seconds", hold, "--json", f"{out}/renewal.jsonl"], env)
