@@ -102,6 +102,31 @@ pub(super) async fn acquire(
                 backoff = (backoff * 2).min(BUSY_RETRY);
                 continue;
             }
+            // The server went away between two retries (a restart, a
+            // failover): queue again once it is back, as when the
+            // subscriber is lost, within the connect timeout and the
+            // deadline. The old entry is left (keeping the lock if it was
+            // handed over meanwhile) before its ticket goes.
+            Err(e @ Error::Connection { .. }) if !first => {
+                let mut give_up = Instant::now() + io.target().connect_timeout;
+                if let Some(d) = deadline {
+                    give_up = give_up.min(d);
+                }
+                match rejoin(server, keys, token, &q.member, give_up).await {
+                    Ok(Ok(ticket)) => {
+                        drop(q.done());
+                        q = Queued::new(io, keys, token, ttl_ms, ticket);
+                        first = true;
+                        backoff = FIRST_RETRY;
+                        continue;
+                    }
+                    Ok(Err(fence)) => {
+                        q.done();
+                        return Ok(fence);
+                    }
+                    Err(_) => return leave(server, q, e).await,
+                }
+            }
             // We may be in the queue (an earlier run put us there, or this
             // one ran before its connection broke).
             Err(e) if !first || matches!(e, Error::Connection { .. }) => {

@@ -15,14 +15,14 @@
 
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, Pipeline, Value};
 
 use crate::error::{Error, Result};
 use crate::net::hub::{Delivery, Ticket};
-use crate::net::pool::{is_dead_connection, is_demoted, Endpoint, Pool, Target};
+use crate::net::pool::{is_dead_connection, is_demoted, Endpoint, Pool, Target, Transient};
 use crate::net::transport::{Detached, Transport};
 use crate::protocol::Script;
 use crate::sync::locked;
@@ -176,24 +176,10 @@ impl AsyncPool {
         if self.is_cluster_target() {
             return self.run_blocking(&req).await;
         }
-        let budget = self.target_ref().command_timeout;
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(10);
+        let mut transient = Transient::new(self.target_ref().command_timeout, "command timeout");
         loop {
             match self.run_once(&req).await {
-                Err(Error::Unavailable { addr, state, .. }) => {
-                    let left = budget.saturating_sub(started.elapsed());
-                    if left.is_zero() {
-                        return Err(Error::Unavailable {
-                            addr,
-                            state,
-                            waited: started.elapsed(),
-                            hint: format!("; the command timeout is {budget:?}"),
-                        });
-                    }
-                    tokio::time::sleep(pause.min(left)).await;
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
+                Err(e @ Error::Unavailable { .. }) => tokio::time::sleep(transient.pause(e)?).await,
                 r => return r,
             }
         }

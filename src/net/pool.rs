@@ -300,26 +300,13 @@ impl Pool {
         &self,
         connect_timeout: Duration,
         budget: Duration,
-        budget_name: &str,
+        budget_name: &'static str,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(10);
+        let mut transient = Transient::new(budget, budget_name);
         loop {
             match self.run_once(connect_timeout, &mut f) {
-                Err(Error::Unavailable { addr, state, .. }) => {
-                    let left = budget.saturating_sub(started.elapsed());
-                    if left.is_zero() {
-                        return Err(Error::Unavailable {
-                            addr,
-                            state,
-                            waited: started.elapsed(),
-                            hint: format!("; the {budget_name} is {budget:?}"),
-                        });
-                    }
-                    std::thread::sleep(pause.min(left));
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
+                Err(e @ Error::Unavailable { .. }) => std::thread::sleep(transient.pause(e)?),
                 r => return r,
             }
         }
@@ -511,6 +498,48 @@ fn run_script(
             script.eval(keys, args).query(con)
         }
         r => r,
+    }
+}
+
+/// The pauses while a server answers with a transient state (see
+/// [`transient_state`]): 10 ms, then twice as long each time (at most
+/// 200 ms), within `budget`.
+pub(crate) struct Transient {
+    started: Instant,
+    pause: Duration,
+    budget: Duration,
+    budget_name: &'static str,
+}
+
+impl Transient {
+    pub(crate) fn new(budget: Duration, budget_name: &'static str) -> Transient {
+        Transient {
+            started: Instant::now(),
+            pause: Duration::from_millis(10),
+            budget,
+            budget_name,
+        }
+    }
+
+    /// The pause before asking again after `e` (an `Unavailable`), or, once
+    /// the budget is spent, the error naming the state and how long it
+    /// lasted.
+    pub(crate) fn pause(&mut self, e: Error) -> Result<Duration> {
+        let Error::Unavailable { addr, state, .. } = e else {
+            return Err(e);
+        };
+        let left = self.budget.saturating_sub(self.started.elapsed());
+        if left.is_zero() {
+            return Err(Error::Unavailable {
+                addr,
+                state,
+                waited: self.started.elapsed(),
+                hint: format!("; the {} is {:?}", self.budget_name, self.budget),
+            });
+        }
+        let p = self.pause.min(left);
+        self.pause = (self.pause * 2).min(Duration::from_millis(200));
+        Ok(p)
     }
 }
 
