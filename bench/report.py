@@ -193,7 +193,7 @@ def report(d):
         out.append("### Renewal at scale\n\n| locks | TTL ms | held s | lost | CPU % of a core |\n|---|---|---|---|---|\n"
                    + "\n".join("| %d | %d | %.0f | %d | %.1f |" % (r["locks"], r["ttl_ms"], r["seconds"],
                                                                    r["lost"], r["renew_cpu_pct"]) for r in rn))
-    return "\n\n".join(out) + "\n", goals, un, co
+    return "\n\n".join(out) + "\n", goals, un, co, waiting_tables(wt, ac)
 
 
 def in_rtt(recs, field, base=None):
@@ -318,7 +318,7 @@ def main():
     ap.add_argument("--readme")
     args = ap.parse_args()
     d = args.dir.rstrip("/")
-    body, goals, un, co = report(d)
+    body, goals, un, co, waiting = report(d)
     name = os.path.basename(d)
     png = d + ".png"
     has_chart = chart(png, un, co)
@@ -330,7 +330,7 @@ def main():
     if args.readme:
         rel = os.path.relpath(d, os.path.dirname(os.path.abspath(args.readme)))
         section = (f"{START}\nFrom `make bench` ({name}; full tables: [{rel}.md]({rel}.md)).\n\n"
-                   + (f"![benchmark chart]({rel}.png)\n\n" if has_chart else "") + goals.table() + f"\n{END}")
+                   + (f"![benchmark chart]({rel}.png)\n\n" if has_chart else "") + goals.table() + (f"\n\n{waiting}" if waiting else "") + f"\n{END}")
         with open(args.readme) as f:
             text = f.read()
         if START in text:
