@@ -209,3 +209,66 @@ fn a_waiter_that_gives_up_leaves_the_shared_subscriber_serving_the_others() {
     assert_eq!(clients(&mut raw).get("pubsub"), Some(&1));
     lock.release().unwrap();
 }
+
+/// A waiter whose retry cannot connect (the server stopped listening for a
+/// moment) while its subscriber lives on queues again once the server
+/// listens, instead of failing the wait.
+#[test]
+fn a_retry_that_cannot_connect_queues_again_when_the_server_is_back() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let _: () = redis::cmd("SET")
+        .arg("cc")
+        .arg("someone-else")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut raw)
+        .unwrap();
+    let client = Client::open(&format!("{}?connect_timeout=5s", srv.url())).unwrap();
+    let waiter = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("cc", 5 * S, Wait::Timeout(20 * S)))
+    };
+    wait_until("queued", 5 * S, || {
+        redis::cmd("LLEN")
+            .arg("{cc}:queue")
+            .query::<i64>(&mut raw)
+            .unwrap()
+            == 1
+    });
+    // Its command connections go and the port closes (Redis 7 moves the
+    // listener at once); the subscriber and this connection stay.
+    let port = srv.port;
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("port")
+        .arg(common::free_port())
+        .query(&mut raw)
+        .unwrap();
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the port still takes connections"
+    );
+    // The head retries at 25 ms doubling: more than one retry falls here.
+    thread::sleep(Duration::from_millis(1500));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("port")
+        .arg(port)
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("DEL").arg("cc").query(&mut raw).unwrap();
+    let lock = waiter
+        .join()
+        .unwrap()
+        .expect("the wait outlived the closed port");
+    lock.release().unwrap();
+}
