@@ -4,45 +4,17 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{wait_until, Server};
+use common::{clients, wait_until, Server};
 use redislock::{AcquireOptions, Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// The server's connections, by kind (`normal`, `pubsub`), leaving out the
-/// one asking.
-fn clients(srv: &Server) -> HashMap<String, usize> {
-    let mut raw = srv.raw();
-    let me: i64 = redis::cmd("CLIENT").arg("ID").query(&mut raw).unwrap();
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut raw).unwrap();
-    let mut by_kind = HashMap::new();
-    for line in list.lines() {
-        let field = |name: &str| {
-            line.split(' ')
-                .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-                .unwrap_or("")
-                .to_string()
-        };
-        if field("id") == me.to_string() {
-            continue;
-        }
-        let kind = if field("sub") != "0" {
-            "pubsub"
-        } else {
-            "normal"
-        };
-        *by_kind.entry(kind.to_string()).or_insert(0) += 1;
-    }
-    by_kind
 }
 
 fn keys_like(srv: &Server, pattern: &str) -> Vec<String> {
@@ -181,7 +153,7 @@ async fn a_chain_of_two_hundred_tasks_shares_two_connections() {
     wait_until("all tasks queued", 30 * S, || {
         queue_len(&srv, "chain") == N as i64
     });
-    let kinds = clients(&srv);
+    let kinds = clients(&mut srv.raw());
     assert_eq!(kinds.get("pubsub"), Some(&1), "{kinds:?}");
     assert!(kinds.values().sum::<usize>() <= 3, "{kinds:?}");
 
@@ -235,7 +207,7 @@ async fn a_thousand_waiting_tasks_starve_nobody_and_hold_four_connections() {
         .unwrap();
     let took = started.elapsed();
     free.release_async().await.unwrap();
-    let kinds = clients(&srv);
+    let kinds = clients(&mut srv.raw());
     assert!(kinds.values().sum::<usize>() <= 4, "{kinds:?}");
     assert!(took < 2 * S, "a free lock took {took:?}");
 

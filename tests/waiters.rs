@@ -5,42 +5,15 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{wait_until, Server};
+use common::{clients, wait_until, Server};
 use redislock::{Client, Wait};
 
 const S: Duration = Duration::from_secs(1);
-
-/// The server's clients, by `type` (`normal`, `pubsub`), leaving out the
-/// connection asking.
-fn clients(raw: &mut redis::Connection) -> HashMap<String, usize> {
-    let me: i64 = redis::cmd("CLIENT").arg("ID").query(raw).unwrap();
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(raw).unwrap();
-    let mut by_kind = HashMap::new();
-    for line in list.lines() {
-        let field = |name: &str| {
-            line.split(' ')
-                .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-                .unwrap_or("")
-                .to_string()
-        };
-        if field("id") == me.to_string() {
-            continue;
-        }
-        let kind = if field("flags").contains('P') || field("sub") != "0" {
-            "pubsub".to_string()
-        } else {
-            "normal".to_string()
-        };
-        *by_kind.entry(kind).or_insert(0) += 1;
-    }
-    by_kind
-}
 
 /// Scripts run so far (each retry of a waiter is one).
 fn commands(raw: &mut redis::Connection) -> u64 {

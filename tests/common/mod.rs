@@ -529,3 +529,29 @@ pub fn held_up_scripts(raw: &mut redis::Connection) -> Vec<String> {
         .map(|l| l.split(' ').next().unwrap().to_string())
         .collect()
 }
+
+/// The server's clients, by `type` (`normal`, `pubsub`), leaving out the
+/// connection asking.
+pub fn clients(raw: &mut redis::Connection) -> std::collections::HashMap<String, usize> {
+    let me: i64 = redis::cmd("CLIENT").arg("ID").query(raw).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(raw).unwrap();
+    let mut by_kind = std::collections::HashMap::new();
+    for line in list.lines() {
+        let field = |name: &str| {
+            line.split(' ')
+                .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+                .unwrap_or("")
+                .to_string()
+        };
+        if field("id") == me.to_string() {
+            continue;
+        }
+        let kind = if field("flags").contains('P') || field("sub") != "0" {
+            "pubsub".to_string()
+        } else {
+            "normal".to_string()
+        };
+        *by_kind.entry(kind).or_insert(0) += 1;
+    }
+    by_kind
+}
