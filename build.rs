@@ -27,6 +27,10 @@ fn main() {
     let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libredislock.so.{major}");
+        // Never unloaded once loaded: dlclose() would pull the code from
+        // under the renewal and subscriber threads, and a php-fpm worker that
+        // loads the library per request (FFI::cdef) keeps its shared clients.
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
     }
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
     let dir = Path::new(&dir);

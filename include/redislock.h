@@ -124,6 +124,25 @@ enum redislock_status redislock_client_open_redlock(const char *const *urls,
                                                     struct redislock_client **out);
 
 /**
+ * The process's shared client for `url`: every call with the same URL
+ * string returns a handle to the same connections, opened on first use and
+ * kept open until the process exits (what a php-fpm worker needs to keep
+ * its connections from one request to the next). `url` and `out` as for
+ * `redislock_client_open`. Free each handle with `redislock_client_free`:
+ * that frees the handle, not the shared connections. After `fork()` the
+ * child's shared client opens its own connections.
+ */
+enum redislock_status redislock_client_open_shared(const char *url, struct redislock_client **out);
+
+/**
+ * `redislock_client_open_shared` over `n` independent servers (Redlock):
+ * one shared client per list of URLs (the same URLs in the same order).
+ */
+enum redislock_status redislock_client_open_redlock_shared(const char *const *urls,
+                                                           size_t n,
+                                                           struct redislock_client **out);
+
+/**
  * Free a client. Takes ownership of `client`; NULL is a no-op. Locks
  * still held through it stay valid.
  */
@@ -223,6 +242,37 @@ enum redislock_status redislock_release_token(const struct redislock_client *cli
                                               size_t key_len,
                                               const uint8_t *token,
                                               size_t token_len);
+
+/**
+ * Set the remaining time of the lock `key` to `ttl_ms` if it holds `token`
+ * (no handle needed). All pointers borrowed. Returns `REDISLOCK_NOT_OWNER`
+ * when it does not (expired, or another owner): an expired lock is never
+ * re-created.
+ */
+enum redislock_status redislock_extend_token(const struct redislock_client *client,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             const uint8_t *token,
+                                             size_t token_len,
+                                             uint64_t ttl_ms);
+
+/**
+ * Whether the lock `key` holds `token` right now (one round trip). All
+ * pointers borrowed; `out` receives the answer on success.
+ */
+enum redislock_status redislock_is_owned_by(const struct redislock_client *client,
+                                            const uint8_t *key,
+                                            size_t key_len,
+                                            const uint8_t *token,
+                                            size_t token_len,
+                                            bool *out);
+
+/**
+ * True the first time this process calls it with `tag`, false after (for
+ * bindings that log a hint once per process, such as a php-fpm worker
+ * loading the declarations in every request). `tag`: borrowed bytes.
+ */
+bool redislock_first_time(const uint8_t *tag, size_t tag_len);
 
 /**
  * Copy the message of this thread's last failure into `buf` as a

@@ -191,6 +191,24 @@ impl Client {
         self.inner.deployment.release(&LockKeys::new(key), token)
     }
 
+    /// Set the remaining time of the lock `key` to `ttl` if it still holds
+    /// `token` (no handle needed, as for [`Client::release_token`]).
+    /// `Ok(false)` when it does not: an expired lock is never re-created.
+    pub fn extend_token(
+        &self,
+        key: impl AsRef<[u8]>,
+        token: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<bool> {
+        let (key, token) = (key.as_ref(), token.as_ref());
+        check_key(key)?;
+        check_token(token)?;
+        let ttl_ms = ttl_millis(ttl)?;
+        self.inner
+            .deployment
+            .extend(&LockKeys::new(key), token, 0, ttl_ms)
+    }
+
     /// The holder, its remaining TTL and fencing number, and the number of
     /// queued waiters of `key`, read atomically in one round trip (for
     /// status displays; it may be stale at once). Over Redlock: the holder

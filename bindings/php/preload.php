@@ -1,41 +1,64 @@
 <?php
-// opcache.preload script (php-fpm): loads redislock's FFI declarations once
-// per server start, so that requests use FFI::scope('redislock') where
-// ffi.enable=preload (the default) forbids FFI::cdef. php.ini:
+// opcache.preload script for php-fpm. Under ffi.enable=preload (the
+// default) php-fpm allows FFI calls only from preloaded code: this compiles
+// the package's classes once per server start, and loads redislock's FFI
+// declarations unless ffi.preload already did. php.ini, as the README's
+// php-fpm section says:
 //
 //   opcache.enable=1
 //   opcache.preload=/path/to/bindings/php/preload.php
-//   opcache.preload_user=www-data
 //   ffi.enable=preload
+//   ; a master running as root also needs these two:
+//   opcache.preload_user=www-data
+//   ffi.preload=/path/to/redislock_preload.h
 //
-// The library comes from $REDISLOCK_LIB, the build tree, or the system path
-// (libredislock.so.0), as for FFI::cdef.
+// (With opcache.preload_user, PHP runs this script as that user in a child
+// of the master, where FFI::load is refused: the declarations must then come
+// from ffi.preload.) The library comes from $REDISLOCK_LIB, the build tree,
+// or the system path (libredislock.so.0), as for FFI::cdef.
 declare(strict_types=1);
 
 require __DIR__ . '/autoload.php';
 
 (static function (): void {
-    $header = file_get_contents(__DIR__ . '/redislock_preload.h');
+    try {
+        FFI::scope('redislock');
+        $loaded = true; // ffi.preload loaded the declarations
+    } catch (FFI\Exception) {
+        $loaded = false;
+    }
     $errors = [];
-    foreach (RedisLock\FFI::candidates() as $lib) {
-        $text = preg_replace('/^#define FFI_LIB ".*"$/m', '#define FFI_LIB "' . $lib . '"', $header);
-        $file = sys_get_temp_dir() . '/redislock-preload-' . md5($text) . '.h';
-        if (!is_file($file)) {
-            file_put_contents($file, $text);
-        }
-        try {
-            if (FFI::load($file) !== null) {
-                break;
+    if (!$loaded) {
+        $header = file_get_contents(__DIR__ . '/redislock_preload.h');
+        foreach (RedisLock\FFI::candidates() as $lib) {
+            $text = preg_replace('/^#define FFI_LIB ".*"$/m', '#define FFI_LIB "' . $lib . '"', $header);
+            $file = sys_get_temp_dir() . '/redislock-preload-' . md5($text) . '.h';
+            if (!is_file($file)) {
+                file_put_contents($file, $text);
             }
-            $errors[] = "$lib: FFI::load failed";
-        } catch (FFI\Exception $e) {
-            $errors[] = "$lib: " . $e->getMessage();
+            try {
+                if (FFI::load($file) !== null) {
+                    $loaded = true;
+                    break;
+                }
+                $errors[] = "$lib: FFI::load failed";
+            } catch (FFI\Exception $e) {
+                $errors[] = "$lib: " . $e->getMessage();
+                if (str_contains($e->getMessage(), 'preload_user')) {
+                    break;
+                }
+            }
         }
     }
-    if (count($errors) === count(RedisLock\FFI::candidates())) {
-        error_log("redislock preload: cannot load libredislock:\n  " . implode("\n  ", $errors));
+    if (!$loaded) {
+        $hint = str_contains(implode(' ', $errors), 'preload_user')
+            ? 'with opcache.preload_user (a master running as root), set ffi.preload to redislock_preload.h'
+            : 'build or install libredislock, or point REDISLOCK_LIB at it';
+        error_log("redislock preload: the FFI declarations are not loaded ($hint; see the README's php-fpm section):\n  "
+            . implode("\n  ", $errors));
     }
-    // Preload the package's classes as well (declared once per server start).
+    // The package's classes, compiled once per server start: under
+    // ffi.enable=preload only preloaded code may call FFI.
     foreach (new RecursiveIteratorIterator(new RecursiveDirectoryIterator(__DIR__ . '/src')) as $f) {
         if ($f->isFile() && $f->getExtension() === 'php') {
             require_once $f->getPathname();

@@ -26,6 +26,12 @@ enum redislock_status redislock_client_open_redlock(const char *const *urls,
                                                     size_t n,
                                                     struct redislock_client **out);
 
+enum redislock_status redislock_client_open_shared(const char *url, struct redislock_client **out);
+
+enum redislock_status redislock_client_open_redlock_shared(const char *const *urls,
+                                                           size_t n,
+                                                           struct redislock_client **out);
+
 void redislock_client_free(struct redislock_client *client);
 
 enum redislock_status redislock_acquire(const struct redislock_client *client,
@@ -58,6 +64,22 @@ enum redislock_status redislock_release_token(const struct redislock_client *cli
                                               size_t key_len,
                                               const char *token,
                                               size_t token_len);
+
+enum redislock_status redislock_extend_token(const struct redislock_client *client,
+                                             const char *key,
+                                             size_t key_len,
+                                             const char *token,
+                                             size_t token_len,
+                                             uint64_t ttl_ms);
+
+enum redislock_status redislock_is_owned_by(const struct redislock_client *client,
+                                            const char *key,
+                                            size_t key_len,
+                                            const char *token,
+                                            size_t token_len,
+                                            bool *out);
+
+bool redislock_first_time(const char *tag, size_t tag_len);
 
 size_t redislock_last_error(char *buf, size_t cap);
 

@@ -13,8 +13,10 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use crate::{AcquireOptions, Client, Error, ErrorKind, Lock, Wait, MAX_KEY_LEN};
@@ -189,6 +191,48 @@ fn out_ptr<'a, T>(out: *mut T, what: &str) -> Result<&'a mut T, Error> {
     unsafe { out.as_mut() }.ok_or_else(|| Error::InvalidArgument(format!("{what} is NULL")))
 }
 
+/// The `n` URLs at `urls`, checked.
+fn url_list<'a>(urls: *const *const c_char, n: usize) -> Result<Vec<&'a str>, Error> {
+    non_null(urls, "urls")?;
+    if n == 0 {
+        return Err(Error::InvalidArgument(
+            "n is 0: give at least one URL".into(),
+        ));
+    }
+    if n > 1024 {
+        return Err(Error::InvalidArgument(format!(
+            "n is {n}: at most 1024 servers"
+        )));
+    }
+    // SAFETY: non-NULL with `n` elements, as the caller promises.
+    let ptrs = unsafe { std::slice::from_raw_parts(urls, n) };
+    ptrs.iter()
+        .enumerate()
+        .map(|(i, &u)| url_str(u, &format!("urls[{i}]")))
+        .collect()
+}
+
+/// The clients of `redislock_client_open_shared`, by their URL list: one
+/// per list in a process, kept until it exits. A child made by `fork()`
+/// inherits them and opens its own connections on first use, like any
+/// client.
+static SHARED: LazyLock<Mutex<HashMap<Vec<String>, Client>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// A handle to the process's shared client for `urls`, made on first use.
+fn shared(urls: &[&str]) -> Result<redislock_client, Error> {
+    let key: Vec<String> = urls.iter().map(|u| u.to_string()).collect();
+    let mut map = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(client) = map.get(&key) {
+        return Ok(redislock_client {
+            client: client.clone(),
+        });
+    }
+    let client = Client::redlock(urls).build()?;
+    map.insert(key, client.clone());
+    Ok(redislock_client { client })
+}
+
 /// Open a client for one Redis server.
 ///
 /// `url`: borrowed, NUL-terminated UTF-8: `redis://[user:password@]host:port[/db]`,
@@ -232,26 +276,48 @@ pub extern "C" fn redislock_client_open_redlock(
     guard(REDISLOCK_INTERNAL, || {
         status((|| {
             let out = out_ptr(out, "out")?;
-            non_null(urls, "urls")?;
-            if n == 0 {
-                return Err(Error::InvalidArgument(
-                    "n is 0: give at least one URL".into(),
-                ));
-            }
-            if n > 1024 {
-                return Err(Error::InvalidArgument(format!(
-                    "n is {n}: at most 1024 servers"
-                )));
-            }
-            // SAFETY: non-NULL with `n` elements, as the caller promises.
-            let ptrs = unsafe { std::slice::from_raw_parts(urls, n) };
-            let list = ptrs
-                .iter()
-                .enumerate()
-                .map(|(i, &u)| url_str(u, &format!("urls[{i}]")))
-                .collect::<Result<Vec<_>, Error>>()?;
-            let client = Client::redlock(list).build()?;
+            let client = Client::redlock(url_list(urls, n)?).build()?;
             *out = Box::into_raw(Box::new(redislock_client { client }));
+            Ok(())
+        })())
+    })
+}
+
+/// The process's shared client for `url`: every call with the same URL
+/// string returns a handle to the same connections, opened on first use and
+/// kept open until the process exits (what a php-fpm worker needs to keep
+/// its connections from one request to the next). `url` and `out` as for
+/// `redislock_client_open`. Free each handle with `redislock_client_free`:
+/// that frees the handle, not the shared connections. After `fork()` the
+/// child's shared client opens its own connections.
+#[no_mangle]
+pub extern "C" fn redislock_client_open_shared(
+    url: *const c_char,
+    out: *mut *mut redislock_client,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let out = out_ptr(out, "out")?;
+            let client = shared(&[url_str(url, "url")?])?;
+            *out = Box::into_raw(Box::new(client));
+            Ok(())
+        })())
+    })
+}
+
+/// `redislock_client_open_shared` over `n` independent servers (Redlock):
+/// one shared client per list of URLs (the same URLs in the same order).
+#[no_mangle]
+pub extern "C" fn redislock_client_open_redlock_shared(
+    urls: *const *const c_char,
+    n: usize,
+    out: *mut *mut redislock_client,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let out = out_ptr(out, "out")?;
+            let client = shared(&url_list(urls, n)?)?;
+            *out = Box::into_raw(Box::new(client));
             Ok(())
         })())
     })
@@ -457,6 +523,77 @@ pub extern "C" fn redislock_release_token(
                 })
             }
         })())
+    })
+}
+
+/// Set the remaining time of the lock `key` to `ttl_ms` if it holds `token`
+/// (no handle needed). All pointers borrowed. Returns `REDISLOCK_NOT_OWNER`
+/// when it does not (expired, or another owner): an expired lock is never
+/// re-created.
+#[no_mangle]
+pub extern "C" fn redislock_extend_token(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    token: *const u8,
+    token_len: usize,
+    ttl_ms: u64,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let client = non_null(client, "client")?;
+            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
+            let token = byte_str(token, token_len, "token", false)?.unwrap_or_default();
+            if client
+                .client
+                .extend_token(key, token, Duration::from_millis(ttl_ms))?
+            {
+                Ok(())
+            } else {
+                Err(Error::NotOwner {
+                    key: crate::error::show_key(key),
+                })
+            }
+        })())
+    })
+}
+
+/// Whether the lock `key` holds `token` right now (one round trip). All
+/// pointers borrowed; `out` receives the answer on success.
+#[no_mangle]
+pub extern "C" fn redislock_is_owned_by(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    token: *const u8,
+    token_len: usize,
+    out: *mut bool,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let client = non_null(client, "client")?;
+            let out = out_ptr(out, "out")?;
+            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
+            let token = byte_str(token, token_len, "token", false)?.unwrap_or_default();
+            *out = client.client.is_owned_by(key, token)?;
+            Ok(())
+        })())
+    })
+}
+
+/// True the first time this process calls it with `tag`, false after (for
+/// bindings that log a hint once per process, such as a php-fpm worker
+/// loading the declarations in every request). `tag`: borrowed bytes.
+#[no_mangle]
+pub extern "C" fn redislock_first_time(tag: *const u8, tag_len: usize) -> bool {
+    static SEEN: LazyLock<Mutex<HashSet<Vec<u8>>>> = LazyLock::new(Default::default);
+    guard(false, || {
+        let Ok(Some(tag)) = byte_str(tag, tag_len, "tag", false) else {
+            return false;
+        };
+        SEEN.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tag.to_vec())
     })
 }
 

@@ -9,6 +9,11 @@ namespace RedisLock;
  *
  *   $client = new RedisLock\Client('redis://127.0.0.1:6379');
  *   $lock = $client->acquire('reports', ttlMs: 30000, waitMs: 10000);
+ *
+ * Under php-fpm, Client::persistent($url) gives every request of a worker
+ * the same connections (as phpredis pconnect does). Either way, a Lock a
+ * request still holds when it ends is released then, also after a fatal
+ * error or exit().
  */
 final class Client
 {
@@ -20,6 +25,32 @@ final class Client
      * @throws InvalidArgument for a malformed URL
      */
     public function __construct(string|array $url)
+    {
+        $this->handle = self::open($url, false);
+        RequestEnd::track($this);
+    }
+
+    /**
+     * The worker's shared client for $url: every call with the same URL (or
+     * list of URLs) in a process gets the same connections, opened on first
+     * use and kept when the request ends, so that a php-fpm worker connects
+     * once and not in every request. Locks never outlive their request
+     * through it: what a request still holds at its end is released. A
+     * worker forked after preload opens its own connections.
+     *
+     * @param string|list<string> $url as for the constructor
+     * @throws InvalidArgument for a malformed URL
+     */
+    public static function persistent(string|array $url): self
+    {
+        $client = (new \ReflectionClass(self::class))->newInstanceWithoutConstructor();
+        $client->handle = self::open($url, true);
+        RequestEnd::track($client);
+        return $client;
+    }
+
+    /** @param string|list<string> $url */
+    private static function open(string|array $url, bool $shared): \FFI\CData
     {
         $ffi = FFI::get();
         $out = $ffi->new('redislock_client*');
@@ -37,11 +68,15 @@ final class Client
                 $keep[$i] = self::cString($u);
                 $arr[$i] = \FFI::cast('const char*', $keep[$i]);
             }
-            FFI::checkStatus($ffi->redislock_client_open_redlock($arr, $n, \FFI::addr($out)));
+            FFI::checkStatus($shared
+                ? $ffi->redislock_client_open_redlock_shared($arr, $n, \FFI::addr($out))
+                : $ffi->redislock_client_open_redlock($arr, $n, \FFI::addr($out)));
         } else {
-            FFI::checkStatus($ffi->redislock_client_open($url, \FFI::addr($out)));
+            FFI::checkStatus($shared
+                ? $ffi->redislock_client_open_shared($url, \FFI::addr($out))
+                : $ffi->redislock_client_open($url, \FFI::addr($out)));
         }
-        $this->handle = $out;
+        return $out;
     }
 
     /** A NUL-terminated copy of $s that lives as long as the returned CData. */
@@ -54,6 +89,16 @@ final class Client
     }
 
     public function __destruct()
+    {
+        $this->close();
+    }
+
+    /**
+     * Free the client (a persistent one: this handle only; the worker keeps
+     * the connections). Locks taken through it stay valid. Also done when
+     * the object goes away.
+     */
+    public function close(): void
     {
         if ($this->handle !== null) {
             FFI::get()->redislock_client_free($this->handle);
@@ -152,6 +197,47 @@ final class Client
         }
         FFI::checkStatus($status);
         return true;
+    }
+
+    /**
+     * Set the remaining time of the lock $key to $ttlMs if it holds $token
+     * (no handle needed). False when it does not (expired, or another
+     * owner): an expired lock is never re-created.
+     */
+    public function extendToken(string $key, string $token, int $ttlMs): bool
+    {
+        if ($ttlMs <= 0) {
+            throw new InvalidArgument("ttlMs must be at least 1, got $ttlMs");
+        }
+        $status = FFI::get()->redislock_extend_token(
+            $this->handle(),
+            $key,
+            strlen($key),
+            $token,
+            strlen($token),
+            $ttlMs,
+        );
+        if ($status === FFI::NOT_OWNER) {
+            return false;
+        }
+        FFI::checkStatus($status);
+        return true;
+    }
+
+    /** Whether the lock $key holds $token right now (one round trip). */
+    public function isOwnedBy(string $key, string $token): bool
+    {
+        $ffi = FFI::get();
+        $out = $ffi->new('bool');
+        FFI::checkStatus($ffi->redislock_is_owned_by(
+            $this->handle(),
+            $key,
+            strlen($key),
+            $token,
+            strlen($token),
+            \FFI::addr($out),
+        ));
+        return $out->cdata;
     }
 
     /** @return array{0: int, 1: \FFI\CData} the status and the lock handle */

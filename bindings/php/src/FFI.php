@@ -50,13 +50,23 @@ final class FFI
         $tried = [];
         foreach (self::candidates() as $lib) {
             try {
-                return \FFI::cdef($header, $lib);
+                $ffi = \FFI::cdef($header, $lib);
+                if (PHP_SAPI === 'fpm-fcgi' && $ffi->redislock_first_time('php-fpm FFI::cdef', 17)) {
+                    error_log(
+                        'redislock: this php-fpm worker loads the FFI declarations in every request '
+                        . '(FFI::cdef, about 0.6 ms each): preload them with opcache.preload=' . dirname(__DIR__)
+                        . '/preload.php (see the README\'s php-fpm section). Said once per worker.'
+                    );
+                }
+                return $ffi;
             } catch (\FFI\Exception $e) {
                 $tried[] = "$lib: " . $e->getMessage();
                 if (str_contains($e->getMessage(), 'ffi.enable')) {
                     throw new LockException(
-                        'FFI::cdef is refused here (ffi.enable=preload, the php-fpm default): preload '
-                        . 'bindings/php/preload.php with opcache.preload (see the README), or set ffi.enable=true',
+                        'redislock cannot call FFI here: under ffi.enable=preload (the php-fpm default) only '
+                        . 'preloaded code may. Set opcache.preload=' . dirname(__DIR__) . '/preload.php '
+                        . '(and, for a master running as root, opcache.preload_user and ffi.preload): '
+                        . 'see the README\'s php-fpm section',
                         0,
                         $e
                     );

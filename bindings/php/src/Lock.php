@@ -16,14 +16,12 @@ final class Lock
     public function __construct(\FFI\CData $handle, private readonly string $key)
     {
         $this->handle = $handle;
+        RequestEnd::track($this);
     }
 
     public function __destruct()
     {
-        if ($this->handle !== null) {
-            FFI::get()->redislock_lock_free($this->handle);
-            $this->handle = null;
-        }
+        $this->releaseQuietly();
     }
 
     /**
@@ -35,6 +33,29 @@ final class Lock
         $handle = $this->handle();
         $this->handle = null;
         FFI::checkStatus(FFI::get()->redislock_release($handle));
+    }
+
+    /**
+     * Drop this handle and keep the lock on the server until its TTL runs
+     * out or Client::releaseToken($key, $token) releases it, from this or
+     * another process (read token() first). It then outlives the request.
+     * Background renewal stops.
+     */
+    public function forget(): void
+    {
+        $handle = $this->handle();
+        $this->handle = null;
+        FFI::get()->redislock_lock_forget($handle);
+    }
+
+    /** Release now if still held, ignoring errors (the end of a request). @internal */
+    public function releaseQuietly(): void
+    {
+        if ($this->handle !== null) {
+            $handle = $this->handle;
+            $this->handle = null;
+            FFI::get()->redislock_lock_free($handle);
+        }
     }
 
     /** Set the remaining time to $ttlMs (not added to it). Throws LockNotOwned when lost. */
