@@ -120,6 +120,8 @@ def report(d):
 
     wt, ac = load(d, "waiters.jsonl"), load(d, "async_contention.jsonl")
     waiting_goals(goals, wt, ac)
+    fpm = load(d, "fpm.jsonl")
+    fpm_goals(goals, fpm)
 
     out.append("### Goals\n\n" + goals.table())
 
@@ -186,6 +188,9 @@ def report(d):
                     mmm([r["cmds_per_acq"] for r in recs], "{:.1f}")))
         out.append("\n".join(lines))
 
+    if fpm:
+        out.append(fpm_table(fpm))
+
     if wt or ac:
         out.append(waiting_tables(wt, ac))
 
@@ -193,7 +198,52 @@ def report(d):
         out.append("### Renewal at scale\n\n| locks | TTL ms | held s | lost | CPU % of a core |\n|---|---|---|---|---|\n"
                    + "\n".join("| %d | %d | %.0f | %d | %.1f |" % (r["locks"], r["ttl_ms"], r["seconds"],
                                                                    r["lost"], r["renew_cpu_pct"]) for r in rn))
-    return "\n\n".join(out) + "\n", goals, un, co, waiting_tables(wt, ac)
+    extra = "\n\n".join(t for t in (fpm_table(fpm) if fpm else "", waiting_tables(wt, ac)) if t)
+    return "\n\n".join(out) + "\n", goals, un, co, extra
+
+
+FPM_IMPLS = ["redislock", "phpredis-pconnect", "predis-persistent", "predis"]
+
+
+def fpm_ratios(fpm, impl, base):
+    """redislock/base of requests/s inside each batch (the same minute of noise)."""
+    pairs = by(fpm, "round", "batch")
+    vals = []
+    for recs in pairs.values():
+        a = [r["requests_per_s"] for r in recs if r["impl"] == impl]
+        b = [r["requests_per_s"] for r in recs if r["impl"] == base]
+        if a and b:
+            vals.append(a[0] / b[0])
+    return vals
+
+
+def fpm_goals(goals, fpm):
+    if not fpm:
+        return
+    for base, target in (("phpredis-pconnect", 1.0), ("predis", 1.2)):
+        vals = fpm_ratios(fpm, "redislock", base)
+        goals.add(f"php-fpm requests/s, redislock persistent vs {base} (median of paired batches)",
+                  "≥ %.2f×" % target, mmm(vals, "{:.2f}×"), bool(vals) and med(vals) >= target)
+    conns = [r["connections_per_1000"] for r in fpm if r["impl"] == "redislock"]
+    goals.add("php-fpm: connections opened per 1,000 requests, redislock persistent (warm workers)",
+              "0", mmm(conns, "{:.1f}"), bool(conns) and max(conns) == 0)
+
+
+def fpm_table(fpm):
+    r0 = fpm[0]
+    lines = [f"### php-fpm: one lock per request, {r0['workers']} workers, {r0['concurrency']} concurrent "
+             f"FastCGI clients, batches of {r0['requests']} requests interleaved\n",
+             "| impl | requests/s | p50 ms | p99 ms | connections per 1,000 requests | redislock × this "
+             "(paired batches) |", "|---|---|---|---|---|---|"]
+    groups = by(fpm, "impl")
+    for impl in FPM_IMPLS:
+        recs = groups.get((impl,))
+        if recs:
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                impl, mmm([r["requests_per_s"] for r in recs]), mmm([r["p50_ms"] for r in recs], "{:.2f}"),
+                mmm([r["p99_ms"] for r in recs], "{:.2f}"), mmm([r["connections_per_1000"] for r in recs]),
+                "-" if impl == "redislock" else mmm(fpm_ratios(fpm, "redislock", impl), "{:.2f}")))
+    return "\n".join(lines)
 
 
 def in_rtt(recs, field, base=None):

@@ -9,6 +9,8 @@ implementations alike), appending JSON lines under bench/results/DATE/:
   uncontended    one client, one key, acquire->release: Rust, Python (redislock,
                  redis-py Lock, python-redis-lock, pottery, raw socket), PHP
                  (Compat\\RedisTool and Client over FFI, predis and phpredis helpers)
+  fpm            requests/s through a real php-fpm, one lock per request, 8 clients:
+                 redislock persistent, predis (new and persistent), phpredis pconnect
   fresh_process  PHP per-request cost: bare PHP, predis, phpredis, redislock with
                  FFI::cdef and with ffi.preload
   contended      2, 8 and 32 worker processes on one key (Python and PHP)
@@ -86,6 +88,7 @@ def main():
                      "--out", f"{out}/uncontended.jsonl"], env)
             for mode in ["redis-tool-ffi", "redislock", "phpredis", "predis"]:
                 run(["php", "uncontended.php", mode, secs, r, f"{out}/uncontended.jsonl"], env)
+            run(["php", "fpm.php", secs, r, f"{out}/fpm.jsonl"], env)
             run([py, "fresh_process.py", "--seconds", str(3 * args.seconds), "--round", r,
                  "--out", f"{out}/fresh_process.jsonl"], env)
             for n in workers:

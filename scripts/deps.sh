@@ -40,6 +40,11 @@ have python3         || need+=(python3)
 have php             || need+=(php-cli)
 have phpunit         || need+=(phpunit)
 [ -f /usr/share/php/Predis/Autoloader.php ] || need+=(php-nrk-predis)
+# The PHP tests run the package under php-fpm and inside Laravel and Symfony,
+# as Debian packages them.
+compgen -G '/usr/sbin/php-fpm*' >/dev/null     || need+=(php-fpm)
+[ -f /usr/share/php/Illuminate/Cache/RedisLock.php ] || need+=(php-laravel-framework)
+[ -f /usr/share/php/Symfony/Component/Lock/LockFactory.php ] || need+=(php-symfony-lock)
 install "${need[@]+"${need[@]}"}"
 
 # Second pass: what depends on the versions installed above.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the C library: shared and static libraries, the header and a
-# pkg-config file.
+# Install the C library: shared and static libraries, the header, a
+# pkg-config file, and the PHP FFI declarations for php-fpm
+# (PREFIX/share/redislock/redislock_preload.h).
 #
 #   scripts/install.sh PREFIX [BUILD_DIR]    (BUILD_DIR defaults to target/release)
 #
@@ -25,6 +26,10 @@ ln -sf "libredislock.so.$version" "$libdir/libredislock.so.$major"
 ln -sf "libredislock.so.$major" "$libdir/libredislock.so"
 install -m 0644 "$build/libredislock.a" "$libdir/libredislock.a"
 install -m 0644 include/redislock.h "$includedir/redislock.h"
+# The PHP FFI declarations for php-fpm's ffi.preload, naming this library.
+install -d "$prefix/share/redislock"
+sed -e "s|^#define FFI_LIB .*|#define FFI_LIB \"$libdir/libredislock.so.$major\"|" \
+    bindings/php/redislock_preload.h > "$prefix/share/redislock/redislock_preload.h"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@INCLUDEDIR@|$includedir|" \
     -e "s|@VERSION@|$version|" bindings/c/redislock.pc.in > "$libdir/pkgconfig/redislock.pc"
 echo "installed redislock $version into $prefix (pkg-config: $libdir/pkgconfig)"

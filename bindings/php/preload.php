@@ -58,10 +58,12 @@ require __DIR__ . '/autoload.php';
             . implode("\n  ", $errors));
     }
     // The package's classes, compiled once per server start: under
-    // ffi.enable=preload only preloaded code may call FFI.
-    foreach (new RecursiveIteratorIterator(new RecursiveDirectoryIterator(__DIR__ . '/src')) as $f) {
-        if ($f->isFile() && $f->getExtension() === 'php') {
-            require_once $f->getPathname();
+    // ffi.enable=preload only preloaded code may call FFI. The framework
+    // adapters (src/Laravel, src/Symfony) call FFI only through these, and
+    // are left to the application's autoloader with their frameworks.
+    foreach (['/src/*.php', '/src/Compat/*.php'] as $pattern) {
+        foreach (glob(__DIR__ . $pattern) as $file) {
+            require_once $file;
         }
     }
 })();

@@ -73,6 +73,22 @@ static void test_null_everywhere(redislock_client *c) {
   CHECK(redislock_release_token(c, NULL, 1, k, 1) == REDISLOCK_INVALID_ARGUMENT, "release_token key NULL");
   CHECK(redislock_release_token(c, k, 1, NULL, 1) == REDISLOCK_INVALID_ARGUMENT, "release_token token NULL");
   CHECK(redislock_release_token(c, k, 1, NULL, 0) == REDISLOCK_INVALID_ARGUMENT, "release_token token NULL, 0");
+  CHECK(redislock_extend_token(NULL, k, 1, k, 1, 1000) == REDISLOCK_INVALID_ARGUMENT, "extend_token client NULL");
+  CHECK(redislock_extend_token(c, NULL, 1, k, 1, 1000) == REDISLOCK_INVALID_ARGUMENT, "extend_token key NULL");
+  CHECK(redislock_extend_token(c, k, 1, NULL, 0, 1000) == REDISLOCK_INVALID_ARGUMENT, "extend_token token NULL");
+  {
+    bool owned = true;
+    CHECK(redislock_is_owned_by(NULL, k, 1, k, 1, &owned) == REDISLOCK_INVALID_ARGUMENT, "is_owned_by client NULL");
+    CHECK(redislock_is_owned_by(c, k, 1, k, 1, NULL) == REDISLOCK_INVALID_ARGUMENT, "is_owned_by out NULL");
+    CHECK(redislock_is_owned_by(c, k, 1, NULL, 0, &owned) == REDISLOCK_INVALID_ARGUMENT, "is_owned_by token NULL");
+    CHECK(owned == true, "out written on failure");
+  }
+  CHECK(redislock_client_open_shared(NULL, &cout) == REDISLOCK_INVALID_ARGUMENT, "open_shared url NULL");
+  CHECK(redislock_client_open_shared(url, NULL) == REDISLOCK_INVALID_ARGUMENT, "open_shared out NULL");
+  CHECK(redislock_client_open_redlock_shared(NULL, 1, &cout) == REDISLOCK_INVALID_ARGUMENT, "redlock_shared NULL");
+  CHECK(redislock_client_open_redlock_shared(&url, 0, &cout) == REDISLOCK_INVALID_ARGUMENT, "redlock_shared n 0");
+  CHECK(cout == NULL, "out written on failure");
+  CHECK(redislock_first_time(NULL, 3) == false, "first_time NULL");
   CHECK(redislock_last_error(NULL, 0) > 0, "last_error NULL buffer gives the length");
   CHECK(redislock_last_error(NULL, 10) > 0, "last_error NULL buffer with a capacity");
   CHECK(redislock_status_str(REDISLOCK_OK) != NULL, "status_str");
@@ -168,6 +184,56 @@ static void test_tokens(redislock_client *c) {
   CHECK(held(c, "c:forget"), "a forgotten lock stays held");
   CHECK(redislock_release_token(c, KEY("c:forget"), (const uint8_t *)"id-7", 4) == REDISLOCK_OK, "release by token");
   CHECK(!held(c, "c:forget"), "released by token");
+}
+
+/* Extend and ownership by token, without a handle. */
+static void test_by_token(redislock_client *c) {
+  redislock_lock *l = NULL;
+  bool owned = false;
+  const uint8_t tok[] = {'j', 'o', 'b', 0, 0xfe};
+  const uint8_t other[] = "other";
+  CHECK(redislock_acquire(c, KEY("c:bytoken"), 300, 0, tok, sizeof tok, &l) == REDISLOCK_OK, "acquire");
+  redislock_lock_forget(l);
+  CHECK(redislock_is_owned_by(c, KEY("c:bytoken"), tok, sizeof tok, &owned) == REDISLOCK_OK && owned, "owned");
+  CHECK(redislock_is_owned_by(c, KEY("c:bytoken"), other, 5, &owned) == REDISLOCK_OK && !owned, "not by another");
+  CHECK(redislock_extend_token(c, KEY("c:bytoken"), other, 5, 10000) == REDISLOCK_NOT_OWNER, "extend by another");
+  CHECK(redislock_extend_token(c, KEY("c:bytoken"), tok, sizeof tok, 10000) == REDISLOCK_OK, "extend: %s",
+        last_error());
+  sleep_ms(500);
+  CHECK(held(c, "c:bytoken"), "extended past its first TTL of 300 ms");
+  CHECK(redislock_release_token(c, KEY("c:bytoken"), tok, sizeof tok) == REDISLOCK_OK, "release by token");
+  CHECK(redislock_extend_token(c, KEY("c:bytoken"), tok, sizeof tok, 10000) == REDISLOCK_NOT_OWNER,
+        "extend after release");
+  CHECK(!held(c, "c:bytoken"), "an extend after release does not re-create the lock");
+  CHECK(redislock_is_owned_by(c, KEY("c:bytoken"), tok, sizeof tok, &owned) == REDISLOCK_OK && !owned,
+        "not owned after release");
+}
+
+/* Shared clients: one per URL in a process, surviving the free of a handle. */
+static void test_shared(void) {
+  redislock_client *a = NULL, *b = NULL;
+  redislock_lock *l = NULL;
+  CHECK(redislock_client_open_shared(url, &a) == REDISLOCK_OK, "open_shared");
+  CHECK(redislock_client_open_shared(url, &b) == REDISLOCK_OK, "open_shared again");
+  CHECK(a != NULL && b != NULL && a != b, "two handles");
+  CHECK(redislock_acquire(a, KEY("c:shared"), 10000, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire through a");
+  redislock_client_free(a);
+  CHECK(held(b, "c:shared"), "b sees the lock taken through a");
+  CHECK(redislock_release(l) == REDISLOCK_OK, "a lock outlives the free of its shared handle");
+  CHECK(redislock_client_open_shared("redis://", &a) == REDISLOCK_INVALID_ARGUMENT, "bad URL");
+  redislock_client_free(b);
+  CHECK(redislock_client_open_shared(url, &b) == REDISLOCK_OK, "open_shared after every handle was freed");
+  CHECK(!held(b, "c:shared"), "and it works");
+  redislock_client_free(b);
+  {
+    const char *urls[1] = {url};
+    CHECK(redislock_client_open_redlock_shared(urls, 1, &a) == REDISLOCK_OK, "redlock_shared");
+    CHECK(!held(a, "c:shared"), "works");
+    redislock_client_free(a);
+  }
+  CHECK(redislock_first_time((const uint8_t *)"c-tag", 5), "first time");
+  CHECK(!redislock_first_time((const uint8_t *)"c-tag", 5), "second time");
+  CHECK(redislock_first_time((const uint8_t *)"c-tag2", 6), "another tag");
 }
 
 static void test_expiry_and_waits(redislock_client *c) {
@@ -302,6 +368,8 @@ int main(int argc, char **argv) {
   test_bad_input(c);
   test_cycle(c);
   test_tokens(c);
+  test_by_token(c);
+  test_shared();
   test_expiry_and_waits(c);
   test_threads(c);
   test_fork(c);

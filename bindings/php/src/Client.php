@@ -17,7 +17,7 @@ namespace RedisLock;
  */
 final class Client
 {
-    private ?\FFI\CData $handle;
+    private ?\FFI\CData $handle = null;
 
     /**
      * @param string|list<string> $url redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock;
