@@ -696,3 +696,34 @@ fn bad_input_is_rejected_before_any_io() {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url:?}: {e}");
     }
 }
+
+#[test]
+fn extend_by_token_sets_the_time_of_the_owner_only_and_never_recreates() {
+    let server = Server::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.raw();
+    // A lock of the raw predis pattern, extended by its request id.
+    let _: () = redis::cmd("SET")
+        .arg("job")
+        .arg("59")
+        .arg("PX")
+        .arg(300)
+        .query(&mut raw)
+        .unwrap();
+    assert!(!client.extend_token("job", "4", 10 * S).unwrap());
+    assert!(pttl(&mut raw, "job") <= 300);
+    assert!(client.extend_token("job", "59", 10 * S).unwrap());
+    assert!(pttl(&mut raw, "job") > 9000);
+    assert!(client.is_owned_by("job", "59").unwrap());
+    assert!(client.release_token("job", "59").unwrap());
+    assert!(!client.extend_token("job", "59", 10 * S).unwrap());
+    assert_eq!(get(&mut raw, b"job"), None, "an extend re-created the lock");
+    assert_eq!(
+        client.extend_token("job", "59", ms(0)).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        client.extend_token("", "59", S).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
