@@ -1,0 +1,84 @@
+<?php
+declare(strict_types=1);
+
+namespace RedisLock\Laravel;
+
+use Closure;
+use Illuminate\Cache\RedisStore;
+use RedisLock\Client;
+use RedisLock\LockException;
+
+/**
+ * Laravel's Redis cache store whose locks are redislock's: the cache
+ * (get, put, tags...) stays Laravel's, lock() and restoreLock() give a
+ * RedisLock\Laravel\Lock on the very key Laravel's own lock would use (the
+ * store's prefix, then the lock connection's own prefix).
+ *
+ * RedisLockServiceProvider registers it as the cache driver 'redislock';
+ * made by hand, it needs setLockClient().
+ */
+class RedisLockStore extends RedisStore
+{
+    /** @var Client|Closure(string): Client|null */
+    private Client|Closure|null $lockClient = null;
+
+    /** @var array<string, Client> the clients made so far, by lock connection name */
+    private array $lockClients = [];
+
+    /**
+     * Where the locks are taken: one Client, or a function that makes the
+     * Client of a lock connection from its name (called once per name).
+     *
+     * @return $this
+     */
+    public function setLockClient(Client|Closure $client): static
+    {
+        $this->lockClient = $client;
+        $this->lockClients = [];
+        return $this;
+    }
+
+    /**
+     * The redislock client of the lock connection.
+     *
+     * @throws LockException when no client was set
+     * @throws \RedisLock\InvalidArgument when the connection's config gives no valid URL
+     */
+    public function lockClient(): Client
+    {
+        if ($this->lockClient instanceof Client) {
+            return $this->lockClient;
+        }
+        if ($this->lockClient === null) {
+            throw new LockException('RedisLockStore has no redislock client: call setLockClient()');
+        }
+        $name = (string)($this->lockConnection ?? $this->connection);
+        return $this->lockClients[$name] ??= ($this->lockClient)($name);
+    }
+
+    /**
+     * A lock on $name for $seconds (0: 30 days, redislock's longest TTL).
+     *
+     * @param  string  $name
+     * @param  int|float  $seconds
+     * @param  string|null  $owner  null for a random one
+     * @return Lock
+     */
+    public function lock($name, $seconds = 0, $owner = null)
+    {
+        return new Lock($this->lockClient(), $this->lockConnection(), $this->prefix . $name, $seconds, $owner);
+    }
+
+    /**
+     * The lock on $name of $owner, taken elsewhere (another request, a
+     * worker, or Laravel's own Redis lock), e.g. to release it.
+     *
+     * @param  string  $name
+     * @param  string  $owner
+     * @return Lock
+     */
+    public function restoreLock($name, $owner)
+    {
+        return $this->lock($name, 0, $owner);
+    }
+}
