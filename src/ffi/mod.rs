@@ -219,18 +219,32 @@ fn url_list<'a>(urls: *const *const c_char, n: usize) -> Result<Vec<&'a str>, Er
 static SHARED: LazyLock<Mutex<HashMap<Vec<String>, Client>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-/// A handle to the process's shared client for `urls`, made on first use.
-fn shared(urls: &[&str]) -> Result<redislock_client, Error> {
+/// The process's shared client for `urls`, made on first use.
+fn shared(urls: &[&str]) -> Result<Client, Error> {
     let key: Vec<String> = urls.iter().map(|u| u.to_string()).collect();
     let mut map = SHARED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(client) = map.get(&key) {
-        return Ok(redislock_client {
-            client: client.clone(),
-        });
+        return Ok(client.clone());
     }
     let client = Client::redlock(urls).build()?;
     map.insert(key, client.clone());
-    Ok(redislock_client { client })
+    Ok(client)
+}
+
+/// The body of the `redislock_client_open*` functions: check `out`, make
+/// the client, hand it over.
+fn open_client(
+    out: *mut *mut redislock_client,
+    make: impl FnOnce() -> Result<Client, Error>,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let out = out_ptr(out, "out")?;
+            let client = make()?;
+            *out = Box::into_raw(Box::new(redislock_client { client }));
+            Ok(())
+        })())
+    })
 }
 
 /// Open a client for one Redis server.
@@ -248,14 +262,7 @@ pub extern "C" fn redislock_client_open(
     url: *const c_char,
     out: *mut *mut redislock_client,
 ) -> redislock_status {
-    guard(REDISLOCK_INTERNAL, || {
-        status((|| {
-            let out = out_ptr(out, "out")?;
-            let client = Client::open(url_str(url, "url")?)?;
-            *out = Box::into_raw(Box::new(redislock_client { client }));
-            Ok(())
-        })())
-    })
+    open_client(out, || Client::open(url_str(url, "url")?))
 }
 
 /// Open a client over `n` independent servers (Redlock).
@@ -273,14 +280,7 @@ pub extern "C" fn redislock_client_open_redlock(
     n: usize,
     out: *mut *mut redislock_client,
 ) -> redislock_status {
-    guard(REDISLOCK_INTERNAL, || {
-        status((|| {
-            let out = out_ptr(out, "out")?;
-            let client = Client::redlock(url_list(urls, n)?).build()?;
-            *out = Box::into_raw(Box::new(redislock_client { client }));
-            Ok(())
-        })())
-    })
+    open_client(out, || Client::redlock(url_list(urls, n)?).build())
 }
 
 /// The process's shared client for `url`: every call with the same URL
@@ -295,14 +295,7 @@ pub extern "C" fn redislock_client_open_shared(
     url: *const c_char,
     out: *mut *mut redislock_client,
 ) -> redislock_status {
-    guard(REDISLOCK_INTERNAL, || {
-        status((|| {
-            let out = out_ptr(out, "out")?;
-            let client = shared(&[url_str(url, "url")?])?;
-            *out = Box::into_raw(Box::new(client));
-            Ok(())
-        })())
-    })
+    open_client(out, || shared(&[url_str(url, "url")?]))
 }
 
 /// `redislock_client_open_shared` over `n` independent servers (Redlock):
@@ -313,14 +306,7 @@ pub extern "C" fn redislock_client_open_redlock_shared(
     n: usize,
     out: *mut *mut redislock_client,
 ) -> redislock_status {
-    guard(REDISLOCK_INTERNAL, || {
-        status((|| {
-            let out = out_ptr(out, "out")?;
-            let client = shared(&url_list(urls, n)?)?;
-            *out = Box::into_raw(Box::new(client));
-            Ok(())
-        })())
-    })
+    open_client(out, || shared(&url_list(urls, n)?))
 }
 
 /// Free a client. Takes ownership of `client`; NULL is a no-op. Locks

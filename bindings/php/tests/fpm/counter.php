@@ -4,12 +4,7 @@
 // Query: url, key, file, client=persistent|new, pause_us.
 declare(strict_types=1);
 
-require_once __DIR__ . '/../../autoload.php';
-
-$url = $_GET['url'];
-$client = ($_GET['client'] ?? 'persistent') === 'persistent'
-    ? RedisLock\Client::persistent($url)
-    : new RedisLock\Client($url);
+$client = require __DIR__ . '/client.php';
 $lock = $client->acquire($_GET['key'] ?? 'fpm-counter', ttlMs: 10000, waitMs: 10000);
 $file = $_GET['file'];
 $n = (int)file_get_contents($file);

@@ -6,12 +6,7 @@
 // client=persistent|new.
 declare(strict_types=1);
 
-require_once __DIR__ . '/../../autoload.php';
-
-$url = $_GET['url'];
-$client = ($_GET['client'] ?? 'persistent') === 'persistent'
-    ? RedisLock\Client::persistent($url)
-    : new RedisLock\Client($url);
+$client = require __DIR__ . '/client.php';
 $how = $_GET['how'];
 $GLOBALS['lock'] = $client->acquire($_GET['key'], ttlMs: 60000, waitMs: 0, autoRenew: $how === 'renew');
 echo 'held ', getmypid(), "\n";
