@@ -485,6 +485,40 @@ pub extern "C" fn redislock_lock_fence(lock: *const redislock_lock) -> u64 {
     })
 }
 
+/// The arguments of a call by token: client, key and its length, token
+/// and its length.
+type TokenArgs = (*const redislock_client, *const u8, usize, *const u8, usize);
+
+/// The checked client, key and token of a call by token.
+fn by_token<'a>(
+    (client, key, key_len, token, token_len): TokenArgs,
+) -> Result<(&'a Client, &'a [u8], &'a [u8]), Error> {
+    let client = &non_null(client, "client")?.client;
+    let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
+    let token = byte_str(token, token_len, "token", false)?.unwrap_or_default();
+    Ok((client, key, token))
+}
+
+/// A call by token that says whether `token` held the lock: false is
+/// `REDISLOCK_NOT_OWNER`.
+fn owner_call(
+    args: TokenArgs,
+    op: impl FnOnce(&Client, &[u8], &[u8]) -> Result<bool, Error>,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let (client, key, token) = by_token(args)?;
+            if op(client, key, token)? {
+                Ok(())
+            } else {
+                Err(Error::NotOwner {
+                    key: crate::error::show_key(key),
+                })
+            }
+        })())
+    })
+}
+
 /// Release the lock `key` if it holds `token` (the request-id pattern, no
 /// handle needed). All pointers borrowed. Returns `REDISLOCK_NOT_OWNER`
 /// when it does not (expired, or another owner); nothing is changed then.
@@ -496,19 +530,8 @@ pub extern "C" fn redislock_release_token(
     token: *const u8,
     token_len: usize,
 ) -> redislock_status {
-    guard(REDISLOCK_INTERNAL, || {
-        status((|| {
-            let client = non_null(client, "client")?;
-            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
-            let token = byte_str(token, token_len, "token", false)?.unwrap_or_default();
-            if client.client.release_token(key, token)? {
-                Ok(())
-            } else {
-                Err(Error::NotOwner {
-                    key: crate::error::show_key(key),
-                })
-            }
-        })())
+    owner_call((client, key, key_len, token, token_len), |c, k, t| {
+        c.release_token(k, t)
     })
 }
 
@@ -525,22 +548,8 @@ pub extern "C" fn redislock_extend_token(
     token_len: usize,
     ttl_ms: u64,
 ) -> redislock_status {
-    guard(REDISLOCK_INTERNAL, || {
-        status((|| {
-            let client = non_null(client, "client")?;
-            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
-            let token = byte_str(token, token_len, "token", false)?.unwrap_or_default();
-            if client
-                .client
-                .extend_token(key, token, Duration::from_millis(ttl_ms))?
-            {
-                Ok(())
-            } else {
-                Err(Error::NotOwner {
-                    key: crate::error::show_key(key),
-                })
-            }
-        })())
+    owner_call((client, key, key_len, token, token_len), |c, k, t| {
+        c.extend_token(k, t, Duration::from_millis(ttl_ms))
     })
 }
 
@@ -557,11 +566,9 @@ pub extern "C" fn redislock_is_owned_by(
 ) -> redislock_status {
     guard(REDISLOCK_INTERNAL, || {
         status((|| {
-            let client = non_null(client, "client")?;
             let out = out_ptr(out, "out")?;
-            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
-            let token = byte_str(token, token_len, "token", false)?.unwrap_or_default();
-            *out = client.client.is_owned_by(key, token)?;
+            let (client, key, token) = by_token((client, key, key_len, token, token_len))?;
+            *out = client.is_owned_by(key, token)?;
             Ok(())
         })())
     })
