@@ -3,6 +3,8 @@
 from types import TracebackType
 from typing import Any, Coroutine, List, Optional, Type, Union, final
 
+from typing_extensions import disjoint_base
+
 __version__: str
 __all__ = [
     "Client",
@@ -43,7 +45,7 @@ class LockUnconfirmed(LockError):
 class LockConnectionError(LockError, ConnectionError):
     """Redis cannot be reached, an I/O error, or a timeout (also a builtin ConnectionError)."""
 
-@final
+@disjoint_base
 class Client:
     def __new__(
         cls,

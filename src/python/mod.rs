@@ -181,8 +181,9 @@ fn wait_arg(timeout: Option<f64>) -> PyResult<Wait> {
 /// A connection pool for one Redis deployment: `Client(url)`, or
 /// `Client([url, url, url])` for Redlock over independent servers (a
 /// majority must agree; fencing numbers are advisory there). Thread-safe;
-/// share one per process.
-#[pyclass(module = "redislock", frozen)]
+/// share one per process. Subclassable: `redislock.Client` is a Python
+/// subclass that adds `synchronized()`.
+#[pyclass(module = "redislock", frozen, subclass)]
 pub struct Client {
     client: CoreClient,
 }

@@ -1,0 +1,459 @@
+"""A drop-in for redis-py's ``redis.lock.Lock``, built on redislock.
+
+Switch an application over in one line, where it takes its locks::
+
+    from redislock.compat.redis_py import Lock
+    with r.lock("reports", timeout=30, blocking_timeout=10, lock_class=Lock):
+        ...
+
+or construct it as redis-py's: ``Lock(r, "reports", timeout=30)``. The
+constructor, ``acquire``/``release``/``extend``/``reacquire``/``locked``/
+``owned``, the context manager, ``lock.local.token`` and the exceptions
+(``redis.exceptions.LockError``, ``LockNotOwnedError``, both with
+``lock_name``) are redis-py's. The key holds the token alone (``SET name
+token NX PX``) and release is compare-and-delete, as with redis-py's Lock,
+so processes using either class exclude each other on the same name.
+
+What changes:
+
+- Waiting is redislock's hand-off: a waiter is woken when the lock is
+  released (in arrival order), not every ``sleep`` seconds; ``sleep`` is
+  accepted and unused. ``blocking_timeout`` is the whole wait.
+- ``timeout=None`` (or 0), a lock without expiry in redis-py, is a lock
+  with a TTL of :data:`NO_TIMEOUT_TTL` seconds renewed in the background
+  while this process holds it: it stays held as long as the holder lives,
+  and frees itself when the holder dies instead of never. ``extend`` and
+  ``reacquire`` refuse it, as redis-py does.
+- ``extend(t)`` adds ``t`` to the remaining time that Redis reports (one
+  PTTL read, then redislock's owner-checked extend): not one atomic step,
+  so the lock gets up to one round trip more than asked.
+- Every acquisition has a fencing number: :attr:`Lock.fence`.
+- A Lock object dropped (garbage-collected) while held releases its lock,
+  as redislock's locks do; redis-py leaves the key until it expires. Keep
+  the object (or use a ``with`` block) for as long as the lock is needed.
+- A Lock inherited by a forked child is inert there (it neither releases
+  nor extends the parent's lock).
+- ``do_acquire``/``do_release``/``do_extend``/``do_reacquire`` exist but
+  call redislock; no Lua script is registered on the redis-py client.
+
+The redislock client is derived from the redis-py client's connection
+pool (host, port, db, username, password or credential provider, TLS with
+``ssl_ca_certs``, Unix socket, socket timeouts) and shared by every Lock on
+that pool. :func:`set_client` gives a pool an explicit ``redislock.Client``
+instead (Sentinel, Cluster, Redlock, client certificates).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+import uuid
+import weakref
+from types import SimpleNamespace, TracebackType
+from typing import Any, Dict, Literal, NoReturn, Optional, Type, Union
+from urllib.parse import quote, urlencode
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import LockError, LockNotOwnedError
+
+import redislock
+
+__all__ = [
+    "Lock",
+    "LockError",
+    "LockNotOwnedError",
+    "NO_TIMEOUT_TTL",
+    "client_for",
+    "set_client",
+    "url_from_connection_kwargs",
+]
+
+logger = logging.getLogger(__name__)
+
+Number = Union[int, float]
+
+#: TTL in seconds of a lock made with ``timeout=None``: renewed in the
+#: background while held, so it only matters when the holder dies.
+NO_TIMEOUT_TTL = 30.0
+
+_clients: "weakref.WeakKeyDictionary[Any, redislock.Client]" = weakref.WeakKeyDictionary()
+_clients_lock = threading.Lock()
+
+
+class _Local(threading.local):
+    """Per-thread token and acquisition, None in every thread until set."""
+
+    token: Optional[bytes] = None
+    lock: Optional["redislock.Lock"] = None
+
+
+class _Shared(SimpleNamespace):
+    """The same, shared by all threads (``thread_local=False``)."""
+
+    token: Optional[bytes] = None
+    lock: Optional["redislock.Lock"] = None
+
+
+def _is_ssl(connection_class: Any) -> bool:
+    return any(c.__name__ == "SSLConnection" for c in getattr(connection_class, "__mro__", ()))
+
+
+def _cert_reqs_none(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.lower() == "none"
+    return bool(value == ssl.CERT_NONE)
+
+
+def url_from_connection_kwargs(kwargs: Dict[str, Any], connection_class: Any = None) -> str:
+    """The redislock URL for a redis-py pool's ``connection_kwargs`` (and
+    ``connection_class``, whose being an ``SSLConnection`` means TLS).
+
+    ``path`` gives ``unix:///path?db=N``; otherwise ``redis://`` or
+    ``rediss://`` with user, password, host, port and db;
+    ``ssl_ca_certs`` becomes ``tls_ca_file``, ``socket_connect_timeout``
+    and ``socket_timeout`` become ``connect_timeout`` and
+    ``command_timeout``. A ``credential_provider`` is asked once. Raises
+    ValueError for what redislock cannot do from a URL: TLS without
+    certificate checks, client certificates.
+    """
+    username = kwargs.get("username")
+    password = kwargs.get("password")
+    provider = kwargs.get("credential_provider")
+    if provider is not None:
+        creds = provider.get_credentials()
+        if len(creds) == 2:
+            username, password = creds
+        else:
+            username, password = None, creds[0]
+    db = int(kwargs.get("db") or 0)
+    query: Dict[str, str] = {}
+    connect_timeout = kwargs.get("socket_connect_timeout")
+    if connect_timeout is None:
+        connect_timeout = kwargs.get("socket_timeout")
+    if connect_timeout:
+        query["connect_timeout"] = f"{float(connect_timeout)}s"
+    if kwargs.get("socket_timeout"):
+        query["command_timeout"] = f"{float(kwargs['socket_timeout'])}s"
+
+    auth = ""
+    if password is not None or username:
+        auth = quote(str(username or ""), safe="")
+        if password is not None:
+            auth += ":" + quote(str(password), safe="")
+        auth += "@"
+
+    path = kwargs.get("path")
+    if path:
+        query["db"] = str(db)
+        return f"unix://{auth}{quote(str(path))}?{urlencode(query)}"
+
+    tls = _is_ssl(connection_class)
+    if tls:
+        if _cert_reqs_none(kwargs.get("ssl_cert_reqs", "required")):
+            raise ValueError(
+                "redislock always checks the server's TLS certificate: give the pool "
+                "ssl_ca_certs instead of ssl_cert_reqs='none'"
+            )
+        if kwargs.get("ssl_certfile") or kwargs.get("ssl_keyfile"):
+            raise ValueError(
+                "TLS client certificates cannot be derived from a redis-py pool: "
+                "open a redislock.Client yourself and give it with set_client()"
+            )
+        if kwargs.get("ssl_ca_certs"):
+            query["tls_ca_file"] = str(kwargs["ssl_ca_certs"])
+    host = str(kwargs.get("host") or "localhost")
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    port = int(kwargs.get("port") or 6379)
+    scheme = "rediss" if tls else "redis"
+    url = f"{scheme}://{auth}{host}:{port}/{db}"
+    if query:
+        url += "?" + urlencode(query)
+    return url
+
+
+def _pool_of(redis_client: Any) -> Any:
+    pool = getattr(redis_client, "connection_pool", None)
+    if pool is None or not hasattr(pool, "connection_kwargs"):
+        raise TypeError(
+            f"cannot derive a redislock client from {type(redis_client).__name__} "
+            "(no connection_pool.connection_kwargs): open a redislock.Client "
+            "and give it with redislock.compat.redis_py.set_client(r, client)"
+        )
+    return pool
+
+
+def set_client(redis_client: Any, client: "redislock.Client") -> None:
+    """Use ``client`` for every Lock made on ``redis_client``'s connection
+    pool (``redis_client`` may also be the pool itself), instead of one
+    derived from the pool's settings."""
+    pool = redis_client if hasattr(redis_client, "connection_kwargs") else _pool_of(redis_client)
+    with _clients_lock:
+        _clients[pool] = client
+
+
+def client_for(redis_client: Any) -> "redislock.Client":
+    """The redislock client for a redis-py client: one per connection pool,
+    opened on first use from the pool's connection settings."""
+    pool = _pool_of(redis_client)
+    with _clients_lock:
+        client = _clients.get(pool)
+        if client is None:
+            kwargs = pool.connection_kwargs
+            url = url_from_connection_kwargs(kwargs, getattr(pool, "connection_class", None))
+            client = redislock.Client(url)
+            _clients[pool] = client
+        return client
+
+
+def _translate(e: BaseException, name: Any) -> NoReturn:
+    """Raise redis-py's exception for a redislock one."""
+    if isinstance(e, redislock.LockNotOwned):
+        raise LockNotOwnedError(str(e), lock_name=name) from e
+    if isinstance(e, redislock.LockConnectionError):
+        raise RedisConnectionError(str(e)) from e
+    if isinstance(e, redislock.LockError):
+        raise LockError(str(e), lock_name=name) from e
+    raise e
+
+
+class Lock:
+    """redis-py's ``Lock`` on redislock: ``r.lock(name, lock_class=Lock,
+    ...)`` or ``Lock(r, name, ...)``, with redis-py's arguments.
+
+    ``timeout``: the lock's TTL in seconds (None: renewed in the background
+    while held, see :data:`NO_TIMEOUT_TTL`). ``sleep``: accepted, unused
+    (waiters are woken on release). ``blocking``, ``blocking_timeout``: the
+    defaults of :meth:`acquire`. ``thread_local``: keep the token (and the
+    acquisition) per thread, as redis-py does. ``raise_on_release_error``:
+    whether leaving a ``with`` block raises when the lock was lost.
+    """
+
+    def __init__(
+        self,
+        redis: Any,
+        name: Any,
+        timeout: Optional[Number] = None,
+        sleep: Number = 0.1,
+        blocking: bool = True,
+        blocking_timeout: Optional[Number] = None,
+        thread_local: bool = True,
+        raise_on_release_error: bool = True,
+    ) -> None:
+        self.redis = redis
+        self.name = name
+        self.timeout = timeout
+        self.sleep = sleep
+        self.blocking = blocking
+        self.blocking_timeout = blocking_timeout
+        self.thread_local = bool(thread_local)
+        self.raise_on_release_error = raise_on_release_error
+        self.local: Union[_Local, _Shared] = _Local() if self.thread_local else _Shared()
+        self._client = client_for(redis)
+
+    # -- helpers ---------------------------------------------------------
+
+    def _held(self) -> Optional["redislock.Lock"]:
+        """This thread's (or, not thread-local, this object's) acquisition,
+        when it is the one ``local.token`` names."""
+        lock, token = self.local.lock, self.local.token
+        if lock is None or token is None or lock.token != token:
+            return None
+        return lock
+
+    def _encode(self, token: Union[str, bytes]) -> bytes:
+        encoded: bytes = self.redis.get_encoder().encode(token)
+        return encoded
+
+    # -- redis-py's API --------------------------------------------------
+
+    def __enter__(self) -> "Lock":
+        if self.acquire():
+            return self
+        raise LockError("Unable to acquire lock within the time specified", lock_name=self.name)
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        try:
+            self.release()
+        except LockError:
+            if self.raise_on_release_error:
+                raise
+            logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
+
+    def acquire(
+        self,
+        sleep: Optional[Number] = None,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[Number] = None,
+        token: Optional[Union[str, bytes]] = None,
+    ) -> bool:
+        """Take the lock; True once taken. ``blocking=False`` tries once;
+        ``blocking_timeout`` bounds the wait in seconds (None: forever).
+        ``token``: the value stored under the key (default: a random
+        one). ``sleep`` is unused: a waiter is woken when the lock is
+        released."""
+        del sleep
+        tok = uuid.uuid4().hex.encode() if token is None else self._encode(token)
+        if blocking is None:
+            blocking = self.blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        if not blocking:
+            wait: Optional[float] = 0.0
+        elif blocking_timeout is None:
+            wait = None
+        else:
+            wait = max(0.0, float(blocking_timeout))
+        if self._acquire(tok, wait):
+            self.local.token = tok
+            return True
+        return False
+
+    def _acquire(self, token: bytes, wait: Optional[float]) -> bool:
+        if self.timeout:
+            lock = self._client.lock(self.name, ttl=float(self.timeout), token=token)
+        else:
+            lock = self._client.lock(self.name, ttl=NO_TIMEOUT_TTL, token=token, auto_renew=True)
+        try:
+            got = lock.acquire(blocking=True, timeout=wait) if wait != 0.0 else lock.acquire(blocking=False)
+        except redislock.LockWrongType:
+            return False  # redis-py's SET NX would not take it either
+        except redislock.LockError as e:
+            _translate(e, self.name)
+        if got:
+            self.local.lock = lock
+        return got
+
+    def do_acquire(self, token: Union[str, bytes]) -> bool:
+        """One try with ``token`` (redis-py's hook; does not set
+        ``local.token``, :meth:`acquire` does)."""
+        return self._acquire(self._encode(token), 0.0)
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock (asks Redis)."""
+        try:
+            return self._client.lock(self.name).locked()
+        except redislock.LockError as e:
+            _translate(e, self.name)
+
+    def owned(self) -> bool:
+        """Whether this lock (this thread's token) holds the key (asks Redis)."""
+        token = self.local.token
+        if token is None:
+            return False
+        held = self._held()
+        try:
+            if held is not None:
+                return held.owned()
+        except redislock.LockError as e:
+            _translate(e, self.name)
+        # A token set by hand (``lock.local.token = ...``): compare it.
+        stored = self.redis.get(self.name)
+        if stored is not None and not isinstance(stored, bytes):
+            stored = self._encode(stored)
+        return bool(stored == token)
+
+    def release(self) -> None:
+        """Release; LockError when not acquired, LockNotOwnedError when the
+        lock expired or was taken over (the token is cleared either way)."""
+        expected = self.local.token
+        if expected is None:
+            raise LockError(
+                "Cannot release a lock that's not owned or is already unlocked.",
+                lock_name=self.name,
+            )
+        held = self._held()
+        self.local.token = None
+        self.local.lock = None
+        if held is not None:
+            try:
+                held.release()
+            except redislock.LockError as e:
+                _translate(e, self.name)
+        else:
+            self.do_release(expected)
+
+    def do_release(self, expected_token: Union[str, bytes]) -> None:
+        """Release the key if it holds ``expected_token`` (compare-and-delete);
+        LockNotOwnedError otherwise."""
+        try:
+            released = self._client.release_token(self.name, self._encode(expected_token))
+        except redislock.LockError as e:
+            _translate(e, self.name)
+        if not released:
+            raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
+
+    def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
+        """Add ``additional_time`` seconds to the remaining time (or, with
+        ``replace_ttl``, set the remaining time to it)."""
+        if self.local.token is None:
+            raise LockError("Cannot extend an unlocked lock", lock_name=self.name)
+        if self.timeout is None:
+            raise LockError("Cannot extend a lock with no timeout", lock_name=self.name)
+        return self.do_extend(additional_time, replace_ttl)
+
+    def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
+        held = self._held()
+        if held is None:
+            raise LockError(
+                "Cannot extend a lock acquired by another Lock object (a token set by hand)",
+                lock_name=self.name,
+            )
+        ttl = float(additional_time)
+        if not replace_ttl:
+            remaining = self.redis.pttl(self.name)
+            ttl += max(0, int(remaining)) / 1000.0
+        return self._set_ttl(held, ttl, "extend")
+
+    def reacquire(self) -> Literal[True]:
+        """Reset the remaining time to ``timeout``."""
+        if self.local.token is None:
+            raise LockError("Cannot reacquire an unlocked lock", lock_name=self.name)
+        if self.timeout is None:
+            raise LockError("Cannot reacquire a lock with no timeout", lock_name=self.name)
+        return self.do_reacquire()
+
+    def do_reacquire(self) -> Literal[True]:
+        held = self._held()
+        if held is None:
+            raise LockError(
+                "Cannot reacquire a lock acquired by another Lock object (a token set by hand)",
+                lock_name=self.name,
+            )
+        assert self.timeout is not None
+        return self._set_ttl(held, float(self.timeout), "reacquire")
+
+    def _set_ttl(self, held: "redislock.Lock", ttl: float, what: str) -> Literal[True]:
+        try:
+            held.extend(ttl)
+        except redislock.LockNotOwned as e:
+            raise LockNotOwnedError(f"Cannot {what} a lock that's no longer owned", lock_name=self.name) from e
+        except redislock.LockError as e:
+            _translate(e, self.name)
+        return True
+
+    # -- redislock's extras ----------------------------------------------
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing number of this thread's acquisition (None when not
+        held): strictly increasing per name, for storage to reject writes
+        from a holder that lost the lock."""
+        held = self._held()
+        return held.fence if held is not None else None
+
+    @property
+    def lost(self) -> bool:
+        """True once background renewal (``timeout=None``) or an extend
+        found the lock gone."""
+        held = self._held()
+        return held.lost if held is not None else False
+
+    def __repr__(self) -> str:
+        return f"<redislock.compat.redis_py.Lock name={self.name!r} timeout={self.timeout!r}>"

@@ -1,0 +1,252 @@
+"""A drop-in for ``redis.asyncio.lock.Lock``, built on redislock.
+
+    from redislock.compat.redis_py_asyncio import Lock
+    async with r.lock("reports", timeout=30, blocking_timeout=10, lock_class=Lock):
+        ...
+
+The same as :mod:`redislock.compat.redis_py` (read its notes on what
+changes), with redis-py's asyncio signatures: ``acquire``, ``release``,
+``extend``, ``reacquire``, ``locked``, ``owned`` are awaited, and ``async
+with`` takes the lock. Waiting never blocks the event loop and holds no
+thread: the waiter is woken through redislock's subscriber connection when
+the lock is released. ``owned`` and ``extend`` run redislock's blocking
+call in the loop's default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from types import TracebackType
+from typing import Any, Callable, Literal, Optional, Type, TypeVar, Union
+
+from redis.exceptions import LockError, LockNotOwnedError
+
+import redislock
+
+from . import redis_py
+from .redis_py import Number, _Local, _Shared, _translate, client_for
+
+__all__ = ["Lock", "LockError", "LockNotOwnedError"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def _off_loop(fn: Callable[[], T]) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+
+class Lock:
+    """``redis.asyncio.lock.Lock`` on redislock: ``r.lock(name,
+    lock_class=Lock, ...)`` on a ``redis.asyncio.Redis``, or ``Lock(r,
+    name, ...)``; arguments as :class:`redislock.compat.redis_py.Lock`."""
+
+    def __init__(
+        self,
+        redis: Any,
+        name: Any,
+        timeout: Optional[Number] = None,
+        sleep: Number = 0.1,
+        blocking: bool = True,
+        blocking_timeout: Optional[Number] = None,
+        thread_local: bool = True,
+        raise_on_release_error: bool = True,
+    ) -> None:
+        self.redis = redis
+        self.name = name
+        self.timeout = timeout
+        self.sleep = sleep
+        self.blocking = blocking
+        self.blocking_timeout = blocking_timeout
+        self.thread_local = bool(thread_local)
+        self.raise_on_release_error = raise_on_release_error
+        self.local: Union[_Local, _Shared] = _Local() if self.thread_local else _Shared()
+        self._client = client_for(redis)
+
+    def _held(self) -> Optional["redislock.Lock"]:
+        lock, token = self.local.lock, self.local.token
+        if lock is None or token is None or lock.token != token:
+            return None
+        return lock
+
+    def _encode(self, token: Union[str, bytes]) -> bytes:
+        encoded: bytes = self.redis.get_encoder().encode(token)
+        return encoded
+
+    async def __aenter__(self) -> "Lock":
+        if await self.acquire():
+            return self
+        raise LockError("Unable to acquire lock within the time specified", lock_name=self.name)
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        try:
+            await self.release()
+        except LockError:
+            if self.raise_on_release_error:
+                raise
+            logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
+
+    async def acquire(
+        self,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[Number] = None,
+        token: Optional[Union[str, bytes]] = None,
+    ) -> bool:
+        """Take the lock; True once taken (see the sync class)."""
+        tok = uuid.uuid4().hex.encode() if token is None else self._encode(token)
+        if blocking is None:
+            blocking = self.blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        if not blocking:
+            wait: Optional[float] = 0.0
+        elif blocking_timeout is None:
+            wait = None
+        else:
+            wait = max(0.0, float(blocking_timeout))
+        if await self._acquire(tok, wait):
+            self.local.token = tok
+            return True
+        return False
+
+    async def _acquire(self, token: bytes, wait: Optional[float]) -> bool:
+        if self.timeout:
+            lock = self._client.lock(self.name, ttl=float(self.timeout), token=token)
+        else:
+            lock = self._client.lock(
+                self.name, ttl=redis_py.NO_TIMEOUT_TTL, token=token, auto_renew=True
+            )
+        try:
+            if wait == 0.0:
+                got = await lock.acquire_async(blocking=False)
+            else:
+                got = await lock.acquire_async(blocking=True, timeout=wait)
+        except redislock.LockWrongType:
+            return False
+        except redislock.LockError as e:
+            _translate(e, self.name)
+        if got:
+            self.local.lock = lock
+        return got
+
+    async def do_acquire(self, token: Union[str, bytes]) -> bool:
+        """One try with ``token`` (does not set ``local.token``)."""
+        return await self._acquire(self._encode(token), 0.0)
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the lock."""
+        return await self.redis.get(self.name) is not None
+
+    async def owned(self) -> bool:
+        """Whether this lock (this thread's token) holds the key."""
+        token = self.local.token
+        if token is None:
+            return False
+        held = self._held()
+        if held is not None:
+            try:
+                return await _off_loop(held.owned)
+            except redislock.LockError as e:
+                _translate(e, self.name)
+        stored = await self.redis.get(self.name)
+        if stored is not None and not isinstance(stored, bytes):
+            stored = self._encode(stored)
+        return bool(stored == token)
+
+    async def release(self) -> None:
+        """Release; LockError when not acquired, LockNotOwnedError when lost."""
+        expected = self.local.token
+        if expected is None:
+            raise LockError(
+                "Cannot release a lock that's not owned or is already unlocked.",
+                lock_name=self.name,
+            )
+        held = self._held()
+        self.local.token = None
+        self.local.lock = None
+        if held is not None:
+            try:
+                await held.release_async()
+            except redislock.LockError as e:
+                _translate(e, self.name)
+        else:
+            await self.do_release(expected)
+
+    async def do_release(self, expected_token: Union[str, bytes]) -> None:
+        token = self._encode(expected_token)
+        try:
+            released = await _off_loop(lambda: self._client.release_token(self.name, token))
+        except redislock.LockError as e:
+            _translate(e, self.name)
+        if not released:
+            raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
+
+    async def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
+        """Add ``additional_time`` seconds (or set it, ``replace_ttl``)."""
+        if self.local.token is None:
+            raise LockError("Cannot extend an unlocked lock", lock_name=self.name)
+        if self.timeout is None:
+            raise LockError("Cannot extend a lock with no timeout", lock_name=self.name)
+        return await self.do_extend(additional_time, replace_ttl)
+
+    async def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
+        held = self._held()
+        if held is None:
+            raise LockError(
+                "Cannot extend a lock acquired by another Lock object (a token set by hand)",
+                lock_name=self.name,
+            )
+        ttl = float(additional_time)
+        if not replace_ttl:
+            ttl += max(0, int(await self.redis.pttl(self.name))) / 1000.0
+        return await self._set_ttl(held, ttl, "extend")
+
+    async def reacquire(self) -> Literal[True]:
+        """Reset the remaining time to ``timeout``."""
+        if self.local.token is None:
+            raise LockError("Cannot reacquire an unlocked lock", lock_name=self.name)
+        if self.timeout is None:
+            raise LockError("Cannot reacquire a lock with no timeout", lock_name=self.name)
+        return await self.do_reacquire()
+
+    async def do_reacquire(self) -> Literal[True]:
+        held = self._held()
+        if held is None:
+            raise LockError(
+                "Cannot reacquire a lock acquired by another Lock object (a token set by hand)",
+                lock_name=self.name,
+            )
+        assert self.timeout is not None
+        return await self._set_ttl(held, float(self.timeout), "reacquire")
+
+    async def _set_ttl(self, held: "redislock.Lock", ttl: float, what: str) -> Literal[True]:
+        try:
+            await _off_loop(lambda: held.extend(ttl))
+        except redislock.LockNotOwned as e:
+            raise LockNotOwnedError(f"Cannot {what} a lock that's no longer owned", lock_name=self.name) from e
+        except redislock.LockError as e:
+            _translate(e, self.name)
+        return True
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing number of the current acquisition, or None."""
+        held = self._held()
+        return held.fence if held is not None else None
+
+    @property
+    def lost(self) -> bool:
+        """True once background renewal or an extend found the lock gone."""
+        held = self._held()
+        return held.lost if held is not None else False
+
+    def __repr__(self) -> str:
+        return f"<redislock.compat.redis_py_asyncio.Lock name={self.name!r} timeout={self.timeout!r}>"
