@@ -218,17 +218,9 @@ def _translate(e: BaseException, name: Any) -> NoReturn:
     raise e
 
 
-class Lock:
-    """redis-py's ``Lock`` on redislock: ``r.lock(name, lock_class=Lock,
-    ...)`` or ``Lock(r, name, ...)``, with redis-py's arguments.
-
-    ``timeout``: the lock's TTL in seconds (None: renewed in the background
-    while held, see :data:`NO_TIMEOUT_TTL`). ``sleep``: accepted, unused
-    (waiters are woken on release). ``blocking``, ``blocking_timeout``: the
-    defaults of :meth:`acquire`. ``thread_local``: keep the token (and the
-    acquisition) per thread, as redis-py does. ``raise_on_release_error``:
-    whether leaving a ``with`` block raises when the lock was lost.
-    """
+class _Base:
+    """What the sync and the asyncio classes share: redis-py's constructor,
+    the per-thread state, and how an acquisition is made."""
 
     def __init__(
         self,
@@ -266,6 +258,75 @@ class Lock:
         encoded: bytes = self.redis.get_encoder().encode(token)
         return encoded
 
+    def _wait(self, blocking: Optional[bool], blocking_timeout: Optional[Number]) -> Optional[float]:
+        """The wait of an acquisition in seconds (0: try once, None: forever),
+        from acquire()'s arguments or the object's defaults."""
+        if blocking is None:
+            blocking = self.blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        if not blocking:
+            return 0.0
+        return None if blocking_timeout is None else max(0.0, float(blocking_timeout))
+
+    def _new_lock(self, token: bytes) -> "redislock.Lock":
+        """A redislock Lock for one acquisition with ``token``."""
+        if self.timeout:
+            return self._client.lock(self.name, ttl=float(self.timeout), token=token)
+        return self._client.lock(self.name, ttl=NO_TIMEOUT_TTL, token=token, auto_renew=True)
+
+    def _check_extendable(self, what: str) -> None:
+        """redis-py's errors for extend/reacquire of an unheld or endless lock."""
+        if self.local.token is None:
+            raise LockError(f"Cannot {what} an unlocked lock", lock_name=self.name)
+        if self.timeout is None:
+            raise LockError(f"Cannot {what} a lock with no timeout", lock_name=self.name)
+
+    def _held_for(self, what: str) -> "redislock.Lock":
+        held = self._held()
+        if held is None:
+            raise LockError(
+                f"Cannot {what} a lock acquired by another Lock object (a token set by hand)",
+                lock_name=self.name,
+            )
+        return held
+
+    def _release_failed(self, e: LockError) -> None:
+        """Leaving a ``with`` block whose release failed."""
+        if self.raise_on_release_error:
+            raise e
+        logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
+
+    # -- redislock's extras ----------------------------------------------
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing number of this thread's acquisition (None when not
+        held): strictly increasing per name, for storage to reject writes
+        from a holder that lost the lock."""
+        held = self._held()
+        return held.fence if held is not None else None
+
+    @property
+    def lost(self) -> bool:
+        """True once background renewal (``timeout=None``) or an extend
+        found the lock gone."""
+        held = self._held()
+        return held.lost if held is not None else False
+
+
+class Lock(_Base):
+    """redis-py's ``Lock`` on redislock: ``r.lock(name, lock_class=Lock,
+    ...)`` or ``Lock(r, name, ...)``, with redis-py's arguments.
+
+    ``timeout``: the lock's TTL in seconds (None: renewed in the background
+    while held, see :data:`NO_TIMEOUT_TTL`). ``sleep``: accepted, unused
+    (waiters are woken on release). ``blocking``, ``blocking_timeout``: the
+    defaults of :meth:`acquire`. ``thread_local``: keep the token (and the
+    acquisition) per thread, as redis-py does. ``raise_on_release_error``:
+    whether leaving a ``with`` block raises when the lock was lost.
+    """
+
     # -- redis-py's API --------------------------------------------------
 
     def __enter__(self) -> "Lock":
@@ -281,10 +342,8 @@ class Lock:
     ) -> None:
         try:
             self.release()
-        except LockError:
-            if self.raise_on_release_error:
-                raise
-            logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
+        except LockError as e:
+            self._release_failed(e)
 
     def acquire(
         self,
@@ -300,26 +359,14 @@ class Lock:
         released."""
         del sleep
         tok = uuid.uuid4().hex.encode() if token is None else self._encode(token)
-        if blocking is None:
-            blocking = self.blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        if not blocking:
-            wait: Optional[float] = 0.0
-        elif blocking_timeout is None:
-            wait = None
-        else:
-            wait = max(0.0, float(blocking_timeout))
+        wait = self._wait(blocking, blocking_timeout)
         if self._acquire(tok, wait):
             self.local.token = tok
             return True
         return False
 
     def _acquire(self, token: bytes, wait: Optional[float]) -> bool:
-        if self.timeout:
-            lock = self._client.lock(self.name, ttl=float(self.timeout), token=token)
-        else:
-            lock = self._client.lock(self.name, ttl=NO_TIMEOUT_TTL, token=token, auto_renew=True)
+        lock = self._new_lock(token)
         try:
             got = lock.acquire(blocking=True, timeout=wait) if wait != 0.0 else lock.acquire(blocking=False)
         except redislock.LockWrongType:
@@ -392,19 +439,11 @@ class Lock:
     def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
         """Add ``additional_time`` seconds to the remaining time (or, with
         ``replace_ttl``, set the remaining time to it)."""
-        if self.local.token is None:
-            raise LockError("Cannot extend an unlocked lock", lock_name=self.name)
-        if self.timeout is None:
-            raise LockError("Cannot extend a lock with no timeout", lock_name=self.name)
+        self._check_extendable("extend")
         return self.do_extend(additional_time, replace_ttl)
 
     def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
-        held = self._held()
-        if held is None:
-            raise LockError(
-                "Cannot extend a lock acquired by another Lock object (a token set by hand)",
-                lock_name=self.name,
-            )
+        held = self._held_for("extend")
         ttl = float(additional_time)
         if not replace_ttl:
             remaining = self.redis.pttl(self.name)
@@ -413,19 +452,11 @@ class Lock:
 
     def reacquire(self) -> Literal[True]:
         """Reset the remaining time to ``timeout``."""
-        if self.local.token is None:
-            raise LockError("Cannot reacquire an unlocked lock", lock_name=self.name)
-        if self.timeout is None:
-            raise LockError("Cannot reacquire a lock with no timeout", lock_name=self.name)
+        self._check_extendable("reacquire")
         return self.do_reacquire()
 
     def do_reacquire(self) -> Literal[True]:
-        held = self._held()
-        if held is None:
-            raise LockError(
-                "Cannot reacquire a lock acquired by another Lock object (a token set by hand)",
-                lock_name=self.name,
-            )
+        held = self._held_for("reacquire")
         assert self.timeout is not None
         return self._set_ttl(held, float(self.timeout), "reacquire")
 
@@ -437,23 +468,6 @@ class Lock:
         except redislock.LockError as e:
             _translate(e, self.name)
         return True
-
-    # -- redislock's extras ----------------------------------------------
-
-    @property
-    def fence(self) -> Optional[int]:
-        """The fencing number of this thread's acquisition (None when not
-        held): strictly increasing per name, for storage to reject writes
-        from a holder that lost the lock."""
-        held = self._held()
-        return held.fence if held is not None else None
-
-    @property
-    def lost(self) -> bool:
-        """True once background renewal (``timeout=None``) or an extend
-        found the lock gone."""
-        held = self._held()
-        return held.lost if held is not None else False
 
     def __repr__(self) -> str:
         return f"<redislock.compat.redis_py.Lock name={self.name!r} timeout={self.timeout!r}>"

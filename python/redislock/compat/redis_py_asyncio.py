@@ -16,21 +16,18 @@ call in the loop's default executor.
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from types import TracebackType
-from typing import Any, Callable, Literal, Optional, Type, TypeVar, Union
+from typing import Callable, Literal, Optional, Type, TypeVar, Union
 
 from redis.exceptions import LockError, LockNotOwnedError
 
 import redislock
 
 from . import redis_py
-from .redis_py import Number, _Local, _Shared, _translate, client_for
+from .redis_py import Number, _translate
 
 __all__ = ["Lock", "LockError", "LockNotOwnedError"]
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -39,42 +36,10 @@ async def _off_loop(fn: Callable[[], T]) -> T:
     return await asyncio.get_running_loop().run_in_executor(None, fn)
 
 
-class Lock:
+class Lock(redis_py._Base):
     """``redis.asyncio.lock.Lock`` on redislock: ``r.lock(name,
     lock_class=Lock, ...)`` on a ``redis.asyncio.Redis``, or ``Lock(r,
     name, ...)``; arguments as :class:`redislock.compat.redis_py.Lock`."""
-
-    def __init__(
-        self,
-        redis: Any,
-        name: Any,
-        timeout: Optional[Number] = None,
-        sleep: Number = 0.1,
-        blocking: bool = True,
-        blocking_timeout: Optional[Number] = None,
-        thread_local: bool = True,
-        raise_on_release_error: bool = True,
-    ) -> None:
-        self.redis = redis
-        self.name = name
-        self.timeout = timeout
-        self.sleep = sleep
-        self.blocking = blocking
-        self.blocking_timeout = blocking_timeout
-        self.thread_local = bool(thread_local)
-        self.raise_on_release_error = raise_on_release_error
-        self.local: Union[_Local, _Shared] = _Local() if self.thread_local else _Shared()
-        self._client = client_for(redis)
-
-    def _held(self) -> Optional["redislock.Lock"]:
-        lock, token = self.local.lock, self.local.token
-        if lock is None or token is None or lock.token != token:
-            return None
-        return lock
-
-    def _encode(self, token: Union[str, bytes]) -> bytes:
-        encoded: bytes = self.redis.get_encoder().encode(token)
-        return encoded
 
     async def __aenter__(self) -> "Lock":
         if await self.acquire():
@@ -89,10 +54,8 @@ class Lock:
     ) -> None:
         try:
             await self.release()
-        except LockError:
-            if self.raise_on_release_error:
-                raise
-            logger.warning("Lock was unlocked or no longer owned when exiting context manager.")
+        except LockError as e:
+            self._release_failed(e)
 
     async def acquire(
         self,
@@ -102,28 +65,14 @@ class Lock:
     ) -> bool:
         """Take the lock; True once taken (see the sync class)."""
         tok = uuid.uuid4().hex.encode() if token is None else self._encode(token)
-        if blocking is None:
-            blocking = self.blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        if not blocking:
-            wait: Optional[float] = 0.0
-        elif blocking_timeout is None:
-            wait = None
-        else:
-            wait = max(0.0, float(blocking_timeout))
+        wait = self._wait(blocking, blocking_timeout)
         if await self._acquire(tok, wait):
             self.local.token = tok
             return True
         return False
 
     async def _acquire(self, token: bytes, wait: Optional[float]) -> bool:
-        if self.timeout:
-            lock = self._client.lock(self.name, ttl=float(self.timeout), token=token)
-        else:
-            lock = self._client.lock(
-                self.name, ttl=redis_py.NO_TIMEOUT_TTL, token=token, auto_renew=True
-            )
+        lock = self._new_lock(token)
         try:
             if wait == 0.0:
                 got = await lock.acquire_async(blocking=False)
@@ -191,19 +140,11 @@ class Lock:
 
     async def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
         """Add ``additional_time`` seconds (or set it, ``replace_ttl``)."""
-        if self.local.token is None:
-            raise LockError("Cannot extend an unlocked lock", lock_name=self.name)
-        if self.timeout is None:
-            raise LockError("Cannot extend a lock with no timeout", lock_name=self.name)
+        self._check_extendable("extend")
         return await self.do_extend(additional_time, replace_ttl)
 
     async def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
-        held = self._held()
-        if held is None:
-            raise LockError(
-                "Cannot extend a lock acquired by another Lock object (a token set by hand)",
-                lock_name=self.name,
-            )
+        held = self._held_for("extend")
         ttl = float(additional_time)
         if not replace_ttl:
             ttl += max(0, int(await self.redis.pttl(self.name))) / 1000.0
@@ -211,19 +152,11 @@ class Lock:
 
     async def reacquire(self) -> Literal[True]:
         """Reset the remaining time to ``timeout``."""
-        if self.local.token is None:
-            raise LockError("Cannot reacquire an unlocked lock", lock_name=self.name)
-        if self.timeout is None:
-            raise LockError("Cannot reacquire a lock with no timeout", lock_name=self.name)
+        self._check_extendable("reacquire")
         return await self.do_reacquire()
 
     async def do_reacquire(self) -> Literal[True]:
-        held = self._held()
-        if held is None:
-            raise LockError(
-                "Cannot reacquire a lock acquired by another Lock object (a token set by hand)",
-                lock_name=self.name,
-            )
+        held = self._held_for("reacquire")
         assert self.timeout is not None
         return await self._set_ttl(held, float(self.timeout), "reacquire")
 
@@ -235,18 +168,6 @@ class Lock:
         except redislock.LockError as e:
             _translate(e, self.name)
         return True
-
-    @property
-    def fence(self) -> Optional[int]:
-        """The fencing number of the current acquisition, or None."""
-        held = self._held()
-        return held.fence if held is not None else None
-
-    @property
-    def lost(self) -> bool:
-        """True once background renewal or an extend found the lock gone."""
-        held = self._held()
-        return held.lost if held is not None else False
 
     def __repr__(self) -> str:
         return f"<redislock.compat.redis_py_asyncio.Lock name={self.name!r} timeout={self.timeout!r}>"
