@@ -141,8 +141,8 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
 #[test]
 fn bad_sentinel_urls_are_invalid_arguments() {
     for url in [
-        "redis+sentinel://127.0.0.1:26379",
-        "redis+sentinel://127.0.0.1:26379/",
+        "redis+sentinel://127.0.0.1:1",
+        "redis+sentinel://127.0.0.1:1/",
         "redis+sentinel://127.0.0.1/mymaster",
         "redis+sentinel://127.0.0.1:1/mymaster?wait_timeout=1s",
         "redis+sentinel://127.0.0.1:1/mymaster?db=x",

@@ -324,7 +324,8 @@ def test_unix_socket_is_derived(unix_server):
 def test_url_builder():
     u = url_from_connection_kwargs
     assert u({"host": "h", "port": 7000, "db": 2}) == "redis://h:7000/2"
-    assert u({}) == "redis://localhost:6379/0"
+    # Unset host and port: redis-py's own defaults.
+    assert u({}) == f"redis://localhost:{redis.connection.Connection().port}/0"
     assert u({"host": "h", "port": 1, "password": "p@ss/w:rd"}) == "redis://:p%40ss%2Fw%3Ard@h:1/0"
     assert u({"host": "h", "port": 1, "username": "bob", "password": "x"}) == "redis://bob:x@h:1/0"
     assert u({"host": "::1", "port": 1}) == "redis://[::1]:1/0"

@@ -486,8 +486,9 @@ final class LaravelTest extends TestCase
         $ca = '/etc/ssl/certs/ca-certificates.crt'; // a PEM file: redislock reads it when the client is made
         return [
             'host, port, db' => [['default' => $host], 'redis://redis.internal:6380/2'],
-            'defaults' => [['default' => []], 'redis://127.0.0.1:6379/0'],
-            'string port and db' => [['default' => ['host' => 'h', 'port' => '6379', 'database' => '3']], 'redis://h:6379/3'],
+            // Unset host and port: those of Laravel's clients (predis' defaults).
+            'defaults' => [['default' => []], sprintf('redis://127.0.0.1:%d/0', Predis\Connection\Parameters::create([])->port)],
+            'string port and db' => [['default' => ['host' => 'h', 'port' => '7002', 'database' => '3']], 'redis://h:7002/3'],
             'password' => [['default' => $host + ['password' => 'p@ss/w:rd']], 'redis://:p%40ss%2Fw%3Ard@redis.internal:6380/2'],
             'username and password' => [['default' => $host + ['username' => 'app', 'password' => 'pw']], 'redis://app:pw@redis.internal:6380/2'],
             'phpredis [user, pass]' => [['default' => $host + ['password' => ['app', 'pw']]], 'redis://app:pw@redis.internal:6380/2'],
@@ -500,7 +501,7 @@ final class LaravelTest extends TestCase
             ],
             'phpredis tls:// host' => [['default' => ['host' => 'tls://secure.example', 'port' => 6380]], 'rediss://secure.example:6380/0'],
             'timeout' => [['default' => $host + ['timeout' => 0.5]], 'redis://redis.internal:6380/2?connect_timeout=500ms'],
-            'IPv6' => [['default' => ['host' => '::1', 'port' => 6379]], 'redis://[::1]:6379/0'],
+            'IPv6' => [['default' => ['host' => '::1', 'port' => 7003]], 'redis://[::1]:7003/0'],
             'phpredis socket as host' => [
                 ['default' => ['host' => '/run/redis/redis.sock', 'port' => 0, 'database' => 1, 'password' => 'pw']],
                 'unix:///run/redis/redis.sock?db=1&pass=pw',
