@@ -186,8 +186,7 @@ impl Client {
     /// or another owner holds it, and nothing was changed.
     pub fn release_token(&self, key: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
-        check_key(key)?;
-        check_token(token)?;
+        check_key_token(key, token)?;
         self.inner.deployment.release(&LockKeys::new(key), token)
     }
 
@@ -201,8 +200,7 @@ impl Client {
         ttl: Duration,
     ) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
-        check_key(key)?;
-        check_token(token)?;
+        check_key_token(key, token)?;
         let ttl_ms = ttl_millis(ttl)?;
         self.inner
             .deployment
@@ -230,10 +228,15 @@ impl Client {
     /// Whether the lock `key` is held with `token` right now.
     pub fn is_owned_by(&self, key: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
-        check_key(key)?;
-        check_token(token)?;
+        check_key_token(key, token)?;
         self.inner.deployment.is_owned_by(key, token)
     }
+}
+
+/// Check the key and token of a call by token.
+fn check_key_token(key: &[u8], token: &[u8]) -> Result<()> {
+    check_key(key)?;
+    check_token(token)
 }
 
 /// Check the arguments of an acquisition: the keys, the token (given or
@@ -303,8 +306,7 @@ impl Client {
         token: impl AsRef<[u8]>,
     ) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
-        check_key(key)?;
-        check_token(token)?;
+        check_key_token(key, token)?;
         self.async_ops().release(&LockKeys::new(key), token).await
     }
 
@@ -329,8 +331,7 @@ impl Client {
         token: impl AsRef<[u8]>,
     ) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
-        check_key(key)?;
-        check_token(token)?;
+        check_key_token(key, token)?;
         self.async_ops().is_owned_by(key, token).await
     }
 }

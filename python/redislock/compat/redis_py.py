@@ -291,6 +291,26 @@ class _Base:
             )
         return held
 
+    def _forget_for_release(self) -> "tuple[bytes, Optional[redislock.Lock]]":
+        """The token to release and its acquisition, cleared from this
+        thread's state; LockError when there is none."""
+        expected = self.local.token
+        if expected is None:
+            raise LockError(
+                "Cannot release a lock that's not owned or is already unlocked.",
+                lock_name=self.name,
+            )
+        held = self._held()
+        self.local.token = None
+        self.local.lock = None
+        return expected, held
+
+    def _stores(self, stored: Any, token: bytes) -> bool:
+        """Whether the value read from the key is ``token``."""
+        if stored is not None and not isinstance(stored, bytes):
+            stored = self._encode(stored)
+        return bool(stored == token)
+
     def _release_failed(self, e: LockError) -> None:
         """Leaving a ``with`` block whose release failed."""
         if self.raise_on_release_error:
@@ -401,23 +421,12 @@ class Lock(_Base):
         except redislock.LockError as e:
             _translate(e, self.name)
         # A token set by hand (``lock.local.token = ...``): compare it.
-        stored = self.redis.get(self.name)
-        if stored is not None and not isinstance(stored, bytes):
-            stored = self._encode(stored)
-        return bool(stored == token)
+        return self._stores(self.redis.get(self.name), token)
 
     def release(self) -> None:
         """Release; LockError when not acquired, LockNotOwnedError when the
         lock expired or was taken over (the token is cleared either way)."""
-        expected = self.local.token
-        if expected is None:
-            raise LockError(
-                "Cannot release a lock that's not owned or is already unlocked.",
-                lock_name=self.name,
-            )
-        held = self._held()
-        self.local.token = None
-        self.local.lock = None
+        expected, held = self._forget_for_release()
         if held is not None:
             try:
                 held.release()

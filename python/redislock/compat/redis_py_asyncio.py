@@ -105,22 +105,11 @@ class Lock(redis_py._Base):
                 return await _off_loop(held.owned)
             except redislock.LockError as e:
                 _translate(e, self.name)
-        stored = await self.redis.get(self.name)
-        if stored is not None and not isinstance(stored, bytes):
-            stored = self._encode(stored)
-        return bool(stored == token)
+        return self._stores(await self.redis.get(self.name), token)
 
     async def release(self) -> None:
         """Release; LockError when not acquired, LockNotOwnedError when lost."""
-        expected = self.local.token
-        if expected is None:
-            raise LockError(
-                "Cannot release a lock that's not owned or is already unlocked.",
-                lock_name=self.name,
-            )
-        held = self._held()
-        self.local.token = None
-        self.local.lock = None
+        expected, held = self._forget_for_release()
         if held is not None:
             try:
                 await held.release_async()
