@@ -137,6 +137,121 @@ fn handoff(client: &Client, n: usize) -> Vec<Duration> {
     lat
 }
 
+/// Try-once cycles/s of a single server, Redlock over 3 and 5 nodes, and
+/// Redlock over 5 nodes one of which is stopped (SIGSTOP), interleaved in
+/// batches of a tenth of `seconds`; each Redlock rate is also given as a
+/// ratio to the single server's batch next to it (median of the batches).
+fn redlock_rows(single: &Client, seconds: f64) {
+    let three: Vec<common::Server> = (0..3).map(|_| common::Server::start()).collect();
+    let five: Vec<common::Server> = (0..5).map(|_| common::Server::start()).collect();
+    let mut stalled: Vec<common::Server> = (0..5).map(|_| common::Server::start()).collect();
+    let open = |nodes: &[common::Server]| {
+        Client::redlock(nodes.iter().map(|s| s.url()))
+            .build()
+            .unwrap()
+    };
+    let clients = [
+        ("Redlock over 3 nodes", open(&three)),
+        ("Redlock over 5 nodes", open(&five)),
+        ("Redlock over 5 nodes, one stopped", open(&stalled)),
+    ];
+    for (_, c) in &clients {
+        c.acquire("warm", Duration::from_secs(1), Wait::TryOnce)
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    stalled[4].pause();
+    let batch = seconds / 10.0;
+    let mut single_rates = Vec::new();
+    let mut rates = vec![Vec::new(); clients.len()];
+    let mut ratios = vec![Vec::new(); clients.len()];
+    for _ in 0..10 {
+        let s = cycle(single, Wait::TryOnce, batch).0;
+        single_rates.push(s);
+        for (i, (_, c)) in clients.iter().enumerate() {
+            let r = cycle(c, Wait::TryOnce, batch).0;
+            rates[i].push(r);
+            ratios[i].push(r / s);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    println!("\n| try-once cycles/s (median of 10 interleaved batches) | cycles/s | ratio to the single server |");
+    println!("|---|---|---|");
+    println!(
+        "| single server | {:.0} | 1.00 |",
+        median(&mut single_rates)
+    );
+    for (i, (name, _)) in clients.iter().enumerate() {
+        println!(
+            "| {name} | {:.0} | {:.2} |",
+            median(&mut rates[i]),
+            median(&mut ratios[i])
+        );
+    }
+    drop(clients);
+    stalled[4].resume();
+}
+
+/// Try-once acquires (10 s TTL) over 5 nodes with 0 to 3 of them stopped:
+/// how long the acquire and the release take, and what the acquire gave.
+fn stalled_nodes(samples: usize) {
+    println!("\n| stopped nodes of 5 | acquire p50 | acquire max | release p50 | release max | outcome |");
+    println!("|---|---|---|---|---|---|");
+    for k in 0..=3 {
+        let mut nodes: Vec<common::Server> = (0..5).map(|_| common::Server::start()).collect();
+        let client = Client::redlock(nodes.iter().map(|s| s.url()))
+            .build()
+            .unwrap();
+        client
+            .acquire("warm", Duration::from_secs(1), Wait::TryOnce)
+            .unwrap()
+            .release()
+            .unwrap();
+        for node in nodes.iter_mut().take(k) {
+            node.pause();
+        }
+        let (mut acq, mut rel) = (Vec::new(), Vec::new());
+        let mut outcomes = std::collections::BTreeMap::new();
+        for i in 0..samples {
+            let t = Instant::now();
+            let r = client.acquire(format!("stall:{i}"), Duration::from_secs(10), Wait::TryOnce);
+            acq.push(t.elapsed());
+            match r {
+                Ok(lock) => {
+                    *outcomes.entry("held".to_string()).or_insert(0) += 1;
+                    let t = Instant::now();
+                    lock.release().unwrap();
+                    rel.push(t.elapsed());
+                }
+                Err(e) => *outcomes.entry(format!("{:?}", e.kind())).or_insert(0) += 1,
+            }
+        }
+        acq.sort_unstable();
+        rel.sort_unstable();
+        let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+        let (rp50, rmax) = if rel.is_empty() {
+            ("-".to_string(), "-".to_string())
+        } else {
+            (ms(percentile(&rel, 50.0)), ms(*rel.last().unwrap()))
+        };
+        let outcome: Vec<String> = outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(
+            "| {k} | {} | {} | {rp50} | {rmax} | {} |",
+            ms(percentile(&acq, 50.0)),
+            ms(*acq.last().unwrap()),
+            outcome.join(", ")
+        );
+        drop(client);
+        for node in nodes.iter_mut().take(k) {
+            node.resume();
+        }
+    }
+}
+
 fn opt(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
@@ -235,21 +350,8 @@ fn main() {
         );
     }
 
-    // Redlock over 3 and 5 local servers, next to the single server.
-    let single = cycle(&client, Wait::TryOnce, seconds).0;
-    let mut line = format!("\ntry-once cycles/s: single server {single:.0}");
-    for n in [3, 5] {
-        let nodes: Vec<common::Server> = (0..n).map(|_| common::Server::start()).collect();
-        let rl = Client::redlock(nodes.iter().map(|s| s.url()))
-            .build()
-            .unwrap();
-        let rate = cycle(&rl, Wait::TryOnce, seconds).0;
-        line.push_str(&format!(
-            ", Redlock over {n} nodes {rate:.0} ({:.2}x)",
-            rate / single
-        ));
-    }
-    println!("{line}");
+    redlock_rows(&client, seconds);
+    stalled_nodes(10);
 
     let n = 2000;
     let lat = handoff(&client, n);

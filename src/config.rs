@@ -30,7 +30,25 @@ impl Settings {
         if urls.is_empty() {
             return Err(Error::invalid("no URL given"));
         }
-        if let Some(d) = self.node_timeout {
+        // Redlock's per-node timeout: the builder's, else the largest a URL
+        // gives (`?node_timeout=`, for callers without a builder).
+        let mut node_timeout = self.node_timeout;
+        if node_timeout.is_none() {
+            for url in urls {
+                let query = url.split_once('?').map_or("", |(_, q)| q);
+                for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+                    if k == "node_timeout" {
+                        let d = parse_duration(&v).map_err(|_| {
+                            Error::invalid(format!(
+                                "bad node_timeout {v:?} in a URL: use a number with ms, s, m or h"
+                            ))
+                        })?;
+                        node_timeout = Some(node_timeout.map_or(d, |t| t.max(d)));
+                    }
+                }
+            }
+        }
+        if let Some(d) = node_timeout {
             if d.is_zero() || d > Duration::from_secs(3600) {
                 return Err(Error::invalid(format!(
                     "node timeout must be between 1 ms and 1 hour, got {d:?}"
@@ -44,7 +62,7 @@ impl Settings {
         Ok(if pools.len() == 1 {
             Arc::new(Single::new(Arc::new(pools.remove(0))))
         } else {
-            Arc::new(Redlock::new(pools, self.node_timeout))
+            Arc::new(Redlock::new(pools, node_timeout))
         })
     }
 
@@ -300,6 +318,10 @@ impl UrlOptions {
                 })?)
             }
             "wait_timeout" => self.wait_timeout = Some(parse_duration(v)?),
+            // Read by `Settings::deployment` (Redlock only).
+            "node_timeout" => {
+                parse_duration(v)?;
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -424,6 +446,21 @@ mod tests {
         assert_eq!(t.command_timeout, Duration::from_secs(3));
         assert_eq!(t.addr, "127.0.0.1:1");
         assert!(!t.addr.contains("pw"));
+    }
+
+    #[test]
+    fn bad_node_timeouts_in_urls_are_refused() {
+        for bad in ["?node_timeout=0", "?node_timeout=2h", "?node_timeout=soon"] {
+            let urls = vec![
+                format!("redis://127.0.0.1:1{bad}"),
+                "redis://127.0.0.1:2".to_string(),
+            ];
+            let e = Settings::default().deployment(&urls).err().expect(bad);
+            assert!(
+                e.to_string().contains("node_timeout") || e.to_string().contains("node timeout"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub enum ErrorKind {
 
 /// A redislock error. The `Display` text is meant for people: it names the
 /// lock (lossily, and shortened when long) and suggests what to do.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The lock is held by someone else and the wait (possibly zero) ran out.

@@ -160,9 +160,17 @@ fn redlock_from_c() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     for valgrind in [false, true] {
         let mut cmd = c_program(&exe, valgrind);
+        // Under valgrind a round trip takes milliseconds: the default
+        // per-node timeout (50 ms for a 10 s lock) would be too short.
+        let opt = if valgrind { "node_timeout=5s" } else { "" };
+        let with = |url: String| match (opt, url.contains('?')) {
+            ("", _) => url,
+            (_, true) => format!("{url}&{opt}"),
+            (_, false) => format!("{url}?{opt}"),
+        };
         let out = cmd
-            .args(servers.iter().map(|s| s.url()))
-            .arg(dead_url())
+            .args(servers.iter().map(|s| with(s.url())))
+            .arg(with(dead_url()))
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);

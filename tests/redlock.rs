@@ -76,7 +76,14 @@ fn a_majority_of_free_nodes_is_needed_and_foreign_keys_are_never_touched() {
                 assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
             }
         }
-        // Foreign values and their TTLs untouched; nothing of ours is left.
+        // Nodes that answered after the decision are finished in the
+        // background: nothing of ours is left once they are.
+        common::wait_until("our keys to be taken back", 2 * S, || {
+            (0..5)
+                .filter(|n| !taken.contains(n))
+                .all(|n| value(&servers[n], &key).is_none())
+        });
+        // Foreign values and their TTLs untouched.
         for (n, srv) in servers.iter().enumerate() {
             let v = value(srv, &key);
             if taken.contains(&n) {
@@ -109,23 +116,161 @@ fn two_dead_nodes_of_five_still_acquire_three_are_no_quorum() {
     }
 }
 
-#[test]
-fn a_paused_node_costs_the_per_node_timeout_not_the_pause() {
-    let (mut servers, client) = cluster(5);
+/// Five servers and a client whose per-node timeout is `node_timeout`,
+/// warmed up (every node has a pooled connection).
+fn five_with(node_timeout: Duration) -> (Vec<Server>, Client) {
+    let servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let client = Client::redlock(servers.iter().map(|s| s.url()))
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
     client
         .acquire("warm", S, Wait::TryOnce)
         .unwrap()
         .release()
         .unwrap();
-    servers[2].pause();
-    // ttl 1 s: the per-node bound is 100 ms.
-    let (r, took) = timed(|| client.acquire("paused", S, Wait::TryOnce));
-    let lock = r.unwrap();
-    assert!(took < ms(600), "took {took:?}");
-    let (r, took) = timed(|| lock.release());
-    r.unwrap();
-    assert!(took < 3 * S, "release took {took:?}");
-    servers[2].resume();
+    (servers, client)
+}
+
+/// Whether no node holds `key` (nor its fence or queue keys holding our
+/// token: only the lock key is ever left by a late grant).
+fn nowhere(servers: &[Server], key: &str) -> bool {
+    servers.iter().all(|s| value(s, key).is_none())
+}
+
+#[test]
+fn stopped_nodes_of_five_do_not_delay_an_acquire_a_majority_decides() {
+    // A per-node timeout far above a round trip: any wait for a stopped
+    // node would show.
+    let (mut servers, client) = five_with(2 * S);
+    for stopped in 1..=2 {
+        servers[stopped - 1].pause();
+        let (r, took) = timed(|| client.acquire("maj", 10 * S, Wait::TryOnce));
+        let lock = r.unwrap_or_else(|e| panic!("{stopped} stopped: {e}"));
+        assert!(
+            took < S,
+            "{stopped} stopped: the acquire waited {took:?} (node timeout 2 s)"
+        );
+        assert!(lock.owned().unwrap());
+        let (r, took) = timed(|| lock.release());
+        r.unwrap();
+        assert!(took < S, "{stopped} stopped: the release took {took:?}");
+        for srv in &servers[stopped..] {
+            assert_eq!(value(srv, "maj"), None);
+        }
+    }
+    // Once running again, the stopped nodes execute the grants they were
+    // sent, whose locks are released by now: the grants are taken back.
+    servers[0].resume();
+    servers[1].resume();
+    common::wait_until("the late grants to be released", 10 * S, || {
+        nowhere(&servers, "maj")
+    });
+}
+
+#[test]
+fn three_stopped_nodes_of_five_are_no_quorum_after_one_node_timeout() {
+    let (mut servers, client) = five_with(ms(300));
+    for srv in &mut servers[..3] {
+        srv.pause();
+    }
+    let (r, took) = timed(|| client.acquire("nq", 10 * S, Wait::TryOnce));
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
+    assert!(e.to_string().contains("3 of 5"), "{e}");
+    // All three were waited for at once, not in turn.
+    assert!(took >= ms(300) && took < ms(900), "{took:?}");
+    // The nodes that granted were taken back at once.
+    for srv in &servers[3..] {
+        assert_eq!(value(srv, "nq"), None);
+    }
+    // Still stopped: the next attempts do not wait for them again.
+    let (r, took) = timed(|| client.acquire("nq2", 10 * S, Wait::Timeout(2 * S)));
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
+    assert!(took < ms(300), "{took:?}");
+    assert!(e.to_string().contains("no answer"), "{e}");
+    for srv in &mut servers[..3] {
+        srv.resume();
+    }
+    // Their late grants (the lock was not taken) are released.
+    common::wait_until("the late grants to be released", 10 * S, || {
+        nowhere(&servers, "nq")
+    });
+    let lock = client.acquire("nq", 10 * S, Wait::TryOnce).unwrap();
+    lock.release().unwrap();
+    assert!(nowhere(&servers, "nq"));
+}
+
+#[test]
+fn the_default_node_timeout_is_a_small_fraction_of_the_ttl() {
+    let servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let client = Client::redlock(servers.iter().map(|s| s.url()))
+        .build()
+        .unwrap();
+    client
+        .acquire("warm", S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let mut servers = servers;
+    for srv in &mut servers[..3] {
+        srv.pause();
+    }
+    // 10 s TTL: 50 ms per node (it was a tenth of the TTL, 1 s).
+    let (r, took) = timed(|| client.acquire("default", 10 * S, Wait::TryOnce));
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::NoQuorum);
+    assert!(took >= ms(50) && took < ms(500), "{took:?}");
+    for srv in &mut servers[..3] {
+        srv.resume();
+    }
+}
+
+#[test]
+fn the_node_timeout_can_be_given_in_the_urls() {
+    let mut servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let client = Client::redlock(
+        servers
+            .iter()
+            .map(|s| format!("{}?node_timeout=400ms", s.url())),
+    )
+    .build()
+    .unwrap();
+    client
+        .acquire("warm", S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    for srv in &mut servers[..3] {
+        srv.pause();
+    }
+    let (r, took) = timed(|| client.acquire("url", 10 * S, Wait::TryOnce));
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::NoQuorum);
+    assert!(took >= ms(400) && took < 2 * S, "{took:?}");
+    for srv in &mut servers[..3] {
+        srv.resume();
+    }
+}
+
+#[test]
+fn a_late_grant_of_a_held_lock_is_kept_and_released_with_it() {
+    let (mut servers, client) = five_with(ms(200));
+    servers[4].pause();
+    let lock = client.acquire("late", 30 * S, Wait::TryOnce).unwrap();
+    thread::sleep(ms(300));
+    servers[4].resume();
+    // The late node granted the lock to the same owner: kept, it is the
+    // holder's.
+    common::wait_until("the stopped node to run the grant", 5 * S, || {
+        value(&servers[4], "late").as_deref() == Some(lock.token())
+    });
+    thread::sleep(ms(100));
+    assert_eq!(value(&servers[4], "late").as_deref(), Some(lock.token()));
+    lock.extend(30 * S).unwrap();
+    let pttl: i64 = servers[4].raw().pttl("late").unwrap();
+    assert!(pttl > 29_000, "{pttl}");
+    lock.release().unwrap();
+    assert!(nowhere(&servers, "late"));
 }
 
 #[test]
@@ -234,6 +379,13 @@ fn threads_contending_over_redlock_keep_a_counter_exact() {
 #[test]
 fn processes_contending_over_redlock_keep_a_counter_exact() {
     let (servers, client) = cluster(3);
+    // The parent's worker threads and connections exist before the fork:
+    // the children must start their own.
+    client
+        .acquire("rl-procs", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
     let url = servers[0].url();
     let pids: Vec<libc::pid_t> = (0..4)
         .map(|_| match unsafe { libc::fork() } {

@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::options::{Interrupt, LockInfo, Wait};
 use crate::protocol::LockKeys;
 
+mod fanout;
 mod redlock;
 mod single;
 mod wait;

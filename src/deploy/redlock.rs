@@ -1,52 +1,69 @@
 //! Redlock: one lock over N independent Redis masters.
 //!
 //! Each operation runs the same scripts as the single-server lock on every
-//! node at once (one thread per node), each bounded by a per-node timeout
-//! much shorter than the TTL (a tenth of it, at least 5 ms and at most the
-//! command timeout, unless set). An acquisition holds when a majority
-//! (N/2+1, integer) agreed and the validity `ttl − elapsed − drift` (drift =
-//! ttl·1% + 2 ms) is still positive, `elapsed` measured on the monotonic
-//! clock from the start of that attempt. Otherwise the lock is released on
-//! every node (compare-and-delete: only keys holding our token go) and,
-//! while the wait allows, tried again after a random delay. Extend needs a
-//! majority and re-checks validity; release goes to every node. When too
-//! many nodes fail to answer for a majority to be possible, the result is
-//! [`Error::NoQuorum`].
+//! node at once (see `fanout`) and returns as soon as the replies so far
+//! decide it. An acquisition holds when a majority (N/2+1, integer) agreed
+//! and the validity `ttl − elapsed − drift` (drift = ttl·1% + 2 ms) is still
+//! positive, `elapsed` measured on the monotonic clock from the start of
+//! that attempt; it fails as soon as a majority can no longer agree, or
+//! when the per-node timeout (by default 1/200 of the TTL, at least 10 ms
+//! and at most the command timeout, as the Redlock description asks: 50 ms
+//! for a 10 s lock) runs out. A node that had not answered by then is left
+//! to finish in the background: its late grant is kept if the lock is held
+//! and released otherwise (or once the lock is released). A failed attempt
+//! takes back what it got (compare-and-delete: only keys holding our token
+//! go) and, while the wait allows, is tried again after a random delay.
+//! Extend needs a majority and re-checks validity; release goes to every
+//! node and returns once a majority answered. When too many nodes fail to
+//! answer for a majority to be possible, the result is [`Error::NoQuorum`].
 //!
 //! Waiting here is by retries, not hand-off (a queue spread over nodes would
 //! need its own consensus). Fencing numbers are the largest of the agreeing
 //! nodes' counters: advisory only, since the nodes do not agree on a total
 //! order.
 
+use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::fanout::{Decided, Job, Node, OnLate, Outcome, Round};
 use super::Deployment;
 use crate::error::{show_key, Error, Result};
 use crate::net::pool::Pool;
 use crate::options::{Interrupt, LockInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, LockKeys};
+use crate::sync::locked;
 
-/// The servers, and the bound on each one's reply if the caller set it.
+/// The servers, the bound on each one's reply if the caller set it, and the
+/// held locks whose acquisition still waits for a node.
 pub(crate) struct Redlock {
-    nodes: Vec<Pool>,
+    nodes: Vec<Arc<Node>>,
     node_timeout: Option<Duration>,
+    stragglers: Mutex<Vec<Straggler>>,
+}
+
+/// A held lock's acquisition round with nodes yet to answer.
+struct Straggler {
+    key: Vec<u8>,
+    token: Vec<u8>,
+    round: Weak<Round>,
 }
 
 impl Redlock {
     pub(crate) fn new(nodes: Vec<Pool>, node_timeout: Option<Duration>) -> Redlock {
         Redlock {
-            nodes,
+            nodes: nodes.into_iter().map(|p| Arc::new(Node::new(p))).collect(),
             node_timeout,
+            stragglers: Mutex::new(Vec::new()),
         }
     }
 }
 
 impl Deployment for Redlock {
     fn describe(&self) -> String {
-        let addrs: Vec<&str> = self.nodes.iter().map(|p| p.target.addr.as_str()).collect();
+        let addrs: Vec<&str> = self.nodes.iter().map(|n| n.addr()).collect();
         format!("Redlock over {}", addrs.join(", "))
     }
 
@@ -96,6 +113,16 @@ impl Deployment for Redlock {
 /// Longest pause between two attempts.
 const MAX_RETRY_DELAY: Duration = Duration::from_millis(200);
 
+/// The default per-node timeout is the TTL divided by this…
+const NODE_TIMEOUT_DIVISOR: u32 = 200;
+/// …and at least this.
+const NODE_TIMEOUT_FLOOR: Duration = Duration::from_millis(10);
+/// The per-node timeout of operations without a TTL (release, reads).
+const OP_NODE_TIMEOUT: Duration = Duration::from_millis(200);
+/// How long a worker waits for an acquisition's reply, at most: a grant
+/// that comes later than this is left to expire by its TTL.
+const LATE_GRANT_WAIT: Duration = Duration::from_secs(60);
+
 pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
@@ -109,27 +136,133 @@ fn node_timeout(r: &Redlock, ttl_ms: u64) -> Duration {
     if let Some(t) = r.node_timeout {
         return t;
     }
-    let command = r.nodes[0].target.command_timeout;
-    Duration::from_millis(ttl_ms / 10).clamp(Duration::from_millis(5), command)
+    let command = r.command_timeout();
+    (Duration::from_millis(ttl_ms) / NODE_TIMEOUT_DIVISOR)
+        .max(NODE_TIMEOUT_FLOOR)
+        .min(command)
 }
 
-/// Run `f` on every node at once; the results in node order.
-fn on_all<T: Send>(nodes: &[Pool], f: impl Fn(&Pool) -> Result<T> + Sync) -> Vec<Result<T>> {
-    let f = &f;
-    thread::scope(|s| {
-        let handles: Vec<_> = nodes.iter().map(|p| s.spawn(move || f(p))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal("a Redlock node thread panicked".into()))
-                })
+/// The per-node bound of release and the reads.
+fn op_timeout(r: &Redlock) -> Duration {
+    r.node_timeout
+        .unwrap_or(OP_NODE_TIMEOUT)
+        .min(r.command_timeout())
+}
+
+impl Redlock {
+    fn command_timeout(&self) -> Duration {
+        self.nodes[0].pool.target.command_timeout
+    }
+
+    /// Send `job` to the nodes (`only` these, or all); with `majority`,
+    /// to none when a majority is out of reach (see [`Round::send`]).
+    fn send(
+        &self,
+        only: Option<&[usize]>,
+        timeout: Duration,
+        majority: bool,
+        job: Job,
+        on_late: Option<OnLate>,
+    ) -> Arc<Round> {
+        Round::send(&self.nodes, only, timeout, majority, job, on_late)
+    }
+
+    /// What the nodes that had not answered by the deadline count as.
+    fn no_answer(&self, i: usize, timeout: Duration) -> Error {
+        Error::Connection {
+            addr: self.nodes[i].addr().to_string(),
+            reason: String::from("no answer in time"),
+            hint: format!("node timeout {timeout:?}"),
+        }
+    }
+
+    /// The errors of a decided round, and the nodes that had not answered
+    /// when its deadline came.
+    fn errors(&self, d: &Decided, timeout: Duration) -> Vec<Error> {
+        d.replies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                None if d.timed_out => Some(self.no_answer(i, timeout)),
+                None => None,
+                Some(Err(e)) => Some(e.clone()),
+                Some(Ok(_)) => None,
             })
             .collect()
+    }
+
+    /// Remember a held lock's round that still waits for nodes, so that its
+    /// release has their late grants released.
+    fn remember(&self, keys: &LockKeys, token: &[u8], round: &Arc<Round>) {
+        let mut s = locked(&self.stragglers);
+        s.retain(|st| st.round.strong_count() > 0);
+        s.push(Straggler {
+            key: keys.lock.clone(),
+            token: token.to_vec(),
+            round: Arc::downgrade(round),
+        });
+    }
+
+    /// The lock is being released: rounds of its acquisition still waiting
+    /// for nodes release what those nodes grant.
+    fn forget(&self, keys: &LockKeys, token: &[u8]) {
+        let mut s = locked(&self.stragglers);
+        s.retain(|st| {
+            if st.key == keys.lock && st.token == token {
+                if let Some(round) = st.round.upgrade() {
+                    round.released();
+                }
+                return false;
+            }
+            st.round.strong_count() > 0
+        });
+    }
+}
+
+/// A script with these arguments on the lock's keys, its reply awaited up
+/// to `wait`.
+fn script_job(
+    script: fn() -> &'static protocol::Script,
+    keys: &LockKeys,
+    args: Vec<Vec<u8>>,
+    wait: Duration,
+) -> Job {
+    let keys = keys.clone();
+    Arc::new(move |p: &Pool| {
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        p.script_within(wait, script(), &keys.all(), &args)
     })
 }
 
-fn no_quorum(key: &[u8], n: usize, errors: &[&Error]) -> Error {
+/// Replies of a round, by kind.
+#[derive(Default)]
+struct Tally {
+    /// Nodes that answered with a number 1 or a grant.
+    agreed: usize,
+    /// Nodes that answered otherwise.
+    refused: usize,
+    failed: usize,
+}
+
+impl Tally {
+    fn of(replies: &[Option<Result<Value>>], agrees: impl Fn(&Value) -> bool) -> Tally {
+        let mut t = Tally::default();
+        for r in replies.iter().flatten() {
+            match r {
+                Ok(v) if agrees(v) => t.agreed += 1,
+                Ok(_) => t.refused += 1,
+                Err(_) => t.failed += 1,
+            }
+        }
+        t
+    }
+}
+
+fn granted(v: &Value) -> bool {
+    matches!(protocol::parse_attempt(v), Some(Attempt::Taken(_)))
+}
+
+fn no_quorum(key: &[u8], n: usize, errors: &[Error]) -> Error {
     let mut detail = format!(
         "{} of {n} Redis nodes failed, a majority needs {}",
         errors.len(),
@@ -154,88 +287,125 @@ fn acquire(
     started: Instant,
     interrupt: Option<&Interrupt>,
 ) -> Result<u64> {
-    let nodes = &r.nodes;
-    let n = nodes.len();
-    let timeout = node_timeout(r, ttl_ms);
-    let ttl = ttl_ms.to_string();
     loop {
-        let t0 = Instant::now();
-        let results = on_all(nodes, |p| {
-            p.script_within(
-                timeout,
-                &scripts().acquire,
-                &keys.all(),
-                &[token, ttl.as_bytes(), b"0"],
-            )
-        });
-        let elapsed = t0.elapsed().as_millis() as u64;
-        let mut agreed = 0;
-        let mut fence = 0;
-        let mut holder_ttl: Option<i64> = None;
-        let mut errors = Vec::new();
-        for r in &results {
-            match r {
-                Ok(reply) => match protocol::parse_attempt(reply) {
-                    Some(Attempt::Taken(f)) => {
-                        agreed += 1;
-                        fence = fence.max(f);
-                    }
-                    Some(Attempt::Held { pttl, .. }) => {
-                        holder_ttl = Some(holder_ttl.map_or(pttl, |t| t.min(pttl)));
-                    }
-                    None => return Err(Error::unexpected(reply)),
-                },
-                Err(e) => errors.push(e),
-            }
-        }
-        let validity = ttl_ms as i64 - elapsed as i64 - drift_ms(ttl_ms) as i64;
-        if agreed >= quorum(n) && validity > 0 {
-            return Ok(fence);
-        }
-        // Not held: take back what we got, everywhere.
-        if agreed > 0 {
-            release_all(r, keys, token, timeout);
-        }
-        let wrong_type = errors.iter().find_map(|e| match e {
-            Error::WrongType { found, .. } => Some(found),
-            _ => None,
-        });
-        if let Some(found) = wrong_type {
-            return Err(Error::WrongType {
-                key: show_key(&keys.lock),
-                found: if found.contains("fence counter") {
-                    "non-integer fence"
-                } else {
-                    "non-string"
-                }
-                .into(),
-            });
-        }
-        if errors.len() > n - quorum(n) {
-            return Err(no_quorum(&keys.lock, n, &errors));
-        }
+        let holder_ttl = match attempt(r, keys, token, ttl_ms)? {
+            Ok(fence) => return Ok(fence),
+            Err(holder_ttl) => holder_ttl,
+        };
         let now = Instant::now();
         let left = match deadline {
             Some(d) if now >= d => {
-                return Err(Error::not_acquired(
-                    &keys.lock,
-                    holder_ttl.unwrap_or(-1),
-                    started,
-                ))
+                return Err(Error::not_acquired(&keys.lock, holder_ttl, started))
             }
             Some(d) => d - now,
             None => MAX_RETRY_DELAY,
         };
         if interrupt.is_some_and(|i| i.stop()) {
-            return Err(Error::not_acquired(
-                &keys.lock,
-                holder_ttl.unwrap_or(-1),
-                started,
-            ));
+            return Err(Error::not_acquired(&keys.lock, holder_ttl, started));
         }
-        let holder_ttl = holder_ttl.and_then(|t| u64::try_from(t).ok());
+        let holder_ttl = u64::try_from(holder_ttl).ok();
         thread::sleep(retry_pause(holder_ttl.map(Duration::from_millis), left));
     }
+}
+
+/// One attempt: the fence when held, the holder's TTL (-1: unknown) when
+/// refused, or an error that no retry would mend.
+fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Result<u64, i64>> {
+    let n = r.nodes.len();
+    let q = quorum(n);
+    let timeout = node_timeout(r, ttl_ms);
+    let ttl = Duration::from_millis(ttl_ms);
+    let wait = ttl.min(LATE_GRANT_WAIT).max(r.command_timeout());
+    let t0 = Instant::now();
+    let late = {
+        let (keys, token) = (keys.clone(), token.to_vec());
+        Box::new(move |node: &Node, reply: &Value, outcome: Outcome| {
+            if outcome != Outcome::Held && granted(reply) {
+                let _ = node
+                    .pool
+                    .script(&scripts().release, &keys.all(), &[&token], None);
+            }
+        })
+    };
+    let job = script_job(
+        || &scripts().acquire,
+        keys,
+        vec![
+            token.to_vec(),
+            ttl_ms.to_string().into_bytes(),
+            b"0".to_vec(),
+        ],
+        wait,
+    );
+    let round = r.send(None, timeout, true, job, Some(late));
+    let d = round.decide(t0 + timeout, |replies, last| {
+        let t = Tally::of(replies, granted);
+        if t.agreed >= q {
+            let validity =
+                ttl_ms as i64 - t0.elapsed().as_millis() as i64 - drift_ms(ttl_ms) as i64;
+            return Some(if validity > 0 {
+                Outcome::Held
+            } else {
+                Outcome::Failed
+            });
+        }
+        (last || t.refused + t.failed > n - q).then_some(Outcome::Failed)
+    });
+    let mut fence = 0;
+    let mut holder_ttl: Option<i64> = None;
+    let mut got = Vec::new();
+    for (i, reply) in d.replies.iter().enumerate() {
+        if let Some(Ok(v)) = reply {
+            match protocol::parse_attempt(v) {
+                Some(Attempt::Taken(f)) => {
+                    got.push(i);
+                    fence = fence.max(f);
+                }
+                Some(Attempt::Held { pttl, .. }) => {
+                    holder_ttl = Some(holder_ttl.map_or(pttl, |t| t.min(pttl)));
+                }
+                None => return Err(Error::unexpected(v)),
+            }
+        }
+    }
+    if d.outcome == Outcome::Held {
+        if d.pending {
+            r.remember(keys, token, &round);
+        }
+        return Ok(Ok(fence));
+    }
+    // Not held: take back what we got (late grants are taken back by the
+    // workers that receive them).
+    if !got.is_empty() {
+        let job = script_job(
+            || &scripts().release,
+            keys,
+            vec![token.to_vec()],
+            r.command_timeout(),
+        );
+        let cleanup = r.send(Some(&got), timeout, false, job, None);
+        cleanup.decide(Instant::now() + r.command_timeout(), |_, _| None);
+    }
+    let errors = r.errors(&d, timeout);
+    let wrong_type = errors.iter().find_map(|e| match e {
+        Error::WrongType { found, .. } => Some(found),
+        _ => None,
+    });
+    if let Some(found) = wrong_type {
+        return Err(Error::WrongType {
+            key: show_key(&keys.lock),
+            found: if found.contains("fence counter") {
+                "non-integer fence"
+            } else {
+                "non-string"
+            }
+            .into(),
+        });
+    }
+    if errors.len() > n - q {
+        return Err(no_quorum(&keys.lock, n, &errors));
+    }
+    Ok(Err(holder_ttl.unwrap_or(-1)))
 }
 
 /// The pause before the next attempt: random, at most [`MAX_RETRY_DELAY`],
@@ -253,100 +423,137 @@ fn random_below(d: Duration) -> Duration {
     d.mul_f64(r as f64 / u32::MAX as f64)
 }
 
-/// Release on every node; how many released and the errors.
-fn release_all(
-    r: &Redlock,
-    keys: &LockKeys,
-    token: &[u8],
-    timeout: Duration,
-) -> (usize, Vec<Error>) {
-    let results = on_all(&r.nodes, |p| {
-        p.script_within(timeout, &scripts().release, &keys.all(), &[token])
-    });
-    let mut released = 0;
-    let mut errors = Vec::new();
-    for r in results {
-        match r {
-            Ok(Value::Int(1 | 2)) => released += 1,
-            Ok(_) => {}
-            Err(e) => errors.push(e),
-        }
-    }
-    (released, errors)
-}
-
-/// Release on every node. `Ok(false)` when no node held our token.
+/// Release on every node, returning once a majority answered. `Ok(false)`
+/// when no node that answered held our token.
 fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+    r.forget(keys, token);
     let n = r.nodes.len();
-    let timeout = r.nodes[0].target.command_timeout;
-    let (released, errors) = release_all(r, keys, token, timeout);
-    if released == 0 && errors.len() > n - quorum(n) {
-        return Err(no_quorum(&keys.lock, n, &errors.iter().collect::<Vec<_>>()));
+    let q = quorum(n);
+    let timeout = op_timeout(r);
+    let job = script_job(
+        || &scripts().release,
+        keys,
+        vec![token.to_vec()],
+        r.command_timeout(),
+    );
+    let round = r.send(None, timeout, false, job, None);
+    let released = |v: &Value| matches!(v, Value::Int(1 | 2));
+    let d = round.decide(Instant::now() + timeout, |replies, last| {
+        let t = Tally::of(replies, released);
+        (last || t.agreed + t.refused >= q || t.failed > n - q).then_some(Outcome::Released)
+    });
+    let t = Tally::of(&d.replies, released);
+    let errors = r.errors(&d, timeout);
+    if t.agreed == 0 && errors.len() > n - q {
+        return Err(no_quorum(&keys.lock, n, &errors));
     }
-    Ok(released > 0)
+    Ok(t.agreed > 0)
 }
 
 /// Extend on every node; `Ok(true)` when a majority extended in time.
 fn extend(r: &Redlock, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {
     let n = r.nodes.len();
+    let q = quorum(n);
     let timeout = node_timeout(r, ttl_ms);
-    let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
     let t0 = Instant::now();
-    let results = on_all(&r.nodes, |p| {
-        p.script_within(
-            timeout,
-            &scripts().extend,
-            &keys.all(),
-            &[token, ms.as_bytes(), fence.as_bytes()],
-        )
+    let job = script_job(
+        || &scripts().extend,
+        keys,
+        vec![
+            token.to_vec(),
+            ttl_ms.to_string().into_bytes(),
+            fence.to_string().into_bytes(),
+        ],
+        r.command_timeout(),
+    );
+    let round = r.send(None, timeout, true, job, None);
+    let extended = |v: &Value| matches!(v, Value::Int(1));
+    let valid = || ttl_ms as i64 - t0.elapsed().as_millis() as i64 - (drift_ms(ttl_ms) as i64) > 0;
+    let d = round.decide(t0 + timeout, |replies, last| {
+        let t = Tally::of(replies, extended);
+        if t.agreed >= q {
+            return Some(if valid() {
+                Outcome::Held
+            } else {
+                Outcome::Failed
+            });
+        }
+        (last || t.refused + t.failed > n - q).then_some(Outcome::Failed)
     });
-    let elapsed = t0.elapsed().as_millis() as i64;
-    let agreed = results
-        .iter()
-        .filter(|r| matches!(r, Ok(Value::Int(1))))
-        .count();
-    let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    if agreed >= quorum(n) && ttl_ms as i64 - elapsed - (drift_ms(ttl_ms) as i64) > 0 {
+    if d.outcome == Outcome::Held {
         return Ok(true);
     }
-    if errors.len() > n - quorum(n) {
+    let errors = r.errors(&d, timeout);
+    if errors.len() > n - q {
         return Err(no_quorum(&keys.lock, n, &errors));
     }
     Ok(false)
 }
 
-/// GET on every node: how many hold `token`, and the values seen.
-fn values(r: &Redlock, key: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
+/// A read on every node, until all answered (or `enough` says the replies
+/// so far suffice) or the per-node timeout ran out. The replies (`None`:
+/// no answer), or [`Error::NoQuorum`] when too few answered.
+fn read(
+    r: &Redlock,
+    key: &[u8],
+    job: Job,
+    enough: impl Fn(&[Option<Result<Value>>]) -> bool,
+) -> Result<Vec<Option<Value>>> {
     let n = r.nodes.len();
-    let results = on_all(&r.nodes, |p| {
-        p.with(|con, _| redis::cmd("GET").arg(key).query::<Option<Vec<u8>>>(con))
+    let timeout = op_timeout(r);
+    let round = r.send(None, timeout, false, job, None);
+    let d = round.decide(Instant::now() + timeout, |replies, last| {
+        (last || enough(replies)).then_some(Outcome::Failed)
     });
-    let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    let errors = r.errors(&d, timeout);
     if errors.len() > n - quorum(n) {
         return Err(no_quorum(key, n, &errors));
     }
-    Ok(results.into_iter().map(|r| r.ok().flatten()).collect())
+    Ok(d.replies
+        .into_iter()
+        .map(|r| r.and_then(Result::ok))
+        .collect())
+}
+
+/// GET on every node: the values seen (`None` also for no answer).
+fn values(
+    r: &Redlock,
+    key: &[u8],
+    enough: impl Fn(&[Option<Result<Value>>]) -> bool,
+) -> Result<Vec<Option<Vec<u8>>>> {
+    let k = key.to_vec();
+    let job: Job = Arc::new(move |p: &Pool| p.with(|con, _| redis::cmd("GET").arg(&k).query(con)));
+    let vals = read(r, key, job, enough)?;
+    Ok(vals
+        .into_iter()
+        .map(|v| match v {
+            Some(Value::BulkString(b)) => Some(b),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Whether a majority of nodes hold `token` under `key`.
 fn is_owned_by(r: &Redlock, key: &[u8], token: &[u8]) -> Result<bool> {
-    let vals = values(r, key)?;
-    Ok(vals.iter().filter(|v| v.as_deref() == Some(token)).count() >= quorum(r.nodes.len()))
+    let n = r.nodes.len();
+    let q = quorum(n);
+    let holds = |v: &Value| matches!(v, Value::BulkString(b) if b == token);
+    let vals = values(r, key, |replies| {
+        let t = Tally::of(replies, holds);
+        t.agreed >= q || t.refused + t.failed > n - q
+    })?;
+    Ok(vals.iter().filter(|v| v.as_deref() == Some(token)).count() >= q)
 }
 
 /// INSPECT on every node, summed up for the holder a majority agrees on.
 fn inspect(r: &Redlock, keys: &LockKeys) -> Result<LockInfo> {
     let n = r.nodes.len();
-    let results = on_all(&r.nodes, |p| {
-        p.script(&scripts().inspect, &keys.all(), &[], None)
-    });
-    let errors: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    if errors.len() > n - quorum(n) {
-        return Err(no_quorum(&keys.lock, n, &errors));
-    }
-    let infos = results
+    let k = keys.clone();
+    let job: Job = Arc::new(move |p: &Pool| p.script(&scripts().inspect, &k.all(), &[], None));
+    let replies = read(r, &keys.lock, job, |_| false)?;
+    let infos = replies
         .iter()
-        .filter_map(|r| r.as_ref().ok())
+        .flatten()
         .map(|v| protocol::parse_info(v).ok_or_else(|| Error::unexpected(v)))
         .collect::<Result<Vec<_>>>()?;
     let waiters = infos.iter().map(|i| i.waiters).max().unwrap_or(0);
@@ -379,7 +586,7 @@ fn inspect(r: &Redlock, keys: &LockKeys) -> Result<LockInfo> {
 
 /// Whether one owner holds `key` on a majority of nodes.
 fn holder(r: &Redlock, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let vals = values(r, key)?;
+    let vals = values(r, key, |_| false)?;
     let q = quorum(r.nodes.len());
     Ok(vals
         .iter()
