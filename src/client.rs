@@ -50,8 +50,10 @@ impl ClientBuilder {
         self
     }
 
-    /// Redlock only: the bound on each node's reply (default: a tenth of
-    /// the lock's TTL, at least 5 ms, at most the command timeout).
+    /// Redlock only: how long an operation waits for a node's reply before
+    /// counting it as failed (default: 1/200 of the lock's TTL, at least
+    /// 10 ms, at most the command timeout; 200 ms for release and reads).
+    /// The URLs' `?node_timeout=` says the same; this wins.
     pub fn node_timeout(mut self, d: Duration) -> Self {
         self.settings.node_timeout = Some(d);
         self
