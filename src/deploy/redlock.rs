@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::fanout::{Decided, Job, Node, OnLate, Outcome, Round};
+use super::fanout::{Decided, Job, Node, Outcome, Round};
 use super::Deployment;
 use crate::error::{show_key, Error, Result};
 use crate::net::pool::Pool;
@@ -152,19 +152,6 @@ fn op_timeout(r: &Redlock) -> Duration {
 impl Redlock {
     fn command_timeout(&self) -> Duration {
         self.nodes[0].pool.target.command_timeout
-    }
-
-    /// Send `job` to the nodes (`only` these, or all); with `majority`,
-    /// to none when a majority is out of reach (see [`Round::send`]).
-    fn send(
-        &self,
-        only: Option<&[usize]>,
-        timeout: Duration,
-        majority: bool,
-        job: Job,
-        on_late: Option<OnLate>,
-    ) -> Arc<Round> {
-        Round::send(&self.nodes, only, timeout, majority, job, on_late)
     }
 
     /// What the nodes that had not answered by the deadline count as.
@@ -337,7 +324,7 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
         ],
         wait,
     );
-    let round = r.send(None, timeout, true, job, Some(late));
+    let round = Round::send(&r.nodes, None, timeout, true, job, Some(late));
     let d = round.decide(t0 + timeout, |replies, last| {
         let t = Tally::of(replies, granted);
         if t.agreed >= q {
@@ -383,7 +370,7 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
             vec![token.to_vec()],
             r.command_timeout(),
         );
-        let cleanup = r.send(Some(&got), timeout, false, job, None);
+        let cleanup = Round::send(&r.nodes, Some(&got), timeout, false, job, None);
         cleanup.decide(Instant::now() + r.command_timeout(), |_, _| None);
     }
     let errors = r.errors(&d, timeout);
@@ -436,7 +423,7 @@ fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
         vec![token.to_vec()],
         r.command_timeout(),
     );
-    let round = r.send(None, timeout, false, job, None);
+    let round = Round::send(&r.nodes, None, timeout, false, job, None);
     let released = |v: &Value| matches!(v, Value::Int(1 | 2));
     let d = round.decide(Instant::now() + timeout, |replies, last| {
         let t = Tally::of(replies, released);
@@ -466,7 +453,7 @@ fn extend(r: &Redlock, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -
         ],
         r.command_timeout(),
     );
-    let round = r.send(None, timeout, true, job, None);
+    let round = Round::send(&r.nodes, None, timeout, true, job, None);
     let extended = |v: &Value| matches!(v, Value::Int(1));
     let valid = || ttl_ms as i64 - t0.elapsed().as_millis() as i64 - (drift_ms(ttl_ms) as i64) > 0;
     let d = round.decide(t0 + timeout, |replies, last| {
@@ -501,7 +488,7 @@ fn read(
 ) -> Result<Vec<Option<Value>>> {
     let n = r.nodes.len();
     let timeout = op_timeout(r);
-    let round = r.send(None, timeout, false, job, None);
+    let round = Round::send(&r.nodes, None, timeout, false, job, None);
     let d = round.decide(Instant::now() + timeout, |replies, last| {
         (last || enough(replies)).then_some(Outcome::Failed)
     });
