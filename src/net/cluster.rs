@@ -1,12 +1,14 @@
 //! Redis Cluster: which node serves a key, and a command connection that
 //! sends each command there.
 //!
-//! `redis+cluster://[user:password@]host:port[,host:port…]`. The slot map
-//! (CLUSTER SLOTS) is read from any node that answers, first the ones named
-//! in the URL, and shared by every connection of a client. A command goes to
-//! the node serving the slot of its key (for scripts, the first of KEYS);
-//! MOVED sends it on and has the map read again; ASK sends it on once,
-//! after ASKING.
+//! `redis+cluster://[user:password@]host:port[,host:port…]`, or
+//! `rediss+cluster://…` for TLS to every node. The slot map (CLUSTER SLOTS)
+//! is read from any node that answers, first the ones named in the URL, and
+//! shared by every connection of a client. A command goes to the node
+//! serving the slot of its key (for scripts, the first of KEYS); MOVED sends
+//! it on and has the map read again; ASK sends it on once, after ASKING.
+//! A pipeline goes whole to the node of its first keyed command and is sent
+//! on the same way when its keyed commands were all redirected.
 //! Each node is reached over a [`Wire`], so a signal never makes a command
 //! be sent twice. Keyless commands go to any node.
 
@@ -29,7 +31,8 @@ const MAX_REDIRECTS: usize = 5;
 
 /// How to reach the nodes, and the slot map they last gave.
 pub(crate) struct Cluster {
-    /// `redis://[user:password@]`: every node's URL begins so.
+    /// `redis://[user:password@]` (`rediss://…` for TLS): every node's URL
+    /// begins so.
     auth: String,
     /// `host:port` of the nodes named in the URL.
     seeds: Vec<String>,
@@ -55,7 +58,8 @@ impl SlotMap {
 }
 
 impl Cluster {
-    /// `auth`: `redis://[user:password@]`; `seeds`: the URL's `host:port`s.
+    /// `auth`: `redis://[user:password@]` (`rediss://…` with `tls`);
+    /// `seeds`: the URL's `host:port`s.
     pub(crate) fn new(auth: String, seeds: Vec<String>, tls: Option<Tls>) -> Cluster {
         Cluster {
             auth,
@@ -67,7 +71,8 @@ impl Cluster {
 
     /// `cluster host:port,…`: safe to print.
     pub(crate) fn describe(&self) -> String {
-        format!("cluster {}", self.seeds.join(","))
+        let tls = if self.tls.is_some() { " (TLS)" } else { "" };
+        format!("cluster {}{tls}", self.seeds.join(","))
     }
 
     /// Forget the map: the next command reads it again.
@@ -251,6 +256,44 @@ impl Routed {
         self.nodes.retain(|(n, _)| n != node);
     }
 
+    /// Send the pipeline `cmd` to `node` (with ASKING before each of the
+    /// commands numbered in `asking`, whose replies are left out) and read
+    /// its replies.
+    fn pipeline_to(
+        &mut self,
+        node: &str,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+        asking: Option<&[usize]>,
+    ) -> RedisResult<Vec<Value>> {
+        let wire = self.wire(node)?;
+        let Some(asking) = asking else {
+            return wire.req_packed_commands(cmd, offset, count);
+        };
+        let ask = redis::cmd("ASKING").get_packed_command();
+        let parts = commands(cmd);
+        let mut packed = Vec::with_capacity(cmd.len() + asking.len() * ask.len());
+        for (i, one) in parts.iter().enumerate() {
+            if asking.contains(&i) {
+                packed.extend_from_slice(&ask);
+            }
+            packed.extend_from_slice(one);
+        }
+        let mut replies = wire
+            .req_packed_commands(&packed, 0, parts.len() + asking.len())?
+            .into_iter();
+        // Each ASKING's reply comes just before its command's: left out.
+        let mut kept = Vec::with_capacity(parts.len());
+        for i in 0..parts.len() {
+            if asking.contains(&i) {
+                replies.next();
+            }
+            kept.extend(replies.next());
+        }
+        Ok(kept)
+    }
+
     /// Send `cmd` to `node` (preceded by ASKING if `asking`) and read its
     /// reply. A connection that fails is dropped and the map read again
     /// next time: the node may have died in a failover.
@@ -301,31 +344,72 @@ impl ConnectionLike for Routed {
     }
 
     /// A pipeline goes whole to the node of its first keyed command; its
-    /// commands must share that node (redislock sends none that do not).
-    /// Redirections are not followed, but a MOVED makes the map be read
-    /// again for the next command.
+    /// commands must share that slot (redislock sends none that do not).
+    /// When every keyed command was redirected to one node (none of them
+    /// ran), the whole pipeline is sent there, after ASKING for each keyed
+    /// command on ASK: its keyless commands then run again, so they must be
+    /// harmless to repeat (redislock's are WAIT).
     fn req_packed_commands(
         &mut self,
         cmd: &[u8],
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let node = match commands(cmd).into_iter().find_map(command_slot) {
+        let parts = commands(cmd);
+        let slots: Vec<Option<u16>> = parts.iter().map(|c| command_slot(c)).collect();
+        let keyed: Vec<usize> = (0..parts.len()).filter(|&i| slots[i].is_some()).collect();
+        let mut node = match slots.iter().find_map(|s| *s) {
             Some(slot) => self.serving(slot)?,
             None => self.any()?,
         };
-        let replies = self
-            .wire(&node)
-            .and_then(|w| w.req_packed_commands(cmd, offset, count));
-        match &replies {
-            Ok(values) if values.iter().any(|v| redirect(v).is_some()) => self.cluster.invalidate(),
-            Ok(_) => {}
-            Err(_) => {
-                self.drop_node(&node);
+        let mut asking = false;
+        let mut redirects = 0;
+        loop {
+            let replies = self.pipeline_to(
+                &node,
+                cmd,
+                offset,
+                count,
+                asking.then_some(keyed.as_slice()),
+            );
+            let values = match replies {
+                Ok(values) => values,
+                Err(e) => {
+                    self.drop_node(&node);
+                    self.cluster.invalidate();
+                    return Err(e);
+                }
+            };
+            if !values.iter().any(|v| redirect(v).is_some()) {
+                return Ok(values);
+            }
+            // Which reply belongs to which command: only without MULTI.
+            let redirected: Vec<Option<(bool, String)>> = if offset == 0 {
+                keyed
+                    .iter()
+                    .map(|&i| values.get(i).and_then(redirect))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let all_to_one = match redirected.first() {
+                Some(Some(first)) => redirected.iter().all(|r| r.as_ref() == Some(first)),
+                _ => false,
+            };
+            if !all_to_one || redirects >= MAX_REDIRECTS {
+                self.cluster.invalidate();
+                return Ok(values);
+            }
+            let Some(Some((ask, to))) = redirected.into_iter().next() else {
+                return Ok(values);
+            };
+            if !ask {
                 self.cluster.invalidate();
             }
+            node = to;
+            asking = ask;
+            redirects += 1;
         }
-        replies
     }
 
     fn get_db(&self) -> i64 {
