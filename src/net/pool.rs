@@ -448,8 +448,14 @@ impl Pool {
             };
         }
         if is_auth_error(&e) {
+            // Sentinel: the sentinels' refusals are told apart by their own
+            // error (see `Sentinel::master`); this one is the master's.
+            let addr = match &t.endpoint {
+                Endpoint::Sentinel(_) => format!("the master of {}", t.addr),
+                _ => t.addr.clone(),
+            };
             return Error::Server {
-                addr: t.addr.clone(),
+                addr,
                 message: server_message(&e),
             };
         }
