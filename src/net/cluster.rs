@@ -548,6 +548,152 @@ fn command_slot(packed: &[u8]) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A node that answers each command with `answer(args)` (raw RESP) and
+    /// records the commands it got, as text.
+    struct FakeNode {
+        addr: String,
+        got: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl FakeNode {
+        fn start(answer: impl Fn(&[&[u8]]) -> String + Send + 'static) -> FakeNode {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let log = got.clone();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(mut stream) = stream else { return };
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while let Some((parts, len)) = args(&buf, 16) {
+                            let text: Vec<String> = parts
+                                .iter()
+                                .map(|p| String::from_utf8_lossy(p).into_owned())
+                                .collect();
+                            locked(&log).push(text.join(" "));
+                            let reply = answer(&parts);
+                            buf.drain(..len);
+                            if stream.write_all(reply.as_bytes()).is_err() {
+                                break;
+                            }
+                        }
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                }
+            });
+            FakeNode { addr, got }
+        }
+
+        fn got(&self) -> Vec<String> {
+            locked(&self.got).clone()
+        }
+    }
+
+    /// A CLUSTER SLOTS reply: every slot on `addr`.
+    fn all_slots_on(addr: &str) -> String {
+        let (host, port) = addr.rsplit_once(':').unwrap();
+        format!(
+            "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n${}\r\n{host}\r\n:{port}\r\n",
+            host.len()
+        )
+    }
+
+    /// The confirming pipeline of `wait_replicas`: a keyed script, WAIT.
+    fn extend_and_wait(con: &mut Routed) -> RedisResult<(i64, i64)> {
+        redis::pipe()
+            .cmd("EVAL")
+            .arg("return 1")
+            .arg(1)
+            .arg("lock")
+            .cmd("WAIT")
+            .arg(1)
+            .arg(100)
+            .query(con)
+    }
+
+    #[test]
+    fn a_pipeline_whose_keyed_commands_were_redirected_is_sent_on() {
+        for ask in [true, false] {
+            let to = FakeNode::start(|args| match args[0] {
+                b"ASKING" => "+OK\r\n".into(),
+                b"EVAL" => ":1\r\n".into(),
+                b"WAIT" => ":1\r\n".into(),
+                _ => "-ERR unexpected\r\n".into(),
+            });
+            let to_addr = to.addr.clone();
+            let from = FakeNode::start(move |args| match args[0] {
+                b"CLUSTER" => all_slots_on(&to_addr),
+                b"EVAL" if ask => format!("-ASK 1234 {to_addr}\r\n"),
+                b"EVAL" => format!("-MOVED 1234 {to_addr}\r\n"),
+                b"WAIT" => ":0\r\n".into(),
+                _ => "-ERR unexpected\r\n".into(),
+            });
+            // The map says `from` serves every slot.
+            let cluster = Arc::new(Cluster::new(
+                "redis://".into(),
+                vec![from.addr.clone()],
+                None,
+            ));
+            *locked(&cluster.slots) = SlotMap {
+                read: Some(Instant::now()),
+                ranges: vec![(0, 16383, from.addr.clone())],
+            };
+            let t = Duration::from_secs(2);
+            let mut con = Routed::connect(cluster.clone(), t, t).unwrap();
+            assert_eq!(extend_and_wait(&mut con).unwrap(), (1, 1), "ask: {ask}");
+            assert_eq!(from.got(), ["EVAL return 1 1 lock", "WAIT 1 100"]);
+            if ask {
+                // ASKING before the keyed command only; the map stays.
+                assert_eq!(to.got(), ["ASKING", "EVAL return 1 1 lock", "WAIT 1 100"]);
+                assert!(locked(&cluster.slots).read.is_some());
+            } else {
+                assert_eq!(to.got(), ["EVAL return 1 1 lock", "WAIT 1 100"]);
+                assert!(
+                    locked(&cluster.slots).read.is_none(),
+                    "MOVED: read the map again"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_pipeline_redirected_in_part_is_not_sent_again() {
+        let other = FakeNode::start(|_| "-ERR never asked\r\n".into());
+        let other_addr = other.addr.clone();
+        let node = FakeNode::start(move |args| match args {
+            [b"GET", b"a"] => format!("-ASK 1 {other_addr}\r\n"),
+            [b"GET", _] => "$1\r\nx\r\n".into(),
+            _ => "-ERR unexpected\r\n".into(),
+        });
+        let cluster = Arc::new(Cluster::new(
+            "redis://".into(),
+            vec![node.addr.clone()],
+            None,
+        ));
+        *locked(&cluster.slots) = SlotMap {
+            read: Some(Instant::now()),
+            ranges: vec![(0, 16383, node.addr.clone())],
+        };
+        let t = Duration::from_secs(2);
+        let mut con = Routed::connect(cluster, t, t).unwrap();
+        let r: RedisResult<(Option<String>, Option<String>)> = redis::pipe()
+            .cmd("GET")
+            .arg("a")
+            .cmd("GET")
+            .arg("b")
+            .query(&mut con);
+        assert!(r.is_err(), "{r:?}");
+        assert_eq!(node.got(), ["GET a", "GET b"]);
+        assert!(other.got().is_empty());
+    }
 
     #[test]
     fn keys_are_found_in_packed_commands() {

@@ -93,17 +93,39 @@ fn start_cluster_of(
     if let Some(tls) = tls {
         cli.arg("--tls").arg("--cacert").arg(&tls.ca);
     }
-    let out = cli
+    let mut create = cli
         .args(["--cluster", "create"])
         .args(servers.iter().map(|s| format!("127.0.0.1:{}", s.port)))
         .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("redis-cli (apt-get install redis-tools)");
+    // It waits for the nodes to join for as long as it takes: not here.
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = create.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = create.kill();
+            break None;
+        }
+        sleep(Duration::from_millis(50));
+    };
+    let out = create.wait_with_output().unwrap();
     assert!(
-        out.status.success(),
-        "redis-cli --cluster create failed: {}{}",
+        status.is_some_and(|s| s.success()),
+        "redis-cli --cluster create failed{}: {}{}\nfirst node's log: {}",
+        if status.is_none() {
+            " (no join within 30 s)"
+        } else {
+            ""
+        },
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        servers[0].log()
     );
     let start = Instant::now();
     for s in &servers {
@@ -526,7 +548,9 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A throwaway CA and a server certificate for 127.0.0.1 / localhost.
+/// A throwaway CA and a certificate for 127.0.0.1 / localhost, for
+/// servers and for the servers' own connections to each other (the TLS
+/// cluster bus asks for a client certificate).
 pub fn make_certs(dir: &Path) -> Tls {
     openssl(
         dir,
@@ -567,7 +591,7 @@ pub fn make_certs(dir: &Path) -> Tls {
     );
     std::fs::write(
         dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
     )
     .unwrap();
     openssl(
