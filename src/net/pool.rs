@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::net::cluster::{Cluster, Routed};
 use crate::net::hub::{Delivery, Hub, Ticket};
 use crate::net::transport::Transport;
-use crate::net::wire::{is_auth_error, server_message, Tls, Wire};
+use crate::net::wire::{is_auth_error, server_message, Tls, Wire, UNTRUSTED_HINT};
 use crate::protocol::Script;
 use crate::sync::locked;
 
@@ -467,10 +467,7 @@ impl Pool {
                     io_reason(&e)
                 };
                 let hint = if reason.contains("certificate") {
-                    String::from(
-                        "the TLS certificate is not trusted: give its CA with tls_ca_file or \
-                         the builder's tls_root_cert",
-                    )
+                    String::from(UNTRUSTED_HINT)
                 } else if connecting {
                     format!("connect timeout {:?}", t.connect_timeout)
                 } else {

@@ -22,7 +22,7 @@ use std::time::Duration;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::error::{Error, Result};
-use crate::net::wire::{is_auth_error, server_message, Tls, Wire};
+use crate::net::wire::{is_auth_error, server_message, Tls, Wire, UNTRUSTED_HINT};
 
 /// How to find the master.
 pub(crate) struct Sentinel {
@@ -113,10 +113,7 @@ impl Sentinel {
             addr: self.describe(),
             reason: format!("no sentinel named the master ({})", reasons.join("; ")),
             hint: if untrusted {
-                String::from(
-                    "the TLS certificate is not trusted: give its CA with tls_ca_file or the \
-                     builder's tls_root_cert",
-                )
+                String::from(UNTRUSTED_HINT)
             } else {
                 format!("connect timeout {timeout:?} per sentinel")
             },

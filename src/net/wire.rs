@@ -426,6 +426,12 @@ pub(crate) fn is_interrupted(e: &redis::RedisError) -> bool {
             .contains(&format!("(os error {})", libc::EINTR))
 }
 
+/// What to do about a certificate that is not trusted (the I/O error then
+/// names the certificate).
+pub(crate) const UNTRUSTED_HINT: &str =
+    "the TLS certificate is not trusted: give its CA with tls_ca_file or the builder's \
+     tls_root_cert";
+
 /// A refusal of our credentials (or of a command for want of them).
 pub(crate) fn is_auth_error(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::AuthenticationFailed
