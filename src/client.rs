@@ -43,8 +43,10 @@ impl ClientBuilder {
         self
     }
 
-    /// Trust this PEM certificate (a private CA) for `rediss://` besides the
-    /// system's roots (also `?tls_ca_file=/path.pem` in the URL).
+    /// Trust this PEM certificate (a private CA) instead of the system's
+    /// roots for TLS: `rediss://`, `rediss+sentinel://` (the sentinels and
+    /// the master) and `rediss+cluster://` (every node). Also
+    /// `?tls_ca_file=/path.pem` in the URL.
     pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.settings.tls_root_cert = Some(pem.into());
         self
@@ -99,7 +101,9 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// A client for `redis://[user:password@]host:port[/db]`,
-    /// `rediss://…` (TLS) or `unix:///path.sock[?db=N]`, with the default
+    /// `rediss://…` (TLS), `unix:///path.sock[?db=N]`,
+    /// `redis+sentinel://…/service` or `redis+cluster://…` (`rediss+…` for
+    /// TLS), with the default
     /// timeouts (which `?connect_timeout=500ms&command_timeout=1s` in the URL
     /// change). Validates the URL; does not connect.
     pub fn open(url: &str) -> Result<Client> {

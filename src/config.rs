@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::net::cluster::Cluster;
 use crate::net::pool::{Endpoint, Pool, Target};
 use crate::net::sentinel::Sentinel;
+use crate::net::wire::Tls;
 use crate::options::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT};
 
 /// What a [`crate::ClientBuilder`] collected besides its URLs.
@@ -68,27 +69,14 @@ impl Settings {
 
     /// Where `url` (one server, Sentinel or Cluster) leads, and its timeouts.
     pub(crate) fn target(&self, url: &str) -> Result<Target> {
-        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
-            return self.sentinel_target(rest);
+        if let Some((rest, tls)) = deployment_url(url, "sentinel") {
+            return self.sentinel_target(rest, tls);
         }
-        if let Some(rest) = url.strip_prefix("redis+cluster://") {
-            return self.cluster_target(rest);
-        }
-        if url.starts_with("rediss+sentinel://") || url.starts_with("rediss+cluster://") {
-            return Err(Error::invalid(
-                "TLS to Sentinel (rediss+sentinel://) is not supported yet",
-            ));
+        if let Some((rest, tls)) = deployment_url(url, "cluster") {
+            return self.cluster_target(rest, tls);
         }
         let parsed = ParsedUrl::parse(url)?;
         let (connect_timeout, command_timeout) = self.timeouts(&parsed.options)?;
-        let root_cert = match (&self.tls_root_cert, &parsed.options.tls_ca_file) {
-            (Some(pem), _) => Some(pem.clone()),
-            (None, Some(path)) => Some(
-                std::fs::read(path)
-                    .map_err(|e| Error::invalid(format!("cannot read tls_ca_file {path}: {e}")))?,
-            ),
-            (None, None) => None,
-        };
         let info = parsed.url.as_str().into_connection_info().map_err(|e| {
             Error::invalid(format!(
                 "{} ({})",
@@ -106,30 +94,10 @@ impl Settings {
             ConnectionAddr::Unix(path) => path.display().to_string(),
             other => format!("{other:?}"),
         };
-        let tls = match (info.addr(), root_cert) {
-            (ConnectionAddr::TcpTls { insecure: true, .. }, _) => {
-                return Err(Error::invalid(
-                    "#insecure (TLS without checking the certificate) is not supported: \
-                     give the server's CA with tls_ca_file instead",
-                ))
-            }
-            #[cfg(feature = "tls")]
-            (ConnectionAddr::TcpTls { .. }, pem) => Some(
-                crate::net::wire::Tls::new(pem.as_deref())
-                    .map_err(|e| Error::invalid(format!("TLS: {e}")))?,
-            ),
-            #[cfg(not(feature = "tls"))]
-            (ConnectionAddr::TcpTls { .. }, _) => {
-                return Err(Error::invalid(
-                    "this build of redislock has no TLS support (the `tls` feature)",
-                ))
-            }
-            (_, Some(_)) => {
-                return Err(Error::invalid(
-                    "a TLS root certificate was given for a URL that is not rediss://",
-                ))
-            }
-            (_, None) => None,
+        let tls = match info.addr() {
+            ConnectionAddr::TcpTls { insecure: true, .. } => return Err(insecure_refused()),
+            ConnectionAddr::TcpTls { .. } => self.tls(true, &parsed.options)?,
+            _ => self.tls(false, &parsed.options)?,
         };
         Ok(Target {
             endpoint: Endpoint::Direct(info),
@@ -139,6 +107,35 @@ impl Settings {
             connect_timeout,
             command_timeout,
         })
+    }
+
+    /// The TLS settings of a TLS URL (`tls`): the builder's root
+    /// certificate, else the URL's `tls_ca_file`, else the system's roots.
+    /// `None` for a plain URL, which may then name no root certificate.
+    fn tls(&self, tls: bool, options: &UrlOptions) -> Result<Option<Tls>> {
+        let root_cert = match (&self.tls_root_cert, &options.tls_ca_file) {
+            (Some(pem), _) => Some(pem.clone()),
+            (None, Some(path)) => Some(
+                std::fs::read(path)
+                    .map_err(|e| Error::invalid(format!("cannot read tls_ca_file {path}: {e}")))?,
+            ),
+            (None, None) => None,
+        };
+        match (tls, root_cert) {
+            (false, None) => Ok(None),
+            (false, Some(_)) => Err(Error::invalid(
+                "a TLS root certificate was given for a URL that is not TLS \
+                 (rediss://, rediss+sentinel:// or rediss+cluster://)",
+            )),
+            #[cfg(feature = "tls")]
+            (true, pem) => Tls::new(pem.as_deref())
+                .map(Some)
+                .map_err(|e| Error::invalid(format!("TLS: {e}"))),
+            #[cfg(not(feature = "tls"))]
+            (true, _) => Err(Error::invalid(
+                "this build of redislock has no TLS support (the `tls` feature)",
+            )),
+        }
     }
 
     fn timeouts(&self, options: &UrlOptions) -> Result<(Duration, Duration)> {
@@ -163,7 +160,8 @@ impl Settings {
         Ok((connect_timeout, command_timeout))
     }
 
-    fn cluster_target(&self, rest: &str) -> Result<Target> {
+    fn cluster_target(&self, rest: &str, tls: bool) -> Result<Target> {
+        let rest = without_fragment(rest)?;
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut options = UrlOptions::default();
         for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
@@ -173,27 +171,25 @@ impl Settings {
                 )));
             }
         }
-        if options.wait_replicas()?.is_some() {
-            return Err(Error::invalid(
-                "wait_replicas is not supported with Cluster yet",
-            ));
-        }
-        let cluster = cluster(rest)?;
+        let tls = self.tls(tls, &options)?;
+        let cluster = cluster(rest, tls.clone())?;
         let (connect_timeout, command_timeout) = self.timeouts(&options)?;
         Ok(Target {
             addr: cluster.describe(),
             endpoint: Endpoint::Cluster(std::sync::Arc::new(cluster)),
-            wait_replicas: None,
-            tls: None,
+            wait_replicas: options.wait_replicas()?,
+            tls,
             connect_timeout,
             command_timeout,
         })
     }
 
-    fn sentinel_target(&self, rest: &str) -> Result<Target> {
+    fn sentinel_target(&self, rest: &str, tls: bool) -> Result<Target> {
+        let rest = without_fragment(rest)?;
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut options = UrlOptions::default();
         let mut db = 0;
+        let mut auth = SentinelAuth::default();
         for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
             match k.as_ref() {
                 "db" => {
@@ -201,6 +197,9 @@ impl Settings {
                         .parse()
                         .map_err(|_| Error::invalid(format!("bad db {v:?} in the Sentinel URL")))?
                 }
+                // Never echoed: they are credentials.
+                "sentinel_user" => auth.user = Some(v.into_owned()),
+                "sentinel_password" => auth.password = Some(v.into_owned()),
                 _ => {
                     if !options.take(&k, &v)? {
                         return Err(Error::invalid(format!(
@@ -210,17 +209,62 @@ impl Settings {
                 }
             }
         }
-        let sentinel = sentinel(rest, db)?;
+        let tls = self.tls(tls, &options)?;
+        let sentinel = sentinel(rest, db, tls.clone(), &auth)?;
         let (connect_timeout, command_timeout) = self.timeouts(&options)?;
         Ok(Target {
             addr: sentinel.describe(),
             endpoint: Endpoint::Sentinel(sentinel),
             wait_replicas: options.wait_replicas()?,
-            tls: None,
+            tls,
             connect_timeout,
             command_timeout,
         })
     }
+}
+
+/// The body of a `redis+KIND://` or `rediss+KIND://` URL, and whether it
+/// asks for TLS.
+fn deployment_url<'a>(url: &'a str, kind: &str) -> Option<(&'a str, bool)> {
+    let rest = url.strip_prefix("redis")?;
+    let (tls, rest) = match rest.strip_prefix('s') {
+        Some(rest) => (true, rest),
+        None => (false, rest),
+    };
+    let rest = rest
+        .strip_prefix('+')?
+        .strip_prefix(kind)?
+        .strip_prefix("://")?;
+    Some((rest, tls))
+}
+
+/// A Sentinel or Cluster URL body without a `#fragment`: they take none
+/// (`#insecure` is refused as for one server).
+fn without_fragment(rest: &str) -> Result<&str> {
+    match rest.split_once('#') {
+        None => Ok(rest),
+        Some((_, "insecure")) => Err(insecure_refused()),
+        // Never echoed: a '#' may be part of a password that was not
+        // percent-encoded.
+        Some(_) => Err(Error::invalid(
+            "a Sentinel or Cluster URL takes no #fragment \
+             (percent-encode a '#' in a user name or password as %23)",
+        )),
+    }
+}
+
+fn insecure_refused() -> Error {
+    Error::invalid(
+        "#insecure (TLS without checking the certificate) is not supported: \
+         give the server's CA with tls_ca_file instead",
+    )
+}
+
+/// The sentinels' own credentials (`sentinel_user`, `sentinel_password`).
+#[derive(Default)]
+struct SentinelAuth {
+    user: Option<String>,
+    password: Option<String>,
 }
 
 /// `user:password@` (with the `@`, or empty) and the rest of a URL body.
@@ -245,11 +289,14 @@ fn host_list<'a>(list: &'a str, help: &str) -> Result<Vec<(&'a str, u16)>> {
         .collect()
 }
 
-/// The part of a Sentinel URL after `redis+sentinel://` and before any `?`.
-fn sentinel(rest: &str, db: i64) -> Result<Sentinel> {
+/// The part of a Sentinel URL after `redis+sentinel://` (or
+/// `rediss+sentinel://`, with `tls`) and before any `?`.
+fn sentinel(rest: &str, db: i64, tls: Option<Tls>, auth: &SentinelAuth) -> Result<Sentinel> {
     let help = "invalid Sentinel URL: expected \
-                redis+sentinel://[user:password@]host:port[,host:port…]/service_name[?db=N]";
-    let (auth, rest) = split_auth(rest);
+                redis+sentinel://[user:password@]host:port[,host:port…]/service_name[?db=N] \
+                (rediss+sentinel:// for TLS)";
+    let scheme = if tls.is_some() { "rediss" } else { "redis" };
+    let (master_auth, rest) = split_auth(rest);
     let (hosts, service) = rest
         .split_once('/')
         .ok_or_else(|| Error::invalid(format!("{help} (no service name)")))?;
@@ -257,33 +304,64 @@ fn sentinel(rest: &str, db: i64) -> Result<Sentinel> {
     if service.is_empty() || service.contains('/') {
         return Err(Error::invalid(format!("{help} (no service name)")));
     }
+    let password = match (&auth.user, &auth.password) {
+        (_, Some(p)) if p.is_empty() => {
+            return Err(Error::invalid("sentinel_password is empty"));
+        }
+        (Some(_), None) => {
+            return Err(Error::invalid(
+                "sentinel_user needs sentinel_password (the sentinels' AUTH takes both)",
+            ));
+        }
+        (_, password) => password.as_deref(),
+    };
     let mut sentinels = Vec::new();
     for (host, port) in host_list(hosts, help)? {
         let addr = format!("{host}:{port}");
-        let info: ConnectionInfo = format!("redis://{addr}")
+        let info: ConnectionInfo = format!("{scheme}://{addr}")
             .as_str()
             .into_connection_info()
             .map_err(|_| Error::invalid(format!("{help} (bad sentinel {addr:?})")))?;
-        sentinels.push((addr, info));
+        let mut settings = info.redis_settings().clone().set_skip_set_lib_name();
+        if let Some(password) = password {
+            settings = settings.set_password(password);
+            if let Some(user) = auth.user.as_deref().filter(|u| !u.is_empty()) {
+                settings = settings.set_username(user);
+            }
+        }
+        sentinels.push((addr, info.set_redis_settings(settings)));
     }
+    let master = format!("{scheme}://{master_auth}");
+    // The master's URL is made from the sentinels' answer later: check its
+    // credentials now.
+    format!("{master}{}", sentinels[0].0)
+        .as_str()
+        .into_connection_info()
+        .map_err(|e| {
+            Error::invalid(format!("{help} ({})", e.detail().unwrap_or(&e.to_string())))
+        })?;
     Ok(Sentinel::new(
         sentinels,
         service.to_string(),
-        format!("redis://{auth}"),
+        master,
         db,
+        tls,
     ))
 }
 
-/// The part of a Cluster URL after `redis+cluster://` and before any `?`.
-fn cluster(rest: &str) -> Result<Cluster> {
-    let help =
-        "invalid Cluster URL: expected redis+cluster://[user:password@]host:port[,host:port…]";
+/// The part of a Cluster URL after `redis+cluster://` (or
+/// `rediss+cluster://`, with `tls`) and before any `?`.
+fn cluster(rest: &str, tls: Option<Tls>) -> Result<Cluster> {
+    let help = "invalid Cluster URL: expected \
+                redis+cluster://[user:password@]host:port[,host:port…] \
+                (rediss+cluster:// for TLS)";
+    let scheme = if tls.is_some() { "rediss" } else { "redis" };
     let (auth, hosts) = split_auth(rest);
     let seeds: Vec<String> = host_list(hosts.trim_end_matches('/'), help)?
         .into_iter()
         .map(|(host, port)| format!("{host}:{port}"))
         .collect();
-    let auth = format!("redis://{auth}");
+    let auth = format!("{scheme}://{auth}");
     for node in &seeds {
         format!("{auth}{node}")
             .as_str()
@@ -292,7 +370,7 @@ fn cluster(rest: &str) -> Result<Cluster> {
                 Error::invalid(format!("{help} ({})", e.detail().unwrap_or(&e.to_string())))
             })?;
     }
-    Ok(Cluster::new(auth, seeds, None))
+    Ok(Cluster::new(auth, seeds, tls))
 }
 
 /// redislock's own URL parameters.
@@ -321,6 +399,12 @@ impl UrlOptions {
             // Read by `Settings::deployment` (Redlock only).
             "node_timeout" => {
                 parse_duration(v)?;
+            }
+            // Sentinel URLs take these before asking here.
+            "sentinel_user" | "sentinel_password" => {
+                return Err(Error::invalid(format!(
+                    "{k} is only for Sentinel URLs (redis+sentinel://, rediss+sentinel://)"
+                )))
             }
             _ => return Ok(false),
         }
@@ -465,11 +549,23 @@ mod tests {
 
     #[test]
     fn sentinel_urls_parse() {
-        let s = sentinel("u:pw@127.0.0.1:26379,127.0.0.1:26380/mymaster", 2).unwrap();
+        let none = SentinelAuth::default();
+        let s = sentinel(
+            "u:pw@127.0.0.1:26379,127.0.0.1:26380/mymaster",
+            2,
+            None,
+            &none,
+        )
+        .unwrap();
         assert_eq!(s.sentinels.len(), 2);
         assert_eq!(s.service, "mymaster");
         assert_eq!(s.auth, "redis://u:pw@");
         assert!(!s.describe().contains("pw"));
+        // The sentinels are asked without the master's credentials.
+        for (_, info) in &s.sentinels {
+            assert_eq!(info.redis_settings().password(), None);
+            assert_eq!(info.redis_settings().username(), None);
+        }
         for bad in [
             "127.0.0.1:1",
             "127.0.0.1:1/",
@@ -477,7 +573,198 @@ mod tests {
             ":1/x",
             "127.0.0.1:99999/x",
         ] {
-            assert!(sentinel(bad, 0).is_err(), "{bad}");
+            assert!(sentinel(bad, 0, None, &none).is_err(), "{bad}");
+        }
+    }
+
+    /// The message of `url`'s error.
+    fn refusal(settings: &Settings, url: &str) -> String {
+        match settings.target(url) {
+            Ok(_) => panic!("accepted: {url}"),
+            Err(e) => {
+                assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{url}: {e}");
+                e.to_string()
+            }
+        }
+    }
+
+    #[test]
+    fn tls_sentinel_and_cluster_urls_parse() {
+        let t = Settings::default()
+            .target("rediss+sentinel://u:pw@127.0.0.1:26379,127.0.0.1:26380/mymaster?db=3")
+            .unwrap();
+        assert!(t.tls.is_some());
+        assert!(t.addr.contains("(TLS)"), "{}", t.addr);
+        assert!(!t.addr.contains("pw"), "{}", t.addr);
+        let Endpoint::Sentinel(s) = &t.endpoint else {
+            panic!("not Sentinel")
+        };
+        // TLS to the sentinels and to the master, with the same settings.
+        assert!(s.tls.is_some());
+        assert_eq!(s.auth, "rediss://u:pw@");
+        assert_eq!(s.db, 3);
+        for (_, info) in &s.sentinels {
+            assert!(matches!(
+                info.addr(),
+                ConnectionAddr::TcpTls {
+                    insecure: false,
+                    ..
+                }
+            ));
+        }
+        let t = Settings::default()
+            .target("rediss+cluster://u:pw@127.0.0.1:7000,127.0.0.1:7001")
+            .unwrap();
+        assert!(t.tls.is_some());
+        assert_eq!(t.addr, "cluster 127.0.0.1:7000,127.0.0.1:7001 (TLS)");
+        // Plain ones stay plain.
+        let t = Settings::default()
+            .target("redis+cluster://127.0.0.1:7000")
+            .unwrap();
+        assert!(t.tls.is_none());
+        assert_eq!(t.addr, "cluster 127.0.0.1:7000");
+        let t = Settings::default()
+            .target("redis+sentinel://127.0.0.1:1/m")
+            .unwrap();
+        assert!(t.tls.is_none());
+    }
+
+    #[test]
+    fn tls_options_and_refusals_of_sentinel_and_cluster_urls() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_pem = dir.path().join("ca.pem");
+        std::fs::write(&not_pem, "no certificate here").unwrap();
+        let ca = not_pem.display();
+        let plain = Settings::default();
+        for base in [
+            "rediss+sentinel://127.0.0.1:1/m",
+            "rediss+cluster://127.0.0.1:1",
+        ] {
+            // The CA file is read for TLS (here it holds no certificate).
+            let e = refusal(&plain, &format!("{base}?tls_ca_file={ca}"));
+            assert!(e.contains("no PEM certificate"), "{e}");
+            let e = refusal(&plain, &format!("{base}?tls_ca_file=/nonexistent/ca.pem"));
+            assert!(e.contains("cannot read tls_ca_file"), "{e}");
+            // The builder's certificate too.
+            let with_root = Settings {
+                tls_root_cert: Some(b"not a PEM".to_vec()),
+                ..Settings::default()
+            };
+            let e = refusal(&with_root, base);
+            assert!(e.contains("TLS"), "{e}");
+            // #insecure stays refused; any other fragment too, unechoed.
+            let e = refusal(&plain, &format!("{base}#insecure"));
+            assert!(e.contains("#insecure"), "{e}");
+            let e = refusal(&plain, &format!("{base}#s3cret"));
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+        // A CA for a plain Sentinel or Cluster URL is a mistake.
+        for base in [
+            "redis+sentinel://127.0.0.1:1/m",
+            "redis+cluster://127.0.0.1:1",
+        ] {
+            let e = refusal(&plain, &format!("{base}?tls_ca_file={ca}"));
+            assert!(e.contains("not TLS"), "{e}");
+            let e = refusal(&plain, &format!("{base}#insecure"));
+            assert!(e.contains("#insecure"), "{e}");
+        }
+        for bad in [
+            "redis+sentinels://127.0.0.1:1/m",
+            "redisss+cluster://127.0.0.1:1",
+            "rediss+cluster://",
+            "rediss+sentinel://127.0.0.1:1",
+        ] {
+            refusal(&plain, bad);
+        }
+    }
+
+    #[test]
+    fn wait_replicas_is_taken_with_cluster() {
+        let t = Settings::default()
+            .target("rediss+cluster://127.0.0.1:7000?wait_replicas=1&wait_timeout=2s")
+            .unwrap();
+        assert_eq!(t.wait_replicas, Some((1, Duration::from_secs(2))));
+        let t = Settings::default()
+            .target("redis+cluster://127.0.0.1:7000?wait_replicas=2")
+            .unwrap();
+        assert_eq!(t.wait_replicas, Some((2, Duration::from_millis(100))));
+        let e = refusal(
+            &Settings::default(),
+            "redis+cluster://127.0.0.1:7000?wait_timeout=2s",
+        );
+        assert!(e.contains("wait_timeout needs wait_replicas"), "{e}");
+    }
+
+    #[test]
+    fn sentinel_credentials_are_the_sentinels_own_and_never_shown() {
+        let url = "rediss+sentinel://app:masterpw@127.0.0.1:26379,127.0.0.1:26380/mymaster\
+                   ?sentinel_user=watch%40er&sentinel_password=p%40ss%2Bw%26rd";
+        let t = Settings::default().target(url).unwrap();
+        let Endpoint::Sentinel(s) = &t.endpoint else {
+            panic!("not Sentinel")
+        };
+        for (_, info) in &s.sentinels {
+            assert_eq!(info.redis_settings().username(), Some("watch@er"));
+            assert_eq!(info.redis_settings().password(), Some("p@ss+w&rd"));
+        }
+        // The userinfo is the master's.
+        assert_eq!(s.auth, "rediss://app:masterpw@");
+        for shown in [t.addr.clone(), s.describe()] {
+            for secret in ["p@ss", "p%40ss", "masterpw", "watch"] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
+        }
+        // A password alone: AUTH password.
+        let t = Settings::default()
+            .target("redis+sentinel://127.0.0.1:1/m?sentinel_password=only")
+            .unwrap();
+        let Endpoint::Sentinel(s) = &t.endpoint else {
+            panic!("not Sentinel")
+        };
+        assert_eq!(s.sentinels[0].1.redis_settings().password(), Some("only"));
+        assert_eq!(s.sentinels[0].1.redis_settings().username(), None);
+        assert_eq!(s.auth, "redis://");
+        // Refusals name no credential.
+        let plain = Settings::default();
+        for (url, says) in [
+            (
+                "redis+sentinel://127.0.0.1:1/m?sentinel_user=watcher",
+                "sentinel_user needs sentinel_password",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:1/m?sentinel_user=watcher&sentinel_password=",
+                "sentinel_password is empty",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:1/m?sentinel_password=s3cret&db=x",
+                "bad db",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:1/m?sentinel_password=s3cret&nope=1",
+                "unknown parameter",
+            ),
+            (
+                "redis+sentinel://u:s3cret@127.0.0.1:x/m?sentinel_password=s3cret",
+                "bad port",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:1?sentinel_password=s3cret",
+                "no service name",
+            ),
+        ] {
+            let e = refusal(&plain, url);
+            assert!(e.contains(says), "{url}: {e}");
+            assert!(!e.contains("s3cret") && !e.contains("watcher"), "{e}");
+        }
+        // Only Sentinel URLs take them.
+        for url in [
+            "redis+cluster://127.0.0.1:1?sentinel_password=s3cret",
+            "redis://127.0.0.1:1?sentinel_password=s3cret",
+            "rediss://127.0.0.1:1/0?sentinel_user=watcher",
+        ] {
+            let e = refusal(&plain, url);
+            assert!(e.contains("only for Sentinel URLs"), "{e}");
+            assert!(!e.contains("s3cret") && !e.contains("watcher"), "{e}");
         }
     }
 }

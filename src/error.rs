@@ -169,6 +169,10 @@ fn holder_ttl_text(ttl: Option<Duration>) -> String {
 
 fn server_hint(message: &str) -> &'static str {
     let code = message.split_whitespace().next().unwrap_or("");
+    if message.contains("sentinel_password") {
+        // A sentinel's refusal already says which credentials it wants.
+        return "";
+    }
     if message.contains("uthentication") {
         return " (check the user name and password in the URL)";
     }

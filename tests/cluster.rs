@@ -1,19 +1,23 @@
-//! Redis Cluster: three masters on free loopback ports. Lock, fence and
-//! queue keys share a slot; commands follow MOVED and ASK; a waiter is woken
-//! on the node that owns its lock's slot; a slot migrates under a held lock.
+//! Redis Cluster: three masters on free loopback ports, over plain TCP and
+//! over TLS (one CA for every node). Lock, fence and queue keys share a
+//! slot; commands follow MOVED and ASK; a waiter is woken on the node that
+//! owns its lock's slot; a slot migrates under a held lock. With a replica
+//! per master, `wait_replicas` waits on the master of the lock's slot.
 
 mod common;
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{start_cluster, Server};
-use redislock::{Client, Wait};
+use common::{
+    cluster_url, shared_tls, start_cluster, start_cluster_with_replicas, start_tls_cluster, Server,
+};
+use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
 fn client(servers: &[Server]) -> Client {
-    Client::open(&common::cluster_url(servers)).unwrap()
+    Client::open(&cluster_url(servers)).unwrap()
 }
 
 fn keyslot(srv: &Server, key: &str) -> u16 {
@@ -44,6 +48,59 @@ fn calls(servers: &[Server], cmd: &str) -> i64 {
                 .map_or(0, |v| v.parse().unwrap())
         })
         .sum()
+}
+
+/// CLUSTER SETSLOT `slot` NODE `id` on every master: the migration ends.
+fn set_slot_node(servers: &[Server], slot: u16, id: &str) {
+    for s in servers.iter().filter(|s| !is_replica(s)) {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(id)
+            .query(&mut s.raw())
+            .unwrap();
+    }
+}
+
+fn replication(srv: &Server) -> String {
+    redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut srv.raw())
+        .unwrap()
+}
+
+fn is_replica(srv: &Server) -> bool {
+    replication(srv).contains("role:slave")
+}
+
+/// The replica of `servers[master]`.
+fn replica_of(servers: &[Server], master: usize) -> usize {
+    let port = format!("master_port:{}\r\n", servers[master].port);
+    servers
+        .iter()
+        .position(|s| {
+            let info = replication(s);
+            info.contains("role:slave") && info.contains(&port)
+        })
+        .expect("every master has a replica")
+}
+
+/// `key` as a replica has it (READONLY: a replica answers for its master's
+/// slots).
+fn on_replica(replica: &Server, key: &str) -> Option<Vec<u8>> {
+    let mut con = replica.raw();
+    let _: () = redis::cmd("READONLY").query(&mut con).unwrap();
+    redis::cmd("GET").arg(key).query(&mut con).unwrap()
+}
+
+fn reset_stats(servers: &[Server]) {
+    for s in servers {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut s.raw())
+            .unwrap();
+    }
 }
 
 fn node_id(srv: &Server) -> String {
@@ -187,7 +244,13 @@ fn names_over_many_slots_hash_tags_and_fences() {
 #[test]
 fn a_slot_migrates_under_a_held_lock() {
     let servers = start_cluster(3);
-    let client = client(&servers);
+    migrate_under_a_held_lock(&servers, &client(&servers));
+}
+
+/// A lock is held (and handed off) while its slot moves to another node:
+/// ASK and MOVED are followed, the fence counter moves with the slot, and a
+/// waiter subscribed where the slot used to be still gets the lock.
+fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
     let name = "migrating";
     let slot = keyslot(&servers[0], name);
     // A hand-off before the move: the client now knows the slot's old node
@@ -203,7 +266,7 @@ fn a_slot_migrates_under_a_held_lock() {
     waiter.join().unwrap().release().unwrap();
     let lock = client.acquire(name, 30 * S, Wait::TryOnce).unwrap();
     let first_fence = lock.fence();
-    let src = owner(&servers, slot);
+    let src = owner(servers, slot);
     let dst = (src + 1) % servers.len();
     let (src_id, dst_id) = (node_id(&servers[src]), node_id(&servers[dst]));
     let _: () = redis::cmd("CLUSTER")
@@ -244,15 +307,7 @@ fn a_slot_migrates_under_a_held_lock() {
         .unwrap();
     // Keys moved, slot still MIGRATING: the source answers ASK, followed.
     assert!(lock.owned().unwrap());
-    for s in &servers {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg("NODE")
-            .arg(&dst_id)
-            .query(&mut s.raw())
-            .unwrap();
-    }
+    set_slot_node(servers, slot, &dst_id);
     // After the move (MOVED followed): extend, release, acquire again.
     lock.extend(30 * S).unwrap();
     lock.release().unwrap();
@@ -300,4 +355,172 @@ fn a_dead_node_in_the_url_is_skipped_and_a_dead_cluster_is_a_connection_error() 
     let e = nobody.acquire("seeded", 5 * S, Wait::TryOnce).unwrap_err();
     assert_eq!(e.kind(), redislock::ErrorKind::Connection, "{e}");
     assert!(e.to_string().contains("refused"), "{e}");
+}
+
+/// `n` names held at once land on every node; a waiter on each of a few
+/// names is handed the lock by the release script on the slot's node.
+fn many_slots_and_hand_offs(servers: &[Server], client: &Client, n: usize) {
+    let locks: Vec<_> = (0..n)
+        .map(|i| {
+            client
+                .acquire(format!("job:{i}"), 30 * S, Wait::TryOnce)
+                .unwrap()
+        })
+        .collect();
+    for s in servers {
+        assert!(dbsize(s) > 0, "no lock landed on node {}", s.port);
+    }
+    for l in locks {
+        assert!(l.owned().unwrap());
+        l.release().unwrap();
+    }
+    for name in ["plain", "{user1}:a", "odd}name"] {
+        let lock = client.acquire(name, 30 * S, Wait::TryOnce).unwrap();
+        let first = lock.fence();
+        let c2 = client.clone();
+        let n = name.to_string();
+        let waiter = thread::spawn(move || c2.acquire(n, 30 * S, Wait::Timeout(20 * S)).unwrap());
+        thread::sleep(S / 5);
+        reset_stats(servers);
+        let released = Instant::now();
+        lock.release().unwrap();
+        let next = waiter.join().unwrap();
+        assert!(
+            released.elapsed() < S,
+            "{name}: the waiter took {:?}",
+            released.elapsed()
+        );
+        assert_eq!(calls(servers, "del"), 0, "{name}: not handed off");
+        assert!(next.fence() > first, "{name}");
+        next.release().unwrap();
+    }
+}
+
+#[test]
+fn tls_to_every_node_redirections_waiters_and_a_slot_migration() {
+    let tls = shared_tls();
+    let servers = start_tls_cluster(&tls, 3, 0);
+    let url = cluster_url(&servers);
+    assert!(url.starts_with("rediss+cluster://"), "{url}");
+    // The CA from the URL.
+    let client = Client::open(&format!("{url}?tls_ca_file={}", tls.ca.display())).unwrap();
+    assert!(client.addr().contains("(TLS)"), "{}", client.addr());
+    many_slots_and_hand_offs(&servers, &client, 60);
+    // The CA from the builder; MOVED and ASK lead to TLS ports as well.
+    let client = Client::builder(&url)
+        .tls_root_cert(tls.ca_pem())
+        .build()
+        .unwrap();
+    migrate_under_a_held_lock(&servers, &client);
+    // Without the CA: a typed error naming the certificate.
+    let untrusted = Client::builder(&url).connect_timeout(S).build().unwrap();
+    let e = untrusted.acquire("job", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(e.to_string().contains("certificate"), "{e}");
+    // A plain Cluster URL reaches no plain node there.
+    let plain = Client::builder(&url.replacen("rediss+", "redis+", 1))
+        .connect_timeout(S)
+        .command_timeout(S)
+        .build()
+        .unwrap();
+    let e = plain.acquire("job", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+}
+
+#[test]
+fn wait_replicas_waits_on_the_master_of_the_lock_slot() {
+    let servers = start_cluster_with_replicas(3, 1);
+    let url = cluster_url(&servers);
+    let waiting = Client::open(&format!("{url}?wait_replicas=1&wait_timeout=2s")).unwrap();
+    // Names on every master: the replica of each name's master has the
+    // lock when the acquire returns.
+    let mut masters = std::collections::HashSet::new();
+    for i in 0..12 {
+        let name = format!("job:{i}");
+        let lock = waiting.acquire(&name, 30 * S, Wait::TryOnce).unwrap();
+        let master = owner(&servers, keyslot(&servers[0], &name));
+        masters.insert(master);
+        let replica = replica_of(&servers, master);
+        assert_eq!(
+            on_replica(&servers[replica], &name).as_deref(),
+            Some(lock.token()),
+            "{name}: WAIT returned before the replica had it"
+        );
+        lock.release().unwrap();
+    }
+    assert_eq!(masters.len(), 3, "the names did not reach every master");
+
+    // Two replicas asked for, one exists: NoQuorum, and nothing left.
+    let greedy = Client::open(&format!("{url}?wait_replicas=2&wait_timeout=200ms")).unwrap();
+    let e = greedy.acquire("job:0", 30 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
+    assert!(e.to_string().contains("replicas"), "{e}");
+    let master = owner(&servers, keyslot(&servers[0], "job:0"));
+    let left: Option<Vec<u8>> = redis::cmd("GET")
+        .arg("job:0")
+        .query(&mut servers[master].raw())
+        .unwrap();
+    assert_eq!(left, None, "an unreplicated lock was left behind");
+
+    // The slot moves to another master (the client's map still names the
+    // old one): the acquire follows MOVED, and its WAIT runs on the new
+    // owner, whose replica has the lock.
+    let name = "moving";
+    waiting
+        .acquire(name, 30 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let slot = keyslot(&servers[0], name);
+    let src = owner(&servers, slot);
+    let dst = (0..servers.len())
+        .find(|&i| i != src && !is_replica(&servers[i]))
+        .unwrap();
+    let (src_id, dst_id) = (node_id(&servers[src]), node_id(&servers[dst]));
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("IMPORTING")
+        .arg(&src_id)
+        .query(&mut servers[dst].raw())
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("MIGRATING")
+        .arg(&dst_id)
+        .query(&mut servers[src].raw())
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(100)
+        .query(&mut servers[src].raw())
+        .unwrap();
+    assert!(!keys.is_empty(), "the fence counter of slot {slot}");
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(servers[dst].port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&keys)
+        .query(&mut servers[src].raw())
+        .unwrap();
+    set_slot_node(&servers, slot, &dst_id);
+    reset_stats(&servers);
+    let lock = waiting.acquire(name, 30 * S, Wait::TryOnce).unwrap();
+    let waits = |i: usize| calls(&servers[i..=i], "wait");
+    assert_eq!(
+        (waits(src), waits(dst)),
+        (0, 1),
+        "WAIT ran on the wrong node"
+    );
+    let dst_replica = replica_of(&servers, dst);
+    assert_eq!(
+        on_replica(&servers[dst_replica], name).as_deref(),
+        Some(lock.token())
+    );
+    lock.release().unwrap();
 }

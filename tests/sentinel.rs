@@ -1,13 +1,15 @@
 //! Sentinel: one master, one replica, three sentinels on free loopback
-//! ports. The client finds the master through the sentinels, keeps working
-//! after a failover, and can wait for replicas on acquire.
+//! ports, over plain TCP and over TLS (one CA for every server). The client
+//! finds the master through the sentinels, keeps working after a failover,
+//! and can wait for replicas on acquire. Sentinels with credentials of their
+//! own (a password, an ACL user) beside the master's.
 
 mod common;
 
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{wait_until, Server};
+use common::{shared_tls, wait_until, Server, Tls};
 use redis::Commands;
 use redislock::{Client, ErrorKind, Wait};
 
@@ -29,10 +31,43 @@ fn master_port(sentinel: &Server) -> Option<u16> {
     r.map(|(_, p)| p)
 }
 
-#[test]
-fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
-    let mut master = Server::start();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+/// `127.0.0.1:port,…` of `sentinels`.
+fn hosts(sentinels: &[Server]) -> String {
+    let hosts: Vec<String> = sentinels
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    hosts.join(",")
+}
+
+/// A master, its replica and three sentinels that know both and each
+/// other, all over TLS with the certificate of `tls` if given.
+fn deployment(tls: Option<&Tls>) -> (Server, Server, Vec<Server>) {
+    let (master, replica) = match tls {
+        Some(tls) => {
+            let master = Server::start_tls_shared(tls, &["--tls-replication", "yes"]);
+            let port = master.port.to_string();
+            let replica = Server::start_tls_shared(
+                tls,
+                &[
+                    "--tls-replication",
+                    "yes",
+                    "--replicaof",
+                    "127.0.0.1",
+                    &port,
+                ],
+            );
+            (master, replica)
+        }
+        None => {
+            let master = Server::start();
+            let port = master.port.to_string();
+            (
+                master,
+                Server::start_with(&["--replicaof", "127.0.0.1", &port]),
+            )
+        }
+    };
     wait_until("replication", 10 * S, || {
         info(&replica, "replication").contains("master_link_status:up")
     });
@@ -42,7 +77,12 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
          sentinel failover-timeout mymaster 4000",
         master.port
     );
-    let sentinels: Vec<Server> = (0..3).map(|_| Server::start_sentinel(&conf)).collect();
+    let sentinels: Vec<Server> = (0..3)
+        .map(|_| match tls {
+            Some(tls) => Server::start_sentinel_tls(tls, &conf),
+            None => Server::start_sentinel(&conf),
+        })
+        .collect();
     wait_until(
         "sentinels to find each other and the replica",
         20 * S,
@@ -64,16 +104,20 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
             })
         },
     );
-    let hosts: Vec<String> = sentinels
-        .iter()
-        .map(|s| format!("127.0.0.1:{}", s.port))
-        .collect();
-    let url = format!("redis+sentinel://{}/mymaster", hosts.join(","));
-    let client = Client::builder(&url)
-        .connect_timeout(S)
-        .command_timeout(S)
-        .build()
-        .unwrap();
+    (master, replica, sentinels)
+}
+
+/// What the plain and the TLS deployments must both do: lock through the
+/// sentinels, wait for replicas, survive a failover with growing fences.
+/// `open` makes a client for a Sentinel URL (its TLS options added).
+fn lock_wait_and_fail_over(
+    master: &mut Server,
+    replica: &Server,
+    sentinels: &[Server],
+    url: &str,
+    open: &dyn Fn(&str) -> Client,
+) {
+    let client = open(url);
     assert!(
         client.addr().contains("service mymaster"),
         "{}",
@@ -86,7 +130,7 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
     lock.release().unwrap();
 
     // Opt-in WAIT: one replica acknowledges; two cannot.
-    let waiting = Client::open(&format!("{url}?wait_replicas=1&wait_timeout=2s")).unwrap();
+    let waiting = open(&format!("{url}wait_replicas=1&wait_timeout=2s"));
     let lock = waiting.acquire("job", 10 * S, Wait::TryOnce).unwrap();
     let on_replica: Option<Vec<u8>> = replica.raw().get("job").unwrap();
     assert_eq!(
@@ -95,7 +139,7 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
         "WAIT returned before the replica had it"
     );
     lock.release().unwrap();
-    let greedy = Client::open(&format!("{url}?wait_replicas=2&wait_timeout=200ms")).unwrap();
+    let greedy = open(&format!("{url}wait_replicas=2&wait_timeout=200ms"));
     let e = greedy.acquire("job", 10 * S, Wait::TryOnce).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
     assert!(e.to_string().contains("replicas"), "{e}");
@@ -138,6 +182,59 @@ fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
     drop(old);
 }
 
+fn timeouts(url: &str) -> redislock::ClientBuilder {
+    Client::builder(url).connect_timeout(S).command_timeout(S)
+}
+
+#[test]
+fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
+    let (mut master, replica, sentinels) = deployment(None);
+    let url = format!("redis+sentinel://{}/mymaster?", hosts(&sentinels));
+    lock_wait_and_fail_over(&mut master, &replica, &sentinels, &url, &|url| {
+        timeouts(url).build().unwrap()
+    });
+}
+
+#[test]
+fn tls_to_the_sentinels_and_the_master_before_and_after_a_failover() {
+    let tls = shared_tls();
+    let (mut master, replica, sentinels) = deployment(Some(&tls));
+    let base = format!("rediss+sentinel://{}/mymaster", hosts(&sentinels));
+
+    // Without the private CA: a typed TLS error naming the certificate.
+    let untrusted = timeouts(&base).build().unwrap();
+    let e = untrusted.acquire("job", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(e.to_string().contains("certificate"), "{e}");
+    assert!(e.to_string().contains("tls_ca_file"), "{e}");
+    // A plain Sentinel URL finds no plain sentinel there.
+    let plain = timeouts(&base.replacen("rediss+", "redis+", 1))
+        .build()
+        .unwrap();
+    let e = plain.acquire("job", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+
+    // The CA from the builder, and (in the WAIT clients) from the URL.
+    let pem = tls.ca_pem();
+    let with_root = timeouts(&base).tls_root_cert(pem).build().unwrap();
+    assert!(with_root.addr().contains("TLS"), "{}", with_root.addr());
+    with_root
+        .acquire("job", 5 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let url = format!("{base}?tls_ca_file={}&", tls.ca.display());
+    lock_wait_and_fail_over(&mut master, &replica, &sentinels, &url, &|url| {
+        timeouts(url).build().unwrap()
+    });
+    // The builder's client goes on after the failover too.
+    with_root
+        .acquire("job", 5 * S, Wait::Timeout(5 * S))
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
 #[test]
 fn bad_sentinel_urls_are_invalid_arguments() {
     for url in [
@@ -147,16 +244,20 @@ fn bad_sentinel_urls_are_invalid_arguments() {
         "redis+sentinel://127.0.0.1:1/mymaster?wait_timeout=1s",
         "redis+sentinel://127.0.0.1:1/mymaster?db=x",
         "redis+sentinel://127.0.0.1:1/mymaster?nope=1",
+        "rediss+sentinel://127.0.0.1:1/mymaster#insecure",
+        "redis+sentinel://127.0.0.1:1/mymaster?sentinel_user=u",
     ] {
         let e = Client::open(url).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
     }
     // No sentinel answers: a connection error naming the sentinels.
     let port = common::free_port();
-    let c = Client::builder(&format!("redis+sentinel://:pw@127.0.0.1:{port}/mymaster"))
-        .connect_timeout(S / 2)
-        .build()
-        .unwrap();
+    let c = Client::builder(&format!(
+        "redis+sentinel://:pw@127.0.0.1:{port}/mymaster?sentinel_password=spw"
+    ))
+    .connect_timeout(S / 2)
+    .build()
+    .unwrap();
     let e = c.acquire("k", S, Wait::TryOnce).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
     assert!(
@@ -164,4 +265,197 @@ fn bad_sentinel_urls_are_invalid_arguments() {
         "{e}"
     );
     assert!(!e.to_string().contains("pw"), "{e}");
+}
+
+/// AUTH on a raw connection, for checking what the library wrote.
+fn raw_as(srv: &Server, auth: &[&str]) -> redis::Connection {
+    let mut con = srv.raw();
+    let _: () = redis::cmd("AUTH").arg(auth).query(&mut con).unwrap();
+    con
+}
+
+/// The error of one acquisition through `url`.
+fn refusal(url: &str) -> redislock::Error {
+    let client = timeouts(url).build().unwrap();
+    client.acquire("job", 5 * S, Wait::TryOnce).unwrap_err()
+}
+
+#[test]
+fn sentinels_with_a_password_of_their_own_beside_the_masters() {
+    let master = Server::start_with(&["--requirepass", "master-pw"]);
+    let conf = format!(
+        "requirepass s3nt@&+pw\n\
+         sentinel monitor mymaster 127.0.0.1 {} 2\n\
+         sentinel auth-pass mymaster master-pw",
+        master.port
+    );
+    let sentinels: Vec<Server> = (0..2).map(|_| Server::start_sentinel(&conf)).collect();
+    let base = format!("redis+sentinel://:master-pw@{}/mymaster", hosts(&sentinels));
+
+    // Both credentials, each where it belongs (percent-encoded in the query).
+    let client = timeouts(&format!("{base}?sentinel_password=s3nt%40%26%2Bpw"))
+        .build()
+        .unwrap();
+    let lock = client.acquire("job", 5 * S, Wait::TryOnce).unwrap();
+    let on_master: Option<Vec<u8>> = raw_as(&master, &["master-pw"]).get("job").unwrap();
+    assert_eq!(on_master.as_deref(), Some(lock.token()));
+    // A waiter's subscriber reaches the master with the master's password.
+    let c2 = client.clone();
+    let waiter = std::thread::spawn(move || c2.acquire("job", 5 * S, Wait::Timeout(5 * S)));
+    sleep(S / 5);
+    lock.release().unwrap();
+    waiter.join().unwrap().unwrap().release().unwrap();
+
+    // No sentinel password: the sentinels' refusal, naming one, typed.
+    let e = refusal(&base);
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("NOAUTH"), "{text}");
+    assert!(
+        text.contains(&format!("sentinel 127.0.0.1:{}", sentinels[0].port)),
+        "{text}"
+    );
+    assert!(text.contains("sentinel_password"), "{text}");
+    assert!(!text.contains("master-pw"), "{text}");
+    // A wrong one: WRONGPASS, and neither password shown.
+    let e = refusal(&format!("{base}?sentinel_password=not-it"));
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("WRONGPASS"), "{text}");
+    assert!(
+        !text.contains("not-it") && !text.contains("master-pw"),
+        "{text}"
+    );
+    // The master's password where the sentinels' belongs does not do.
+    let e = refusal(&format!(
+        "redis+sentinel://{}/mymaster?sentinel_password=master-pw",
+        hosts(&sentinels)
+    ));
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    assert!(!e.to_string().contains("master-pw"), "{e}");
+
+    // The sentinels answer, the master refuses: the master's error.
+    let e = refusal(&format!(
+        "redis+sentinel://:wrong-pw@{}/mymaster?sentinel_password=s3nt%40%26%2Bpw",
+        hosts(&sentinels)
+    ));
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("WRONGPASS"), "{text}");
+    assert!(
+        text.contains(&format!("master 127.0.0.1:{}", master.port)),
+        "{text}"
+    );
+    assert!(text.contains("check the user name and password"), "{text}");
+    assert!(
+        !text.contains("wrong-pw") && !text.contains("s3nt"),
+        "{text}"
+    );
+    // No master password at all.
+    let e = refusal(&format!(
+        "redis+sentinel://{}/mymaster?sentinel_password=s3nt%40%26%2Bpw",
+        hosts(&sentinels)
+    ));
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    assert!(e.to_string().contains("NOAUTH"), "{e}");
+    assert!(e.to_string().contains("the master of sentinel"), "{e}");
+    assert!(!e.to_string().contains("s3nt"), "{e}");
+}
+
+#[test]
+fn a_sentinel_acl_user_beside_a_master_acl_user() {
+    let master = Server::start_with(&[
+        "--user", "default", "off", "--user", "app", "on", ">app-pw", "~*", "&*", "+@all",
+    ]);
+    let conf = format!(
+        "user default off\n\
+         user watcher on >watch-pw ~* &* +@all\n\
+         sentinel monitor mymaster 127.0.0.1 {} 1\n\
+         sentinel auth-user mymaster app\n\
+         sentinel auth-pass mymaster app-pw",
+        master.port
+    );
+    let sentinel = Server::start_sentinel(&conf);
+    let at = format!("127.0.0.1:{}/mymaster", sentinel.port);
+    let client = timeouts(&format!(
+        "redis+sentinel://app:app-pw@{at}?sentinel_user=watcher&sentinel_password=watch-pw"
+    ))
+    .build()
+    .unwrap();
+    let lock = client.acquire("job", 5 * S, Wait::TryOnce).unwrap();
+    let on_master: Option<Vec<u8>> = raw_as(&master, &["app", "app-pw"]).get("job").unwrap();
+    assert_eq!(on_master.as_deref(), Some(lock.token()));
+    lock.release().unwrap();
+    // The right password for the wrong user (the default user, off).
+    let e = refusal(&format!(
+        "redis+sentinel://app:app-pw@{at}?sentinel_password=watch-pw"
+    ));
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("WRONGPASS"), "{text}");
+    assert!(
+        !text.contains("watch-pw") && !text.contains("app-pw"),
+        "{text}"
+    );
+    // The sentinel's user given as the master's: the master refuses it.
+    let e = refusal(&format!(
+        "redis+sentinel://watcher:watch-pw@{at}?sentinel_user=watcher&sentinel_password=watch-pw"
+    ));
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("master 127.0.0.1:{}", master.port)),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_api_through_tls_sentinels_with_passwords() {
+    let tls = shared_tls();
+    let master = Server::start_tls_shared(&tls, &["--requirepass", "master-pw"]);
+    let conf = format!(
+        "requirepass sentinel-pw\n\
+         sentinel monitor mymaster 127.0.0.1 {} 1\n\
+         sentinel auth-pass mymaster master-pw",
+        master.port
+    );
+    let sentinel = Server::start_sentinel_tls(&tls, &conf);
+    let url = format!(
+        "rediss+sentinel://:master-pw@127.0.0.1:{}/mymaster?sentinel_password=sentinel-pw\
+         &tls_ca_file={}",
+        sentinel.port,
+        tls.ca.display()
+    );
+    let client = timeouts(&url).build().unwrap();
+    let lock = client
+        .acquire_async("job", 10 * S, Wait::TryOnce)
+        .await
+        .unwrap();
+    let on_master: Option<Vec<u8>> = raw_as(&master, &["master-pw"]).get("job").unwrap();
+    assert_eq!(on_master.as_deref(), Some(lock.token()));
+    // A waiting task is handed the lock over the TLS subscriber.
+    let c2 = client.clone();
+    let waiter =
+        tokio::spawn(async move { c2.acquire_async("job", 10 * S, Wait::Timeout(5 * S)).await });
+    tokio::time::sleep(S / 5).await;
+    let first = lock.fence();
+    let released = Instant::now();
+    lock.release_async().await.unwrap();
+    let next = waiter.await.unwrap().unwrap();
+    assert!(released.elapsed() < S, "{:?}", released.elapsed());
+    assert!(next.fence() > first);
+    next.release_async().await.unwrap();
+    // Without the CA: the certificate error, typed, from the async API too.
+    let untrusted = timeouts(&format!(
+        "rediss+sentinel://:master-pw@127.0.0.1:{}/mymaster?sentinel_password=sentinel-pw",
+        sentinel.port
+    ))
+    .build()
+    .unwrap();
+    let e = untrusted
+        .acquire_async("job", 10 * S, Wait::TryOnce)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(e.to_string().contains("certificate"), "{e}");
 }

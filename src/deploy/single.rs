@@ -57,8 +57,11 @@ impl<P: Transport> Single<P> {
 
     /// `?wait_replicas=N`: rewrite the lock on our own connection (an
     /// extend, so that whatever path granted it, the write to wait for is
-    /// ours) and WAIT for N replicas, in one round trip. Too few: release
-    /// and fail with [`Error::NoQuorum`].
+    /// ours) and WAIT for N replicas, in one round trip (in a Cluster, on
+    /// the node serving the lock's slot: the pipeline goes there whole).
+    /// Too few: release and fail with [`Error::NoQuorum`]. Any other
+    /// failure releases too (best effort): the caller is told it has no
+    /// lock, so none must stay behind.
     async fn confirm_replicated(
         &self,
         keys: &LockKeys,
@@ -76,7 +79,10 @@ impl<P: Transport> Single<P> {
         pipe.add_command(extend).cmd("WAIT").arg(n).arg(wait_ms);
         let replies = match self.pool.pipeline(&pipe).await {
             Ok(r) => r,
-            Err(e) => return Err(self.with_key(e, &keys.lock).await),
+            Err(e) => {
+                let _ = self.release(keys, token).await;
+                return Err(self.with_key(e, &keys.lock).await);
+            }
         };
         let (still, acked): (i64, i64) = redis::from_redis_value(Value::Array(replies))
             .map_err(|e| Error::Internal(e.to_string()))?;

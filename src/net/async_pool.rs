@@ -125,16 +125,17 @@ impl AsyncPool {
 
     async fn connect(&self) -> Result<MultiplexedConnection> {
         let t = self.target_ref();
-        let info = match &t.endpoint {
-            Endpoint::Direct(info) => info.clone(),
+        let (info, master) = match &t.endpoint {
+            Endpoint::Direct(info) => (info.clone(), None),
             Endpoint::Sentinel(_) => {
                 let pool = self.0.pool.clone();
                 let timeout = t.connect_timeout;
-                blocking(move || match &pool.target.endpoint {
+                let (info, master) = blocking(move || match &pool.target.endpoint {
                     Endpoint::Sentinel(s) => s.master(timeout),
                     _ => Err(Error::Internal("not a Sentinel target".into())),
                 })
-                .await?
+                .await?;
+                (info, Some(master))
             }
             Endpoint::Cluster(_) => {
                 return Err(Error::Internal(
@@ -142,14 +143,20 @@ impl AsyncPool {
                 ))
             }
         };
-        let client = self.client(info)?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(t.connect_timeout))
             .set_response_timeout(Some(t.command_timeout));
-        client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| self.0.pool.error(e, true))
+        let connected = match self.client(info) {
+            Ok(client) => client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .map_err(|e| self.0.pool.error(e, true)),
+            Err(e) => Err(e),
+        };
+        match (&t.endpoint, master) {
+            (Endpoint::Sentinel(s), Some(master)) => connected.map_err(|e| s.at_master(e, &master)),
+            _ => connected,
+        }
     }
 
     fn client(&self, info: ConnectionInfo) -> Result<redis::Client> {

@@ -1,12 +1,14 @@
 //! Redis Cluster: which node serves a key, and a command connection that
 //! sends each command there.
 //!
-//! `redis+cluster://[user:password@]host:port[,host:port…]`. The slot map
-//! (CLUSTER SLOTS) is read from any node that answers, first the ones named
-//! in the URL, and shared by every connection of a client. A command goes to
-//! the node serving the slot of its key (for scripts, the first of KEYS);
-//! MOVED sends it on and has the map read again; ASK sends it on once,
-//! after ASKING.
+//! `redis+cluster://[user:password@]host:port[,host:port…]`, or
+//! `rediss+cluster://…` for TLS to every node. The slot map (CLUSTER SLOTS)
+//! is read from any node that answers, first the ones named in the URL, and
+//! shared by every connection of a client. A command goes to the node
+//! serving the slot of its key (for scripts, the first of KEYS); MOVED sends
+//! it on and has the map read again; ASK sends it on once, after ASKING.
+//! A pipeline goes whole to the node of its first keyed command and is sent
+//! on the same way when its keyed commands were all redirected.
 //! Each node is reached over a [`Wire`], so a signal never makes a command
 //! be sent twice. Keyless commands go to any node.
 
@@ -29,7 +31,8 @@ const MAX_REDIRECTS: usize = 5;
 
 /// How to reach the nodes, and the slot map they last gave.
 pub(crate) struct Cluster {
-    /// `redis://[user:password@]`: every node's URL begins so.
+    /// `redis://[user:password@]` (`rediss://…` for TLS): every node's URL
+    /// begins so.
     auth: String,
     /// `host:port` of the nodes named in the URL.
     seeds: Vec<String>,
@@ -55,7 +58,8 @@ impl SlotMap {
 }
 
 impl Cluster {
-    /// `auth`: `redis://[user:password@]`; `seeds`: the URL's `host:port`s.
+    /// `auth`: `redis://[user:password@]` (`rediss://…` with `tls`);
+    /// `seeds`: the URL's `host:port`s.
     pub(crate) fn new(auth: String, seeds: Vec<String>, tls: Option<Tls>) -> Cluster {
         Cluster {
             auth,
@@ -67,7 +71,8 @@ impl Cluster {
 
     /// `cluster host:port,…`: safe to print.
     pub(crate) fn describe(&self) -> String {
-        format!("cluster {}", self.seeds.join(","))
+        let tls = if self.tls.is_some() { " (TLS)" } else { "" };
+        format!("cluster {}{tls}", self.seeds.join(","))
     }
 
     /// Forget the map: the next command reads it again.
@@ -251,6 +256,44 @@ impl Routed {
         self.nodes.retain(|(n, _)| n != node);
     }
 
+    /// Send the pipeline `cmd` to `node` (with ASKING before each of the
+    /// commands numbered in `asking`, whose replies are left out) and read
+    /// its replies.
+    fn pipeline_to(
+        &mut self,
+        node: &str,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+        asking: Option<&[usize]>,
+    ) -> RedisResult<Vec<Value>> {
+        let wire = self.wire(node)?;
+        let Some(asking) = asking else {
+            return wire.req_packed_commands(cmd, offset, count);
+        };
+        let ask = redis::cmd("ASKING").get_packed_command();
+        let parts = commands(cmd);
+        let mut packed = Vec::with_capacity(cmd.len() + asking.len() * ask.len());
+        for (i, one) in parts.iter().enumerate() {
+            if asking.contains(&i) {
+                packed.extend_from_slice(&ask);
+            }
+            packed.extend_from_slice(one);
+        }
+        let mut replies = wire
+            .req_packed_commands(&packed, 0, parts.len() + asking.len())?
+            .into_iter();
+        // Each ASKING's reply comes just before its command's: left out.
+        let mut kept = Vec::with_capacity(parts.len());
+        for i in 0..parts.len() {
+            if asking.contains(&i) {
+                replies.next();
+            }
+            kept.extend(replies.next());
+        }
+        Ok(kept)
+    }
+
     /// Send `cmd` to `node` (preceded by ASKING if `asking`) and read its
     /// reply. A connection that fails is dropped and the map read again
     /// next time: the node may have died in a failover.
@@ -301,31 +344,72 @@ impl ConnectionLike for Routed {
     }
 
     /// A pipeline goes whole to the node of its first keyed command; its
-    /// commands must share that node (redislock sends none that do not).
-    /// Redirections are not followed, but a MOVED makes the map be read
-    /// again for the next command.
+    /// commands must share that slot (redislock sends none that do not).
+    /// When every keyed command was redirected to one node (none of them
+    /// ran), the whole pipeline is sent there, after ASKING for each keyed
+    /// command on ASK: its keyless commands then run again, so they must be
+    /// harmless to repeat (redislock's are WAIT).
     fn req_packed_commands(
         &mut self,
         cmd: &[u8],
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let node = match commands(cmd).into_iter().find_map(command_slot) {
+        let parts = commands(cmd);
+        let slots: Vec<Option<u16>> = parts.iter().map(|c| command_slot(c)).collect();
+        let keyed: Vec<usize> = (0..parts.len()).filter(|&i| slots[i].is_some()).collect();
+        let mut node = match slots.iter().find_map(|s| *s) {
             Some(slot) => self.serving(slot)?,
             None => self.any()?,
         };
-        let replies = self
-            .wire(&node)
-            .and_then(|w| w.req_packed_commands(cmd, offset, count));
-        match &replies {
-            Ok(values) if values.iter().any(|v| redirect(v).is_some()) => self.cluster.invalidate(),
-            Ok(_) => {}
-            Err(_) => {
-                self.drop_node(&node);
+        let mut asking = false;
+        let mut redirects = 0;
+        loop {
+            let replies = self.pipeline_to(
+                &node,
+                cmd,
+                offset,
+                count,
+                asking.then_some(keyed.as_slice()),
+            );
+            let values = match replies {
+                Ok(values) => values,
+                Err(e) => {
+                    self.drop_node(&node);
+                    self.cluster.invalidate();
+                    return Err(e);
+                }
+            };
+            if !values.iter().any(|v| redirect(v).is_some()) {
+                return Ok(values);
+            }
+            // Which reply belongs to which command: only without MULTI.
+            let redirected: Vec<Option<(bool, String)>> = if offset == 0 {
+                keyed
+                    .iter()
+                    .map(|&i| values.get(i).and_then(redirect))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let all_to_one = match redirected.first() {
+                Some(Some(first)) => redirected.iter().all(|r| r.as_ref() == Some(first)),
+                _ => false,
+            };
+            if !all_to_one || redirects >= MAX_REDIRECTS {
+                self.cluster.invalidate();
+                return Ok(values);
+            }
+            let Some(Some((ask, to))) = redirected.into_iter().next() else {
+                return Ok(values);
+            };
+            if !ask {
                 self.cluster.invalidate();
             }
+            node = to;
+            asking = ask;
+            redirects += 1;
         }
-        replies
     }
 
     fn get_db(&self) -> i64 {
@@ -464,6 +548,152 @@ fn command_slot(packed: &[u8]) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A node that answers each command with `answer(args)` (raw RESP) and
+    /// records the commands it got, as text.
+    struct FakeNode {
+        addr: String,
+        got: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl FakeNode {
+        fn start(answer: impl Fn(&[&[u8]]) -> String + Send + 'static) -> FakeNode {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let log = got.clone();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(mut stream) = stream else { return };
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while let Some((parts, len)) = args(&buf, 16) {
+                            let text: Vec<String> = parts
+                                .iter()
+                                .map(|p| String::from_utf8_lossy(p).into_owned())
+                                .collect();
+                            locked(&log).push(text.join(" "));
+                            let reply = answer(&parts);
+                            buf.drain(..len);
+                            if stream.write_all(reply.as_bytes()).is_err() {
+                                break;
+                            }
+                        }
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                }
+            });
+            FakeNode { addr, got }
+        }
+
+        fn got(&self) -> Vec<String> {
+            locked(&self.got).clone()
+        }
+    }
+
+    /// A CLUSTER SLOTS reply: every slot on `addr`.
+    fn all_slots_on(addr: &str) -> String {
+        let (host, port) = addr.rsplit_once(':').unwrap();
+        format!(
+            "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n${}\r\n{host}\r\n:{port}\r\n",
+            host.len()
+        )
+    }
+
+    /// The confirming pipeline of `wait_replicas`: a keyed script, WAIT.
+    fn extend_and_wait(con: &mut Routed) -> RedisResult<(i64, i64)> {
+        redis::pipe()
+            .cmd("EVAL")
+            .arg("return 1")
+            .arg(1)
+            .arg("lock")
+            .cmd("WAIT")
+            .arg(1)
+            .arg(100)
+            .query(con)
+    }
+
+    #[test]
+    fn a_pipeline_whose_keyed_commands_were_redirected_is_sent_on() {
+        for ask in [true, false] {
+            let to = FakeNode::start(|args| match args[0] {
+                b"ASKING" => "+OK\r\n".into(),
+                b"EVAL" => ":1\r\n".into(),
+                b"WAIT" => ":1\r\n".into(),
+                _ => "-ERR unexpected\r\n".into(),
+            });
+            let to_addr = to.addr.clone();
+            let from = FakeNode::start(move |args| match args[0] {
+                b"CLUSTER" => all_slots_on(&to_addr),
+                b"EVAL" if ask => format!("-ASK 1234 {to_addr}\r\n"),
+                b"EVAL" => format!("-MOVED 1234 {to_addr}\r\n"),
+                b"WAIT" => ":0\r\n".into(),
+                _ => "-ERR unexpected\r\n".into(),
+            });
+            // The map says `from` serves every slot.
+            let cluster = Arc::new(Cluster::new(
+                "redis://".into(),
+                vec![from.addr.clone()],
+                None,
+            ));
+            *locked(&cluster.slots) = SlotMap {
+                read: Some(Instant::now()),
+                ranges: vec![(0, 16383, from.addr.clone())],
+            };
+            let t = Duration::from_secs(2);
+            let mut con = Routed::connect(cluster.clone(), t, t).unwrap();
+            assert_eq!(extend_and_wait(&mut con).unwrap(), (1, 1), "ask: {ask}");
+            assert_eq!(from.got(), ["EVAL return 1 1 lock", "WAIT 1 100"]);
+            if ask {
+                // ASKING before the keyed command only; the map stays.
+                assert_eq!(to.got(), ["ASKING", "EVAL return 1 1 lock", "WAIT 1 100"]);
+                assert!(locked(&cluster.slots).read.is_some());
+            } else {
+                assert_eq!(to.got(), ["EVAL return 1 1 lock", "WAIT 1 100"]);
+                assert!(
+                    locked(&cluster.slots).read.is_none(),
+                    "MOVED: read the map again"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_pipeline_redirected_in_part_is_not_sent_again() {
+        let other = FakeNode::start(|_| "-ERR never asked\r\n".into());
+        let other_addr = other.addr.clone();
+        let node = FakeNode::start(move |args| match args {
+            [b"GET", b"a"] => format!("-ASK 1 {other_addr}\r\n"),
+            [b"GET", _] => "$1\r\nx\r\n".into(),
+            _ => "-ERR unexpected\r\n".into(),
+        });
+        let cluster = Arc::new(Cluster::new(
+            "redis://".into(),
+            vec![node.addr.clone()],
+            None,
+        ));
+        *locked(&cluster.slots) = SlotMap {
+            read: Some(Instant::now()),
+            ranges: vec![(0, 16383, node.addr.clone())],
+        };
+        let t = Duration::from_secs(2);
+        let mut con = Routed::connect(cluster, t, t).unwrap();
+        let r: RedisResult<(Option<String>, Option<String>)> = redis::pipe()
+            .cmd("GET")
+            .arg("a")
+            .cmd("GET")
+            .arg("b")
+            .query(&mut con);
+        assert!(r.is_err(), "{r:?}");
+        assert_eq!(node.got(), ["GET a", "GET b"]);
+        assert!(other.got().is_empty());
+    }
 
     #[test]
     fn keys_are_found_in_packed_commands() {

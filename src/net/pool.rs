@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::net::cluster::{Cluster, Routed};
 use crate::net::hub::{Delivery, Hub, Ticket};
 use crate::net::transport::Transport;
-use crate::net::wire::{Tls, Wire};
+use crate::net::wire::{is_auth_error, server_message, Tls, Wire, UNTRUSTED_HINT};
 use crate::protocol::Script;
 use crate::sync::locked;
 
@@ -116,7 +116,8 @@ pub(crate) struct Target {
     pub(crate) wait_replicas: Option<(u32, Duration)>,
     /// `host:port` or the socket path: safe to print.
     pub(crate) addr: String,
-    /// For `rediss://` servers (Sentinel and Cluster have no TLS yet).
+    /// For `rediss://` URLs (also `rediss+sentinel://`, `rediss+cluster://`,
+    /// whose endpoints hold the same settings).
     pub(crate) tls: Option<Tls>,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
@@ -220,7 +221,11 @@ impl Pool {
         let t = &self.target;
         let info = match (&t.endpoint, node) {
             (Endpoint::Direct(info), _) => info.clone(),
-            (Endpoint::Sentinel(s), _) => s.master(connect_timeout)?,
+            (Endpoint::Sentinel(s), _) => {
+                let (info, master) = s.master(connect_timeout)?;
+                return Wire::connect(&info, t.tls.as_ref(), connect_timeout, t.command_timeout)
+                    .map_err(|e| s.at_master(self.error(e, true), &master));
+            }
             (Endpoint::Cluster(cluster), Some(node)) => {
                 return cluster
                     .connect(node, connect_timeout, t.command_timeout)
@@ -442,11 +447,15 @@ impl Pool {
                 hint: String::new(),
             };
         }
-        if e.kind() == RedisKind::AuthenticationFailed
-            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
-        {
+        if is_auth_error(&e) {
+            // Sentinel: the sentinels' refusals are told apart by their own
+            // error (see `Sentinel::master`); this one is the master's.
+            let addr = match &t.endpoint {
+                Endpoint::Sentinel(_) => format!("the master of {}", t.addr),
+                _ => t.addr.clone(),
+            };
             return Error::Server {
-                addr: t.addr.clone(),
+                addr,
                 message: server_message(&e),
             };
         }
@@ -457,7 +466,9 @@ impl Pool {
                 } else {
                     io_reason(&e)
                 };
-                let hint = if connecting {
+                let hint = if reason.contains("certificate") {
+                    String::from(UNTRUSTED_HINT)
+                } else if connecting {
                     format!("connect timeout {:?}", t.connect_timeout)
                 } else {
                     format!("command timeout {:?}", t.command_timeout)
@@ -578,16 +589,6 @@ pub(crate) fn io_reason(e: &redis::RedisError) -> String {
         return String::from("the connection was closed");
     }
     server_message(e)
-}
-
-/// The error's text. redis-rs never puts the URL in its messages, so this
-/// holds no credentials.
-fn server_message(e: &redis::RedisError) -> String {
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        (Some(code), None) => code.to_string(),
-        _ => e.to_string(),
-    }
 }
 
 /// Every method answers on the calling thread; the futures never suspend.

@@ -426,6 +426,28 @@ pub(crate) fn is_interrupted(e: &redis::RedisError) -> bool {
             .contains(&format!("(os error {})", libc::EINTR))
 }
 
+/// What to do about a certificate that is not trusted (the I/O error then
+/// names the certificate).
+pub(crate) const UNTRUSTED_HINT: &str =
+    "the TLS certificate is not trusted: give its CA with tls_ca_file or the builder's \
+     tls_root_cert";
+
+/// A refusal of our credentials (or of a command for want of them).
+pub(crate) fn is_auth_error(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+}
+
+/// The error's text. redis-rs never puts the URL in its messages, so this
+/// holds no credentials.
+pub(crate) fn server_message(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
 fn is_timeout(e: &redis::RedisError) -> bool {
     e.is_timeout() || e.to_string().contains("timed out")
 }

@@ -47,7 +47,29 @@ pub fn start_cluster(n: usize) -> Vec<Server> {
 
 /// [`start_cluster`] with more `redis-server` arguments for every node.
 pub fn start_cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
-    let servers: Vec<Server> = (0..n)
+    start_cluster_of(n, 0, None, extra)
+}
+
+/// A Redis Cluster of `masters` masters with `replicas` replicas each
+/// (`redis-cli --cluster create` chooses which node is which), every
+/// replica in sync with its master.
+pub fn start_cluster_with_replicas(masters: usize, replicas: usize) -> Vec<Server> {
+    start_cluster_of(masters, replicas, None, &[])
+}
+
+/// A Redis Cluster that speaks only TLS (clients, the cluster bus and
+/// replication), every node with the certificate of `tls`.
+pub fn start_tls_cluster(tls: &Tls, masters: usize, replicas: usize) -> Vec<Server> {
+    start_cluster_of(masters, replicas, Some(tls), &[])
+}
+
+fn start_cluster_of(
+    masters: usize,
+    replicas: usize,
+    tls: Option<&Tls>,
+    extra: &[&str],
+) -> Vec<Server> {
+    let servers: Vec<Server> = (0..masters * (1 + replicas))
         .map(|_| {
             let mut args = vec![
                 "--cluster-enabled",
@@ -58,20 +80,52 @@ pub fn start_cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
                 "3000",
             ];
             args.extend_from_slice(extra);
-            Server::start_with(&args)
+            match tls {
+                Some(tls) => {
+                    args.extend_from_slice(&["--tls-cluster", "yes", "--tls-replication", "yes"]);
+                    Server::start_tls_shared(tls, &args)
+                }
+                None => Server::start_with(&args),
+            }
         })
         .collect();
-    let out = Command::new("redis-cli")
+    let mut cli = Command::new("redis-cli");
+    if let Some(tls) = tls {
+        cli.arg("--tls").arg("--cacert").arg(&tls.ca);
+    }
+    let mut create = cli
         .args(["--cluster", "create"])
         .args(servers.iter().map(|s| format!("127.0.0.1:{}", s.port)))
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .output()
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("redis-cli (apt-get install redis-tools)");
+    // It waits for the nodes to join for as long as it takes: not here.
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = create.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = create.kill();
+            break None;
+        }
+        sleep(Duration::from_millis(50));
+    };
+    let out = create.wait_with_output().unwrap();
     assert!(
-        out.status.success(),
-        "redis-cli --cluster create failed: {}{}",
+        status.is_some_and(|s| s.success()),
+        "redis-cli --cluster create failed{}: {}{}\nfirst node's log: {}",
+        if status.is_none() {
+            " (no join within 30 s)"
+        } else {
+            ""
+        },
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        servers[0].log()
     );
     let start = Instant::now();
     for s in &servers {
@@ -80,12 +134,21 @@ pub fn start_cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
                 .arg("INFO")
                 .query(&mut s.raw())
                 .unwrap_or_default();
-            if info.contains("cluster_state:ok") {
+            let replication: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut s.raw())
+                .unwrap_or_default();
+            let synced = if replication.contains("role:slave") {
+                replication.contains("master_link_status:up")
+            } else {
+                replication.contains(&format!("connected_slaves:{replicas}"))
+            };
+            if info.contains("cluster_state:ok") && synced {
                 break;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(30),
-                "the cluster never became ok: {info}"
+                "the cluster never became ok: {info}{replication}"
             );
             sleep(Duration::from_millis(50));
         }
@@ -104,20 +167,63 @@ pub fn stop_and_continue(child: &Child, pause: Duration) {
     }
 }
 
-/// `redis+cluster://` naming every node of `servers`.
+/// `redis+cluster://` (`rediss+cluster://` for TLS nodes) naming every
+/// node of `servers`.
 pub fn cluster_url(servers: &[Server]) -> String {
     let hosts: Vec<String> = servers
         .iter()
         .map(|s| format!("127.0.0.1:{}", s.port))
         .collect();
-    format!("redis+cluster://{}", hosts.join(","))
+    let scheme = match servers.first().and_then(|s| s.tls.as_ref()) {
+        Some(_) => "rediss",
+        None => "redis",
+    };
+    format!("{scheme}+cluster://{}", hosts.join(","))
 }
 
-/// TLS material made for one server at test time.
+/// TLS material made at test time: for one server, or (from
+/// [`shared_tls`]) one CA and certificate for many, so that the nodes of a
+/// cluster, a master and its replicas, and sentinels trust each other.
+#[derive(Clone)]
 pub struct Tls {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The directory of shared material, kept while a server uses it.
+    shared: Option<std::sync::Arc<tempfile::TempDir>>,
+}
+
+impl Tls {
+    /// The CA certificate (PEM).
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.ca).unwrap()
+    }
+
+    /// `redis-server` arguments that serve this certificate (clients are
+    /// not asked for one).
+    fn server_args(&self) -> Vec<String> {
+        vec![
+            "--tls-cert-file".into(),
+            self.cert.display().to_string(),
+            "--tls-key-file".into(),
+            self.key.display().to_string(),
+            "--tls-ca-cert-file".into(),
+            self.ca.display().to_string(),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ]
+    }
+}
+
+/// One CA and one certificate for 127.0.0.1, for many TLS servers.
+pub fn shared_tls() -> Tls {
+    let dir = tempfile::Builder::new()
+        .prefix("redislock-ca-")
+        .tempdir()
+        .expect("temp dir");
+    let mut tls = make_certs(dir.path());
+    tls.shared = Some(std::sync::Arc::new(dir));
+    tls
 }
 
 pub struct Server {
@@ -169,29 +275,18 @@ impl Server {
             .tempdir()
             .expect("temp dir");
         let tls = make_certs(dir.path());
-        let mut s = Server {
-            port: 0,
-            dir,
-            child: None,
-            args: vec![
-                "--tls-cert-file".into(),
-                tls.cert.display().to_string(),
-                "--tls-key-file".into(),
-                tls.key.display().to_string(),
-                "--tls-ca-cert-file".into(),
-                tls.ca.display().to_string(),
-                "--tls-auth-clients".into(),
-                "no".into(),
-            ]
-            .into_iter()
-            .chain(extra.iter().map(|a| a.to_string()))
-            .collect(),
-            paused: false,
-            tls: Some(tls),
-            sentinel_conf: None,
-        };
-        s.launch_on_free_port();
-        s
+        Server::start_in(dir, Some(tls), None, extra)
+    }
+
+    /// A TLS-only server with the certificate of `tls` (see [`shared_tls`])
+    /// and more `redis-server` arguments (`--tls-replication yes` for a
+    /// replica of a TLS master).
+    pub fn start_tls_shared(tls: &Tls, extra: &[&str]) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("redislock-tls-")
+            .tempdir()
+            .expect("temp dir");
+        Server::start_in(dir, Some(tls.clone()), None, extra)
     }
 
     /// A Sentinel (`redis-server --sentinel`) with these config lines, e.g.
@@ -201,14 +296,39 @@ impl Server {
             .prefix("redislock-sentinel-")
             .tempdir()
             .expect("temp dir");
+        Server::start_in(dir, None, Some(conf), &[])
+    }
+
+    /// A Sentinel that speaks only TLS, to its clients, to the other
+    /// sentinels and to the masters and replicas it watches
+    /// (`tls-replication yes`), with the certificate of `tls`.
+    pub fn start_sentinel_tls(tls: &Tls, conf: &str) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("redislock-sentinel-")
+            .tempdir()
+            .expect("temp dir");
+        Server::start_in(dir, Some(tls.clone()), Some(conf), &[])
+    }
+
+    fn start_in(
+        dir: tempfile::TempDir,
+        tls: Option<Tls>,
+        sentinel_conf: Option<&str>,
+        extra: &[&str],
+    ) -> Server {
+        let mut args: Vec<String> = match (&tls, sentinel_conf) {
+            (Some(tls), None) => tls.server_args(),
+            _ => Vec::new(),
+        };
+        args.extend(extra.iter().map(|a| a.to_string()));
         let mut s = Server {
             port: 0,
             dir,
             child: None,
-            args: Vec::new(),
+            args,
             paused: false,
-            tls: None,
-            sentinel_conf: Some(conf.to_string()),
+            tls,
+            sentinel_conf: sentinel_conf.map(str::to_string),
         };
         s.launch_on_free_port();
         s
@@ -236,10 +356,20 @@ impl Server {
         let mut cmd = Command::new(redis_server_bin());
         if let Some(conf) = &self.sentinel_conf {
             let path = self.dir.path().join("sentinel.conf");
+            let ports = match &self.tls {
+                Some(tls) => format!(
+                    "port 0\ntls-port {port}\ntls-cert-file {}\ntls-key-file {}\n\
+                     tls-ca-cert-file {}\ntls-auth-clients no\ntls-replication yes",
+                    tls.cert.display(),
+                    tls.key.display(),
+                    tls.ca.display()
+                ),
+                None => format!("port {port}"),
+            };
             std::fs::write(
                 &path,
                 format!(
-                    "port {port}\nbind 127.0.0.1\ndir {}\nlogfile redis.log\n{conf}\n",
+                    "{ports}\nbind 127.0.0.1\ndir {}\nlogfile redis.log\n{conf}\n",
                     self.dir.path().display()
                 ),
             )
@@ -418,7 +548,9 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A throwaway CA and a server certificate for 127.0.0.1 / localhost.
+/// A throwaway CA and a certificate for 127.0.0.1 / localhost, for
+/// servers and for the servers' own connections to each other (the TLS
+/// cluster bus asks for a client certificate).
 pub fn make_certs(dir: &Path) -> Tls {
     openssl(
         dir,
@@ -459,7 +591,7 @@ pub fn make_certs(dir: &Path) -> Tls {
     );
     std::fs::write(
         dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
     )
     .unwrap();
     openssl(
@@ -486,6 +618,7 @@ pub fn make_certs(dir: &Path) -> Tls {
         ca: dir.join("ca.crt"),
         cert: dir.join("server.crt"),
         key: dir.join("server.key"),
+        shared: None,
     }
 }
 

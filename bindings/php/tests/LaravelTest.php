@@ -520,6 +520,26 @@ final class LaravelTest extends TestCase
                 ['client' => 'predis', 'options' => ['cluster' => 'redis'], 'clusters' => ['default' => [['host' => 'n1', 'port' => 7000]]]],
                 'redis+cluster://n1:7000',
             ],
+            'TLS cluster with the CA in the options' => [
+                ['client' => 'phpredis', 'options' => ['password' => 'pw', 'context' => ['ssl' => ['cafile' => $ca]]], 'clusters' => ['default' => [
+                    ['scheme' => 'tls', 'host' => '10.0.0.1', 'port' => 7000], ['scheme' => 'tls', 'host' => '10.0.0.2', 'port' => 7001],
+                ]]],
+                'rediss+cluster://:pw@10.0.0.1:7000,10.0.0.2:7001?tls_ca_file=' . rawurlencode($ca),
+            ],
+            'TLS cluster with the CA on a node' => [
+                ['client' => 'predis', 'options' => ['cluster' => 'redis'], 'clusters' => ['default' => [
+                    ['scheme' => 'tls', 'host' => 'n1', 'port' => 7000, 'ssl' => ['cafile' => $ca]],
+                ]]],
+                'rediss+cluster://n1:7000?tls_ca_file=' . rawurlencode($ca),
+            ],
+            'phpredis tls:// cluster hosts' => [
+                ['client' => 'phpredis', 'clusters' => ['default' => [['host' => 'tls://n1', 'port' => 7000], ['host' => 'tls://n2', 'port' => 7001]]]],
+                'rediss+cluster://n1:7000,n2:7001',
+            ],
+            'rediss cluster urls' => [
+                ['client' => 'phpredis', 'clusters' => ['default' => [['url' => 'rediss://:pw@n1:7000'], ['url' => 'rediss://:pw@n2:7001']]]],
+                'rediss+cluster://:pw@n1:7000,n2:7001',
+            ],
         ];
     }
 
@@ -540,6 +560,11 @@ final class LaravelTest extends TestCase
             'not a connection' => [['options' => ['prefix' => 'x']], 'options'],
             "predis' client-side sharding" => [['client' => 'predis', 'clusters' => ['default' => [['host' => 'n1']]]], 'default'],
             'unsupported scheme' => [['default' => ['scheme' => 'http']], 'default'],
+            'a cluster of TLS and plain nodes' => [
+                ['clusters' => ['default' => [['host' => 'tls://n1', 'port' => 7000], ['host' => 'n2', 'port' => 7001]]]],
+                'default',
+            ],
+            'a cluster node on a socket' => [['clusters' => ['default' => [['host' => '/run/redis.sock']]]], 'default'],
         ] as $case => [$redis, $name]) {
             try {
                 ConnectionUrl::fromConfig($redis, $name);

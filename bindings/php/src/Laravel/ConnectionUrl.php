@@ -12,8 +12,9 @@ use RedisLock\InvalidArgument;
  * `username`/`password`/`database` (a `url` wins over the keys it sets, as
  * in Laravel). TLS (`tls`, `ssl`, `rediss`) gives rediss://, a socket path
  * (scheme `unix`, `path`, or a host starting with `/`) unix:///path?db=N,
- * a connection under `clusters` redis+cluster://. A `timeout` (seconds)
- * becomes redislock's connect_timeout, an SSL `cafile` its tls_ca_file.
+ * a connection under `clusters` redis+cluster:// (rediss+cluster:// when its
+ * nodes use TLS). A `timeout` (seconds) becomes redislock's connect_timeout,
+ * an SSL `cafile` its tls_ca_file.
  */
 final class ConnectionUrl
 {
@@ -68,20 +69,31 @@ final class ConnectionUrl
         }
         $hosts = [];
         $auth = null;
+        $scheme = null;
+        $nodeCa = null;
         foreach ($nodes as $node) {
             $node = self::parse($node);
-            [$scheme, $host] = self::schemeAndHost($node);
-            if ($scheme !== 'redis') {
-                throw new InvalidArgument("Redis cluster [$name]: redislock supports Cluster over plain TCP only");
+            [$nodeScheme, $host] = self::schemeAndHost($node);
+            if ($nodeScheme === 'unix') {
+                throw new InvalidArgument("Redis cluster [$name]: a Cluster node needs a host and port, not a socket");
             }
+            if ($scheme !== null && $nodeScheme !== $scheme) {
+                throw new InvalidArgument("Redis cluster [$name] mixes TLS and plain TCP nodes: redislock needs one or the other");
+            }
+            $scheme = $nodeScheme;
             $hosts[] = self::host($host) . ':' . ((int)($node['port'] ?? 0) ?: 6379);
             $auth ??= self::credentials($node + array_intersect_key($options, ['username' => 1, 'password' => 1]));
+            $nodeCa ??= self::options($node, true)['tls_ca_file'] ?? null;
         }
         if ($hosts === []) {
             throw new InvalidArgument("Redis cluster [$name] has no nodes");
         }
-        $query = self::options($options, false);
-        return 'redis+cluster://' . self::auth(...$auth) . implode(',', $hosts)
+        $tls = $scheme === 'rediss';
+        $query = self::options($options, $tls);
+        if ($tls && $nodeCa !== null) {
+            $query += ['tls_ca_file' => $nodeCa];
+        }
+        return "$scheme+cluster://" . self::auth(...$auth) . implode(',', $hosts)
             . ($query ? '?' . http_build_query($query, '', '&', PHP_QUERY_RFC3986) : '');
     }
 
