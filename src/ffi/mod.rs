@@ -250,8 +250,11 @@ fn open_client(
 /// Open a client for one Redis server.
 ///
 /// `url`: borrowed, NUL-terminated UTF-8: `redis://[user:password@]host:port[/db]`,
-/// `rediss://...` (TLS) or `unix:///path.sock[?db=N]`, optionally with
-/// `?connect_timeout=2s&command_timeout=2s&tls_ca_file=/path.pem`.
+/// `rediss://...` (TLS), `unix:///path.sock[?db=N]`,
+/// `redis+sentinel://[user:password@]host:port[,...]/service` or
+/// `redis+cluster://[user:password@]host:port[,...]` (`rediss+` for TLS),
+/// optionally with `?connect_timeout=2s&command_timeout=2s&tls_ca_file=/path.pem`
+/// (and for Sentinel `sentinel_user`/`sentinel_password`; see the README).
 /// `out`: on success receives a new client, owned by the caller, to be
 /// freed with `redislock_client_free`; untouched on failure.
 ///

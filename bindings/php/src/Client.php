@@ -20,8 +20,9 @@ final class Client
     private ?\FFI\CData $handle = null;
 
     /**
-     * @param string|list<string> $url redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock;
-     *                                 a list of URLs is Redlock (one URL only in this version)
+     * @param string|list<string> $url redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
+     *                                 redis+sentinel://…/service, redis+cluster://… (rediss+… for TLS);
+     *                                 a list of URLs is Redlock
      * @throws InvalidArgument for a malformed URL
      */
     public function __construct(string|array $url)
