@@ -103,6 +103,19 @@ fn reset_stats(servers: &[Server]) {
     }
 }
 
+/// Mark `slot` as moving from node `src` to node `dst` (index and id).
+fn start_migration(servers: &[Server], slot: u16, src: (usize, &str), dst: (usize, &str)) {
+    for (at, state, other) in [(dst.0, "IMPORTING", src.1), (src.0, "MIGRATING", dst.1)] {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(other)
+            .query(&mut servers[at].raw())
+            .unwrap();
+    }
+}
+
 fn node_id(srv: &Server) -> String {
     redis::cmd("CLUSTER")
         .arg("MYID")
@@ -269,20 +282,7 @@ fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
     let src = owner(servers, slot);
     let dst = (src + 1) % servers.len();
     let (src_id, dst_id) = (node_id(&servers[src]), node_id(&servers[dst]));
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("IMPORTING")
-        .arg(&src_id)
-        .query(&mut servers[dst].raw())
-        .unwrap();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("MIGRATING")
-        .arg(&dst_id)
-        .query(&mut servers[src].raw())
-        .unwrap();
+    start_migration(servers, slot, (src, &src_id), (dst, &dst_id));
     // Mid-migration (ASK for keys already moved): the lock is still ours.
     assert!(lock.owned().unwrap());
     let keys: Vec<String> = redis::cmd("CLUSTER")
@@ -477,20 +477,7 @@ fn wait_replicas_waits_on_the_master_of_the_lock_slot() {
         .find(|&i| i != src && !is_replica(&servers[i]))
         .unwrap();
     let (src_id, dst_id) = (node_id(&servers[src]), node_id(&servers[dst]));
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("IMPORTING")
-        .arg(&src_id)
-        .query(&mut servers[dst].raw())
-        .unwrap();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("MIGRATING")
-        .arg(&dst_id)
-        .query(&mut servers[src].raw())
-        .unwrap();
+    start_migration(&servers, slot, (src, &src_id), (dst, &dst_id));
     let keys: Vec<String> = redis::cmd("CLUSTER")
         .arg("GETKEYSINSLOT")
         .arg(slot)
