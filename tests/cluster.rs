@@ -116,6 +116,20 @@ fn start_migration(servers: &[Server], slot: u16, src: (usize, &str), dst: (usiz
     }
 }
 
+/// MIGRATE `keys` from `src` to `dst`.
+fn move_keys(src: &Server, dst: &Server, keys: &[String]) {
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(dst.port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(keys)
+        .query(&mut src.raw())
+        .unwrap();
+}
+
 fn node_id(srv: &Server) -> String {
     redis::cmd("CLUSTER")
         .arg("MYID")
@@ -295,16 +309,7 @@ fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
         keys.len() >= 2,
         "lock and fence keys in slot {slot}: {keys:?}"
     );
-    let _: () = redis::cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(servers[dst].port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(&keys)
-        .query(&mut servers[src].raw())
-        .unwrap();
+    move_keys(&servers[src], &servers[dst], &keys);
     // Keys moved, slot still MIGRATING: the source answers ASK, followed.
     assert!(lock.owned().unwrap());
     set_slot_node(servers, slot, &dst_id);
@@ -485,16 +490,7 @@ fn wait_replicas_waits_on_the_master_of_the_lock_slot() {
         .query(&mut servers[src].raw())
         .unwrap();
     assert!(!keys.is_empty(), "the fence counter of slot {slot}");
-    let _: () = redis::cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(servers[dst].port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(&keys)
-        .query(&mut servers[src].raw())
-        .unwrap();
+    move_keys(&servers[src], &servers[dst], &keys);
     set_slot_node(&servers, slot, &dst_id);
     reset_stats(&servers);
     let lock = waiting.acquire(name, 30 * S, Wait::TryOnce).unwrap();
