@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 use crate::config::Settings;
 #[cfg(feature = "tokio")]
 use crate::deploy::AsyncDeployment;
-use crate::deploy::Deployment;
-use crate::error::Result;
+use crate::deploy::{Deployment, Grant, Granted};
+use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::options::{check_key, check_token, ttl_millis, AcquireOptions, LockInfo, Wait};
 use crate::protocol::{self, LockKeys};
 use crate::renew::{LockState, Renewer};
+use crate::stats::{Counters, Event, Stats};
 
 /// Settings for [`Client`], made by [`Client::builder`].
 #[derive(Debug, Clone)]
@@ -63,9 +64,11 @@ impl ClientBuilder {
 
     /// Validate everything and make the client. Does not connect.
     pub fn build(self) -> Result<Client> {
+        let stats = Arc::new(Counters::default());
         Ok(Client {
             inner: Arc::new(Inner {
-                deployment: self.settings.deployment(&self.urls)?,
+                deployment: self.settings.deployment(&self.urls, &stats)?,
+                stats,
                 renewer: Arc::new(Renewer::new()),
                 #[cfg(feature = "tokio")]
                 async_ops: std::sync::OnceLock::new(),
@@ -77,6 +80,8 @@ impl ClientBuilder {
 struct Inner {
     /// One server, or the Redlock nodes.
     deployment: Arc<dyn Deployment>,
+    /// What this client did (its pools count there too).
+    stats: Arc<Counters>,
     renewer: Arc<Renewer>,
     /// The async operations, made on first use.
     #[cfg(feature = "tokio")]
@@ -134,6 +139,40 @@ impl Client {
         self.inner.deployment.describe()
     }
 
+    /// What this client (and every clone of it) did so far: acquisitions by
+    /// outcome, releases, extends, renewals, hand-offs, connection errors,
+    /// what it holds and waits for now, and how long it waited and held.
+    /// Reading costs a few dozen atomic loads; recording is always on. A
+    /// forked child starts from zero.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.read()
+    }
+
+    /// Count an acquisition's outcome and how long it took.
+    fn count_acquire(&self, r: &Result<Grant>, started: Instant) {
+        let stats = &self.inner.stats;
+        stats.waited(started.elapsed());
+        stats.count(match r {
+            Ok(g) => match g.how {
+                Granted::AtOnce => Event::AcquiredAtOnce,
+                Granted::AfterWait => Event::AcquiredAfterWait,
+                Granted::HandedOver => Event::AcquiredHandedOver,
+            },
+            Err(Error::NotAcquired { .. }) => Event::AcquireTimedOut,
+            Err(_) => Event::AcquireError,
+        });
+    }
+
+    /// Count a release or extend by token.
+    fn count_by_token(&self, r: Result<bool>, ok: Event, gone: Event) -> Result<bool> {
+        match r {
+            Ok(true) => self.inner.stats.count(ok),
+            Ok(false) => self.inner.stats.count(gone),
+            Err(_) => {}
+        }
+        r
+    }
+
     /// Take the lock `key` with a random token: one round trip when it is
     /// free. See [`Client::acquire_with`].
     pub fn acquire(&self, key: impl AsRef<[u8]>, ttl: Duration, wait: Wait) -> Result<Lock> {
@@ -152,15 +191,16 @@ impl Client {
     pub fn acquire_with(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
         let (keys, token, ttl_ms) = prepare(key.as_ref(), &opts)?;
         let started = Instant::now();
-        let fence = self.inner.deployment.acquire(
+        let grant = self.inner.deployment.acquire(
             &keys,
             &token,
             ttl_ms,
             opts.wait,
             opts.interrupt.as_ref(),
             started,
-        )?;
-        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+        );
+        self.count_acquire(&grant, started);
+        Ok(self.held(keys, token, grant?.fence, ttl_ms, opts.auto_renew, None))
     }
 
     /// The handle of a lock just taken.
@@ -177,7 +217,7 @@ impl Client {
         let lock = Lock::new(
             self.inner.deployment.clone(),
             self.inner.renewer.clone(),
-            LockState::new(keys, token, fence, ttl_ms),
+            LockState::new(keys, token, fence, ttl_ms, self.inner.stats.clone()),
             #[cfg(feature = "tokio")]
             async_ops,
         );
@@ -193,7 +233,8 @@ impl Client {
     pub fn release_token(&self, key: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
         check_key_token(key, token)?;
-        self.inner.deployment.release(&LockKeys::new(key), token)
+        let r = self.inner.deployment.release(&LockKeys::new(key), token);
+        self.count_by_token(r, Event::ReleaseOk, Event::ReleaseNotOwner)
     }
 
     /// Set the remaining time of the lock `key` to `ttl` if it still holds
@@ -208,9 +249,11 @@ impl Client {
         let (key, token) = (key.as_ref(), token.as_ref());
         check_key_token(key, token)?;
         let ttl_ms = ttl_millis(ttl)?;
-        self.inner
+        let r = self
+            .inner
             .deployment
-            .extend(&LockKeys::new(key), token, 0, ttl_ms)
+            .extend(&LockKeys::new(key), token, 0, ttl_ms);
+        self.count_by_token(r, Event::ExtendOk, Event::ExtendLost)
     }
 
     /// The holder, its remaining TTL and fencing number, and the number of
@@ -299,10 +342,16 @@ impl Client {
         let (keys, token, ttl_ms) = prepare(key.as_ref(), &opts)?;
         let ops = self.async_ops();
         let started = Instant::now();
-        let fence = ops
-            .acquire(&keys, &token, ttl_ms, opts.wait, started)
-            .await?;
-        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, Some(ops)))
+        let grant = ops.acquire(&keys, &token, ttl_ms, opts.wait, started).await;
+        self.count_acquire(&grant, started);
+        Ok(self.held(
+            keys,
+            token,
+            grant?.fence,
+            ttl_ms,
+            opts.auto_renew,
+            Some(ops),
+        ))
     }
 
     /// [`Client::release_token`] for async callers.
@@ -313,7 +362,8 @@ impl Client {
     ) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
         check_key_token(key, token)?;
-        self.async_ops().release(&LockKeys::new(key), token).await
+        let r = self.async_ops().release(&LockKeys::new(key), token).await;
+        self.count_by_token(r, Event::ReleaseOk, Event::ReleaseNotOwner)
     }
 
     /// [`Client::inspect`] for async callers.

@@ -15,6 +15,7 @@ use crate::net::pool::{Endpoint, Pool, Target};
 use crate::net::sentinel::Sentinel;
 use crate::net::wire::Tls;
 use crate::options::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT};
+use crate::stats::Counters;
 
 /// What a [`crate::ClientBuilder`] collected besides its URLs.
 #[derive(Debug, Clone, Default)]
@@ -27,7 +28,11 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// The deployment `urls` name: one server, or Redlock over several.
-    pub(crate) fn deployment(&self, urls: &[String]) -> Result<Arc<dyn Deployment>> {
+    pub(crate) fn deployment(
+        &self,
+        urls: &[String],
+        stats: &Arc<Counters>,
+    ) -> Result<Arc<dyn Deployment>> {
         if urls.is_empty() {
             return Err(Error::invalid("no URL given"));
         }
@@ -58,7 +63,7 @@ impl Settings {
         }
         let mut pools = urls
             .iter()
-            .map(|url| self.target(url).map(Pool::new))
+            .map(|url| self.target(url).map(|t| Pool::new(t, stats.clone())))
             .collect::<Result<Vec<_>>>()?;
         Ok(if pools.len() == 1 {
             Arc::new(Single::new(Arc::new(pools.remove(0))))
@@ -539,7 +544,10 @@ mod tests {
                 format!("redis://127.0.0.1:1{bad}"),
                 "redis://127.0.0.1:2".to_string(),
             ];
-            let e = Settings::default().deployment(&urls).err().expect(bad);
+            let e = Settings::default()
+                .deployment(&urls, &Default::default())
+                .err()
+                .expect(bad);
             assert!(
                 e.to_string().contains("node_timeout") || e.to_string().contains("node timeout"),
                 "{e}"

@@ -26,6 +26,8 @@
 mod error;
 mod options;
 mod sync;
+// What a client did: counters and histograms, no I/O.
+mod stats;
 // The wire protocol: scripts, key names, reply parsing.
 mod crc16;
 mod protocol;
@@ -55,6 +57,7 @@ pub use options::{
     AcquireOptions, Interrupt, LockInfo, Wait, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
     MAX_KEY_LEN, MAX_TTL,
 };
+pub use stats::{Histogram, Stats, BUCKETS, BUCKET_BOUNDS};
 
 /// A fresh random token like the ones acquire makes: 128 bits from the
 /// operating system's generator, as 32 hex characters.

@@ -12,6 +12,7 @@ use crate::deploy::Deployment;
 use crate::error::{show_key, Error, Result};
 use crate::options::ttl_millis;
 use crate::renew::{LockState, Renewer};
+use crate::stats::Event;
 use crate::sync::locked;
 
 /// A lock held by this process.
@@ -85,10 +86,25 @@ impl Lock {
         Duration::from_millis(self.state.ttl_ms.load(Ordering::Relaxed))
     }
 
-    /// True once background renewal or an extend found the lock gone
-    /// (expired or taken over).
+    /// True once background renewal, an extend or a release found the lock
+    /// gone (expired or taken over).
     pub fn is_lost(&self) -> bool {
         self.state.lost.load(Ordering::Acquire)
+    }
+
+    /// Run `f` once when the lock is found lost: by background renewal (on
+    /// the client's renewal thread: keep `f` short, since the client's
+    /// other locks wait for their renewal meanwhile), or by an extend or
+    /// release of this handle (on the caller's thread, before it returns
+    /// [`Error::NotOwner`]). If the lock is already lost, `f` runs now, on
+    /// this thread. A second call replaces a callback that has not run. A
+    /// panic in `f` is caught and logged; renewal goes on. Never called in
+    /// a forked child for the parent's lock, nor after a successful
+    /// release.
+    pub fn on_lost(&self, f: impl FnOnce() + Send + 'static) {
+        if self.in_owner_process() {
+            self.state.on_lost(Box::new(f));
+        }
     }
 
     fn in_owner_process(&self) -> bool {
@@ -103,18 +119,49 @@ impl Lock {
         if !self.in_owner_process() {
             return Err(self.not_owner());
         }
-        if self.deployment.extend(
+        let extended = self.deployment.extend(
             &self.state.keys,
             &self.state.token,
             self.state.fence,
             ttl_ms,
-        )? {
-            self.state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
-            Ok(())
-        } else {
-            self.state.lost.store(true, Ordering::Release);
-            Err(self.not_owner())
+        )?;
+        self.extended(extended, ttl_ms)
+    }
+
+    /// Count an extend's outcome; a lock found gone is lost.
+    fn extended(&self, extended: bool, ttl_ms: u64) -> Result<()> {
+        let state = &self.state;
+        if extended {
+            state.stats.count(Event::ExtendOk);
+            state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
+            return Ok(());
         }
+        state.stats.count(Event::ExtendLost);
+        self.lost("an extend found it expired or held by another owner");
+        Err(self.not_owner())
+    }
+
+    /// Mark the lock lost (once), and run its callback.
+    fn lost(&self, why: &str) {
+        if self.state.set_lost() {
+            tracing::debug!(
+                lock = %show_key(&self.state.keys.lock),
+                fence = self.state.fence,
+                "lost: {why}"
+            );
+            self.state.notify_lost();
+        }
+    }
+
+    /// Count a release's outcome; a lock found gone is lost.
+    fn released(&self, released: bool) -> Result<()> {
+        if released {
+            self.state.stats.count(Event::ReleaseOk);
+            return Ok(());
+        }
+        self.state.stats.count(Event::ReleaseNotOwner);
+        self.lost("the release found it expired or held by another owner");
+        Err(self.not_owner())
     }
 
     /// Whether the key still holds this lock's token (one round trip).
@@ -142,15 +189,11 @@ impl Lock {
             return Ok(());
         }
         self.stop_renewal();
-        if self
+        self.state.let_go(true);
+        let released = self
             .deployment
-            .release(&self.state.keys, &self.state.token)?
-        {
-            Ok(())
-        } else {
-            self.state.lost.store(true, Ordering::Release);
-            Err(self.not_owner())
-        }
+            .release(&self.state.keys, &self.state.token)?;
+        self.released(released)
     }
 
     /// Let go of the handle without releasing: the lock stays held on the
@@ -161,6 +204,7 @@ impl Lock {
         self.done = true;
         if self.in_owner_process() {
             self.stop_renewal();
+            self.state.let_go(false);
         }
     }
 
@@ -181,15 +225,28 @@ impl Drop for Lock {
             return;
         }
         self.stop_renewal();
+        self.state.let_go(true);
         #[cfg(feature = "tokio")]
         if let (Some(ops), Ok(rt)) = (&self.async_ops, tokio::runtime::Handle::try_current()) {
             let (ops, state) = (ops.clone(), self.state.clone());
             rt.spawn(async move {
-                let _ = ops.release(&state.keys, &state.token).await;
+                let released = ops.release(&state.keys, &state.token).await;
+                count_dropped(&state, released);
             });
             return;
         }
-        let _ = self.deployment.release(&self.state.keys, &self.state.token);
+        let released = self.deployment.release(&self.state.keys, &self.state.token);
+        count_dropped(&self.state, released);
+    }
+}
+
+/// Count the release of a dropped handle. Nobody is told of a loss found
+/// then (the handle is gone, and its callback with it).
+fn count_dropped(state: &LockState, released: Result<bool>) {
+    match released {
+        Ok(true) => state.stats.count(Event::ReleaseOk),
+        Ok(false) => state.stats.count(Event::ReleaseNotOwner),
+        Err(_) => {}
     }
 }
 
@@ -211,13 +268,10 @@ impl Lock {
             return Ok(());
         }
         self.stop_renewal();
+        self.state.let_go(true);
         let ops = self.async_ops();
-        if ops.release(&self.state.keys, &self.state.token).await? {
-            Ok(())
-        } else {
-            self.state.lost.store(true, Ordering::Release);
-            Err(self.not_owner())
-        }
+        let released = ops.release(&self.state.keys, &self.state.token).await?;
+        self.released(released)
     }
 
     /// [`Lock::extend`] for async callers.
@@ -228,16 +282,10 @@ impl Lock {
         }
         let ops = self.async_ops();
         let state = &self.state;
-        if ops
+        let extended = ops
             .extend(&state.keys, &state.token, state.fence, ttl_ms)
-            .await?
-        {
-            state.ttl_ms.store(ttl_ms, Ordering::Relaxed);
-            Ok(())
-        } else {
-            state.lost.store(true, Ordering::Release);
-            Err(self.not_owner())
-        }
+            .await?;
+        self.extended(extended, ttl_ms)
     }
 
     /// [`Lock::owned`] for async callers.

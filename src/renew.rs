@@ -13,14 +13,24 @@
 //! the deployment and ends when the client and its locks are gone. After `fork()` the child has
 //! no renewal thread and forgets the parent's set; it starts its own thread
 //! for its own locks.
+//!
+//! A lock found lost runs its `on_lost` callback once, on the thread that
+//! found it (the renewal thread for renewal), after every mutex here has
+//! been let go: the callback may release, extend or take other locks.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::deploy::{Deployment, Extension};
+use crate::error::show_key;
 use crate::protocol::LockKeys;
+use crate::stats::{Counters, Event, Gauge};
 use crate::sync::locked;
+
+/// What runs once when a lock is found lost.
+pub(crate) type OnLost = Box<dyn FnOnce() + Send + 'static>;
 
 /// A held lock as its `Lock` handle and the renewal thread share it.
 pub(crate) struct LockState {
@@ -33,10 +43,25 @@ pub(crate) struct LockState {
     /// thread holds this mutex while an extend is in flight, and release
     /// clears it first, so no extend is ever sent after a release.
     pub(crate) renewing: Mutex<bool>,
+    /// The client's statistics.
+    pub(crate) stats: Arc<Counters>,
+    /// When it was acquired, for the held-time histogram.
+    acquired: Instant,
+    /// True while it counts in the statistics' `held_now`.
+    counted: AtomicBool,
+    on_lost: Mutex<Option<OnLost>>,
 }
 
 impl LockState {
-    pub(crate) fn new(keys: LockKeys, token: Vec<u8>, fence: u64, ttl_ms: u64) -> LockState {
+    /// A lock just acquired: it counts as held from now.
+    pub(crate) fn new(
+        keys: LockKeys,
+        token: Vec<u8>,
+        fence: u64,
+        ttl_ms: u64,
+        stats: Arc<Counters>,
+    ) -> LockState {
+        stats.gauge(Gauge::Held, 1);
         LockState {
             keys,
             token,
@@ -44,6 +69,58 @@ impl LockState {
             ttl_ms: AtomicU64::new(ttl_ms),
             lost: AtomicBool::new(false),
             renewing: Mutex::new(false),
+            stats,
+            acquired: Instant::now(),
+            counted: AtomicBool::new(true),
+            on_lost: Mutex::new(None),
+        }
+    }
+
+    /// The handle lets go of the lock (release, drop, lost): it no longer
+    /// counts as held, and how long it was held is recorded once. A
+    /// forgotten handle (`record` false) records no held time: the lock
+    /// lives on without it.
+    pub(crate) fn let_go(&self, record: bool) {
+        if self.counted.swap(false, Ordering::AcqRel) {
+            self.stats.gauge(Gauge::Held, -1);
+            if record {
+                self.stats.held(self.acquired.elapsed());
+            }
+        }
+    }
+
+    /// Mark the lock lost (once): counted, no longer held. True the first
+    /// time; the caller then runs [`LockState::notify_lost`], holding no
+    /// mutex.
+    pub(crate) fn set_lost(&self) -> bool {
+        if self.lost.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.stats.count(Event::LockLost);
+        self.let_go(true);
+        true
+    }
+
+    /// Run the `on_lost` callback if one is set and has not run. A panic in
+    /// it is caught: it never stops the thread that found the loss.
+    pub(crate) fn notify_lost(&self) {
+        let callback = locked(&self.on_lost).take();
+        if let Some(f) = callback {
+            if catch_unwind(AssertUnwindSafe(f)).is_err() {
+                tracing::error!(
+                    lock = %show_key(&self.keys.lock),
+                    "the on_lost callback panicked (ignored)"
+                );
+            }
+        }
+    }
+
+    /// Set the callback for when the lock is found lost, replacing one set
+    /// before. If it already is lost, `f` runs now, on this thread.
+    pub(crate) fn on_lost(&self, f: OnLost) {
+        *locked(&self.on_lost) = Some(f);
+        if self.lost.load(Ordering::Acquire) {
+            self.notify_lost();
         }
     }
 }
@@ -130,7 +207,14 @@ impl Renewer {
                 // rather than pretend.
                 st.thread = false;
                 st.entries.pop();
-                mark_lost(lock);
+                drop(st);
+                if mark_lost(lock) {
+                    tracing::debug!(
+                        lock = %show_key(&lock.keys.lock),
+                        "lost: no renewal thread could be started"
+                    );
+                    lock.notify_lost();
+                }
                 return;
             }
         }
@@ -189,29 +273,49 @@ fn run(shared: Arc<Shared>, deployment: Weak<dyn Deployment>) {
         let by_lock: std::collections::HashMap<*const LockState, Option<bool>> =
             due.iter().map(Arc::as_ptr).zip(outcome).collect();
         let now = Instant::now();
+        let mut lost = Vec::new();
         let mut st = locked(&shared.state);
         for entry in st.entries.iter_mut() {
             let Some(&outcome) = by_lock.get(&Arc::as_ptr(&entry.lock)) else {
                 continue;
             };
             let ttl = Duration::from_millis(entry.lock.ttl_ms.load(Ordering::Relaxed));
-            match outcome {
+            let why = match outcome {
                 Some(true) => {
+                    entry.lock.stats.count(Event::RenewalOk);
                     entry.due = now + ttl / 3;
                     entry.expires = now + ttl;
+                    continue;
                 }
-                Some(false) => mark_lost(&entry.lock),
-                None if now >= entry.expires => mark_lost(&entry.lock),
-                None => entry.due = now + RETRY.min(ttl / 3),
+                Some(false) => "renewal found it expired or held by another owner",
+                None if now >= entry.expires => {
+                    "renewal could not reach the server before its TTL ran out"
+                }
+                None => {
+                    entry.due = now + RETRY.min(ttl / 3);
+                    continue;
+                }
+            };
+            entry.lock.stats.count(Event::RenewalLost);
+            if mark_lost(&entry.lock) {
+                lost.push((entry.lock.clone(), why));
             }
         }
         st.entries.retain(|e| !e.lock.lost.load(Ordering::Acquire));
+        drop(st);
+        for (lock, why) in lost {
+            tracing::debug!(lock = %show_key(&lock.keys.lock), fence = lock.fence, "lost: {why}");
+            lock.notify_lost();
+        }
     }
 }
 
-fn mark_lost(lock: &LockState) {
-    lock.lost.store(true, Ordering::Release);
+/// Mark `lock` lost and stop renewing it; true the first time (the caller
+/// then runs its callback, holding no mutex).
+fn mark_lost(lock: &LockState) -> bool {
+    let first = lock.set_lost();
     *locked(&lock.renewing) = false;
+    first
 }
 
 /// Extend every lock in `due` that still renews, in one batch.

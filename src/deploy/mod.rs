@@ -26,6 +26,30 @@ mod wait;
 pub(crate) use redlock::Redlock;
 pub(crate) use single::Single;
 
+/// How an acquisition got its lock, for the statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Granted {
+    /// Free at the first look.
+    AtOnce,
+    /// Seen held, then taken by a retry.
+    AfterWait,
+    /// Handed over by its releaser while waiting.
+    HandedOver,
+}
+
+/// A lock just acquired: its fencing number and how it came.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Grant {
+    pub(crate) fence: u64,
+    pub(crate) how: Granted,
+}
+
+impl Grant {
+    pub(crate) fn new(fence: u64, how: Granted) -> Grant {
+        Grant { fence, how }
+    }
+}
+
 /// One lock to extend, for [`Deployment::extend_many`].
 pub(crate) struct Extension<'a> {
     pub(crate) keys: &'a LockKeys,
@@ -41,7 +65,7 @@ pub(crate) trait Deployment: Send + Sync {
 
     /// Take the lock with `token` for `ttl_ms`, waiting as `wait` says
     /// (counted from `started`) unless `interrupt` ends the wait. The
-    /// fencing number.
+    /// fencing number, and how the lock came.
     fn acquire(
         &self,
         keys: &LockKeys,
@@ -50,7 +74,7 @@ pub(crate) trait Deployment: Send + Sync {
         wait: Wait,
         interrupt: Option<&Interrupt>,
         started: Instant,
-    ) -> Result<u64>;
+    ) -> Result<Grant>;
 
     /// Compare-and-delete (or hand off to the longest waiter). `Ok(false)`
     /// when `token` does not hold the lock.
@@ -99,7 +123,7 @@ pub(crate) trait AsyncDeployment: Send + Sync {
         ttl_ms: u64,
         wait: Wait,
         started: Instant,
-    ) -> Op<'a, u64>;
+    ) -> Op<'a, Grant>;
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, bool>;
 

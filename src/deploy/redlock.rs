@@ -29,11 +29,12 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::fanout::{Decided, Job, Node, Outcome, Round};
-use super::Deployment;
+use super::{Deployment, Grant, Granted};
 use crate::error::{show_key, Error, Result};
 use crate::net::pool::Pool;
 use crate::options::{Interrupt, LockInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, LockKeys};
+use crate::stats::{Counters, Gauge};
 use crate::sync::locked;
 
 /// The servers, the bound on each one's reply if the caller set it, and the
@@ -61,6 +62,13 @@ impl Redlock {
     }
 }
 
+impl Redlock {
+    /// The client's statistics (every node's pool shares them).
+    fn stats(&self) -> &Counters {
+        &self.nodes[0].pool.stats
+    }
+}
+
 impl Deployment for Redlock {
     fn describe(&self) -> String {
         let addrs: Vec<&str> = self.nodes.iter().map(|n| n.addr()).collect();
@@ -75,7 +83,7 @@ impl Deployment for Redlock {
         wait: Wait,
         interrupt: Option<&Interrupt>,
         started: Instant,
-    ) -> Result<u64> {
+    ) -> Result<Grant> {
         let deadline = match wait {
             Wait::TryOnce => Some(started),
             Wait::Timeout(d) => started.checked_add(d),
@@ -273,10 +281,12 @@ fn acquire(
     deadline: Option<Instant>,
     started: Instant,
     interrupt: Option<&Interrupt>,
-) -> Result<u64> {
+) -> Result<Grant> {
+    let mut waiting = None;
     loop {
         let holder_ttl = match attempt(r, keys, token, ttl_ms)? {
-            Ok(fence) => return Ok(fence),
+            Ok(fence) if waiting.is_none() => return Ok(Grant::new(fence, Granted::AtOnce)),
+            Ok(fence) => return Ok(Grant::new(fence, Granted::AfterWait)),
             Err(holder_ttl) => holder_ttl,
         };
         let now = Instant::now();
@@ -290,8 +300,18 @@ fn acquire(
         if interrupt.is_some_and(|i| i.stop()) {
             return Err(Error::not_acquired(&keys.lock, holder_ttl, started));
         }
+        if waiting.is_none() {
+            waiting = Some(r.stats().up(Gauge::Waiters));
+        }
         let holder_ttl = u64::try_from(holder_ttl).ok();
-        thread::sleep(retry_pause(holder_ttl.map(Duration::from_millis), left));
+        let pause = retry_pause(holder_ttl.map(Duration::from_millis), left);
+        tracing::debug!(
+            lock = %show_key(&keys.lock),
+            holder_ttl_ms = holder_ttl,
+            retry_in_ms = pause.as_millis() as u64,
+            "Redlock: no majority granted the lock; retrying"
+        );
+        thread::sleep(pause);
     }
 }
 
@@ -613,7 +633,7 @@ mod asynchronous {
     use std::time::Instant;
 
     use super::{retry_pause, Redlock, MAX_RETRY_DELAY};
-    use crate::deploy::{AsyncDeployment, Deployment, Op};
+    use crate::deploy::{AsyncDeployment, Deployment, Grant, Op};
     use crate::error::{show_key, Error, Result};
     use crate::options::{LockInfo, Wait};
     use crate::protocol::LockKeys;
@@ -665,11 +685,11 @@ mod asynchronous {
                 let started = Instant::now();
                 let got = r
                     .acquire(&keys, &token, ttl_ms, Wait::TryOnce, None, started)
-                    .map(|fence| Granted {
+                    .map(|grant| Granted {
                         redlock: r.clone(),
                         keys,
                         token,
-                        fence: Some(fence),
+                        fence: Some(grant.fence),
                     });
                 // Refused (the caller is gone): the grant is dropped, and
                 // released.
@@ -701,17 +721,24 @@ mod asynchronous {
             ttl_ms: u64,
             wait: Wait,
             started: Instant,
-        ) -> Op<'a, u64> {
+        ) -> Op<'a, Grant> {
             Box::pin(async move {
                 let deadline = match wait {
                     Wait::TryOnce => Some(started),
                     Wait::Timeout(d) => started.checked_add(d),
                     Wait::Forever => None,
                 };
+                let mut waiting = None;
                 loop {
                     let holder_ttl = match self.attempt(keys, token, ttl_ms).await {
                         Err(Error::NotAcquired { holder_ttl, .. }) => holder_ttl,
-                        r => return r,
+                        Ok(fence) if waiting.is_none() => {
+                            return Ok(Grant::new(fence, crate::deploy::Granted::AtOnce))
+                        }
+                        Ok(fence) => {
+                            return Ok(Grant::new(fence, crate::deploy::Granted::AfterWait))
+                        }
+                        Err(e) => return Err(e),
                     };
                     let left = match deadline {
                         Some(d) => d.saturating_duration_since(Instant::now()),
@@ -723,6 +750,9 @@ mod asynchronous {
                             holder_ttl,
                             waited: started.elapsed(),
                         });
+                    }
+                    if waiting.is_none() {
+                        waiting = Some(self.0.stats().up(crate::stats::Gauge::Waiters));
                     }
                     tokio::time::sleep(retry_pause(holder_ttl, left)).await;
                 }

@@ -11,7 +11,7 @@ use redis::Value;
 use super::wait::{self, Server as _};
 #[cfg(feature = "tokio")]
 use super::{AsyncDeployment, Op};
-use super::{Deployment, Extension};
+use super::{Deployment, Extension, Grant, Granted};
 use crate::error::{show_key, Error, Result};
 #[cfg(feature = "tokio")]
 use crate::net::async_pool::AsyncPool;
@@ -19,6 +19,7 @@ use crate::net::pool::Pool;
 use crate::net::transport::{block_on, Transport};
 use crate::options::{Interrupt, LockInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, LockKeys, Script};
+use crate::stats::Event;
 
 /// Generic over the transport: the blocking [`Pool`] or the async one.
 pub(crate) struct Single<P> {
@@ -168,24 +169,27 @@ impl<P: Transport> Single<P> {
         wait: Wait,
         interrupt: Option<&Interrupt>,
         started: Instant,
-    ) -> Result<u64> {
+    ) -> Result<Grant> {
         let deadline = match wait {
             Wait::TryOnce => None,
             Wait::Timeout(d) if d.is_zero() => None,
             Wait::Timeout(d) => Some(started.checked_add(d)),
             Wait::Forever => Some(None),
         };
-        let fence = match deadline {
-            None => self.try_once(keys, token, ttl_ms, started).await?,
+        let grant = match deadline {
+            None => Grant::new(
+                self.try_once(keys, token, ttl_ms, started).await?,
+                Granted::AtOnce,
+            ),
             Some(deadline) => {
                 wait::acquire(self, keys, token, ttl_ms, (deadline, started), interrupt).await?
             }
         };
         if let Some(replicas) = self.pool.target().wait_replicas {
-            self.confirm_replicated(keys, token, fence, ttl_ms, replicas)
+            self.confirm_replicated(keys, token, grant.fence, ttl_ms, replicas)
                 .await?;
         }
-        Ok(fence)
+        Ok(grant)
     }
 
     /// [`Error::Unconfirmed`] when it was not the owner on a second sending
@@ -205,7 +209,11 @@ impl<P: Transport> Single<P> {
                 addr: self.pool.target().addr.clone(),
             }),
             Value::Int(0) => Ok(false),
-            Value::Int(1 | 2) => Ok(true),
+            Value::Int(1) => Ok(true),
+            Value::Int(2) => {
+                self.pool.stats().count(Event::HandoffGiven);
+                Ok(true)
+            }
             other => Err(Error::unexpected(&other)),
         }
     }
@@ -301,7 +309,7 @@ impl Deployment for Single<Arc<Pool>> {
         wait: Wait,
         interrupt: Option<&Interrupt>,
         started: Instant,
-    ) -> Result<u64> {
+    ) -> Result<Grant> {
         block_on(Single::acquire(
             self, keys, token, ttl_ms, wait, interrupt, started,
         ))
@@ -346,7 +354,7 @@ impl AsyncDeployment for Single<AsyncPool> {
         ttl_ms: u64,
         wait: Wait,
         started: Instant,
-    ) -> Op<'a, u64> {
+    ) -> Op<'a, Grant> {
         Box::pin(Single::acquire(
             self, keys, token, ttl_ms, wait, None, started,
         ))

@@ -20,11 +20,13 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::error::{Error, Result};
+use super::{Grant, Granted};
+use crate::error::{show_key, Error, Result};
 use crate::net::hub::{Delivery, Ticket};
 use crate::net::transport::Transport;
 use crate::options::{Interrupt, INTERRUPT_SLICE};
 use crate::protocol::{self, scripts, Attempt, LockKeys, Script, QUEUE_GRACE_MS};
+use crate::stats::{Event, Gauge};
 
 /// The server a waiter waits on: its transport, and its way of running
 /// scripts and reading the key with errors that name the lock.
@@ -59,7 +61,8 @@ const BEHIND_SPREAD: Duration = Duration::from_secs(2);
 
 /// Acquire, waiting until `deadline` (`None`: forever; the pair is the
 /// deadline and when the call started) or until `interrupt` says to stop.
-/// Returns the fence.
+/// Returns the fence and how the lock came. While the lock is seen held,
+/// the waiter counts in the statistics' `waiters_now`.
 pub(super) async fn acquire(
     server: &impl Server,
     keys: &LockKeys,
@@ -67,8 +70,10 @@ pub(super) async fn acquire(
     ttl_ms: u64,
     (deadline, started): (Option<Instant>, Instant),
     interrupt: Option<&Interrupt>,
-) -> Result<u64> {
+) -> Result<Grant> {
     let io = server.io();
+    let stats = io.stats();
+    let mut waiting = None;
     let ticket = io.register_waiter(&keys.lock).await?;
     let mut q = Queued::new(io, keys, token, ttl_ms, ticket);
     let ttl = ttl_ms.to_string();
@@ -122,15 +127,15 @@ pub(super) async fn acquire(
                     }
                     Ok(Err(fence)) => {
                         q.done();
-                        return Ok(fence);
+                        return Ok(handed(io, keys, fence, started));
                     }
-                    Err(_) => return leave(server, q, e).await,
+                    Err(_) => return leave(server, q, e, started).await,
                 }
             }
             // We may be in the queue (an earlier run put us there, or this
             // one ran before its connection broke).
             Err(e) if !first || matches!(e, Error::Connection { .. }) => {
-                return leave(server, q, e).await
+                return leave(server, q, e, started).await
             }
             Err(e) => return Err(e),
         };
@@ -138,12 +143,37 @@ pub(super) async fn acquire(
         let (pttl, ahead) = match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => {
                 q.done();
-                return Ok(fence);
+                if waiting.is_none() {
+                    return Ok(Grant::new(fence, Granted::AtOnce));
+                }
+                tracing::debug!(
+                    lock = %show_key(&keys.lock),
+                    fence,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "took the lock by a retry (it expired or was deleted)"
+                );
+                return Ok(Grant::new(fence, Granted::AfterWait));
             }
-            Some(Attempt::Held { pttl, ahead, .. }) => (pttl, ahead),
+            Some(Attempt::Held {
+                pttl,
+                ahead,
+                holder,
+            }) => {
+                if waiting.is_none() {
+                    waiting = Some(stats.up(Gauge::Waiters));
+                    tracing::debug!(
+                        lock = %show_key(&keys.lock),
+                        holder = %show_key(&holder),
+                        holder_ttl_ms = pttl,
+                        ahead,
+                        "lock is held: queued to wait for it"
+                    );
+                }
+                (pttl, ahead)
+            }
             None => {
                 let e = Error::unexpected(&reply);
-                return leave(server, q, e).await;
+                return leave(server, q, e, started).await;
             }
         };
         // The next retry. A release by this library wakes the waiter at the
@@ -178,18 +208,25 @@ pub(super) async fn acquire(
             Some(Delivery::Handed(fence)) => {
                 if !io.remote_publish() {
                     q.done();
-                    return Ok(fence);
+                    return Ok(handed(io, keys, fence, started));
                 }
                 match server.holds(&keys.lock, token).await {
                     Ok(true) => {
                         q.done();
-                        return Ok(fence);
+                        return Ok(handed(io, keys, fence, started));
                     }
                     Ok(false) => q.ticket().rearm(),
-                    Err(e) => return leave(server, q, e).await,
+                    Err(e) => return leave(server, q, e, started).await,
                 }
             }
-            None => {}
+            None => {
+                let why = if ahead == 0 {
+                    "first in the queue: checking for an expiry or a release by another client"
+                } else {
+                    "the holder's TTL has run out: checking the lock"
+                };
+                tracing::debug!(lock = %show_key(&keys.lock), ahead, "retrying: {why}");
+            }
             Some(Delivery::Lost(reason)) => {
                 // The subscriber connection died: the server restarted or
                 // closed it. Leave the queue under the old channel (keeping
@@ -204,10 +241,16 @@ pub(super) async fn acquire(
                 // in the queue: no subscriber counts a message to it.
                 let (old, member) = q.done();
                 drop(old);
+                tracing::debug!(
+                    lock = %show_key(&keys.lock),
+                    %reason,
+                    "the waiters' subscriber connection was lost: queueing again"
+                );
+                stats.count(Event::Reconnect);
                 let rejoined = rejoin(server, keys, token, &member, give_up).await;
                 let ticket = match rejoined {
                     Ok(Ok(t)) => t,
-                    Ok(Err(fence)) => return Ok(fence),
+                    Ok(Err(fence)) => return Ok(handed(io, keys, fence, started)),
                     Err(Error::Connection {
                         addr,
                         reason: now,
@@ -231,7 +274,13 @@ pub(super) async fn acquire(
         }
         if stopped || deadline.is_some_and(|d| Instant::now() >= d) {
             let gave_up = Error::not_acquired(&keys.lock, pttl, started);
-            return leave(server, q, gave_up).await;
+            tracing::debug!(
+                lock = %show_key(&keys.lock),
+                waited_ms = started.elapsed().as_millis() as u64,
+                interrupted = stopped,
+                "gave up waiting for the lock"
+            );
+            return leave(server, q, gave_up, started).await;
         }
     }
 }
@@ -291,6 +340,7 @@ impl<T: Transport> Drop for Queued<'_, T> {
                 Ok(None) => {}
                 // Handed to us as we left: nobody wants it now.
                 Ok(Some(_)) => {
+                    io.stats().count(Event::HandoffReceived);
                     let _ = io
                         .script(&scripts().release, &keys.all(), &[&token], None)
                         .await;
@@ -361,17 +411,34 @@ async fn wait_for_handoff(
 /// was handed to us meanwhile we keep it, and the wait succeeded after all.
 /// If leaving fails, the channel is abandoned, so that no release hands the
 /// lock to this waiter that is gone.
-async fn leave<S: Server>(server: &S, q: Queued<'_, S::Io>, e: Error) -> Result<u64> {
+async fn leave<S: Server>(
+    server: &S,
+    q: Queued<'_, S::Io>,
+    e: Error,
+    started: Instant,
+) -> Result<Grant> {
     let (keys, token) = (q.keys, q.token);
     let (ticket, member) = q.done();
     match cancel(server, keys, token, &member).await {
-        Ok(Some(fence)) => Ok(fence),
+        Ok(Some(fence)) => Ok(handed(server.io(), keys, fence, started)),
         Ok(None) => Err(e),
         Err(_) => {
             ticket.abandon();
             Err(e)
         }
     }
+}
+
+/// A hand-off received: counted and logged.
+fn handed(io: &impl Transport, keys: &LockKeys, fence: u64, started: Instant) -> Grant {
+    io.stats().count(Event::HandoffReceived);
+    tracing::debug!(
+        lock = %show_key(&keys.lock),
+        fence,
+        waited_ms = started.elapsed().as_millis() as u64,
+        "the lock was handed over by its releaser"
+    );
+    Grant::new(fence, Granted::HandedOver)
 }
 
 /// Leave the queue; `Some(fence)` when the lock was handed to us meanwhile.

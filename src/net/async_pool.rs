@@ -25,6 +25,7 @@ use crate::net::hub::{Delivery, Ticket};
 use crate::net::pool::{is_dead_connection, is_demoted, Endpoint, Pool, Target, Transient};
 use crate::net::transport::{Detached, Transport};
 use crate::protocol::Script;
+use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
 /// A cheap handle: clones share the connection.
@@ -198,6 +199,9 @@ impl AsyncPool {
             Ok(v) => Ok((v, false)),
             Err(e) if shared.reused && is_dead_connection(&e) => {
                 self.forget(&shared);
+                let stats = &self.0.pool.stats;
+                stats.count(Event::ConnectionError);
+                stats.count(Event::Reconnect);
                 let fresh = self.connection().await?;
                 match send(fresh.con.clone(), req, true).await {
                     Ok(v) => Ok((v, true)),
@@ -316,6 +320,10 @@ fn borrowed(v: &[Vec<u8>]) -> Vec<&[u8]> {
 impl Transport for AsyncPool {
     fn target(&self) -> &Target {
         self.target_ref()
+    }
+
+    fn stats(&self) -> &Counters {
+        &self.0.pool.stats
     }
 
     fn remote_publish(&self) -> bool {

@@ -23,6 +23,7 @@ use crate::net::hub::{Delivery, Hub, Ticket};
 use crate::net::transport::Transport;
 use crate::net::wire::{is_auth_error, server_message, Tls, Wire, UNTRUSTED_HINT};
 use crate::protocol::Script;
+use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
 /// Where connections go.
@@ -164,13 +165,15 @@ const IDLE_CLOSE: Duration = Duration::from_secs(5);
 /// The connection pool of one client.
 pub(crate) struct Pool {
     pub(crate) target: Target,
+    /// The client's statistics (connection errors and reconnects here).
+    pub(crate) stats: Arc<Counters>,
     idle: Arc<Mutex<Idle>>,
     /// Waiters' subscriber connections.
     hub: Hub,
 }
 
 impl Pool {
-    pub(crate) fn new(target: Target) -> Pool {
+    pub(crate) fn new(target: Target, stats: Arc<Counters>) -> Pool {
         let idle = Arc::new(Mutex::new(Idle {
             pid: crate::sync::pid(),
             cmd: Vec::new(),
@@ -188,6 +191,7 @@ impl Pool {
         };
         Pool {
             target,
+            stats,
             idle,
             hub: Hub::new(Box::new(trim)),
         }
@@ -222,7 +226,11 @@ impl Pool {
         let info = match (&t.endpoint, node) {
             (Endpoint::Direct(info), _) => info.clone(),
             (Endpoint::Sentinel(s), _) => {
-                let (info, master) = s.master(connect_timeout)?;
+                let (info, master) = s.master(connect_timeout).inspect_err(|e| {
+                    if matches!(e, Error::Connection { .. }) {
+                        self.stats.count(Event::ConnectionError);
+                    }
+                })?;
                 return Wire::connect(&info, t.tls.as_ref(), connect_timeout, t.command_timeout)
                     .map_err(|e| s.at_master(self.error(e, true), &master));
             }
@@ -330,6 +338,8 @@ impl Pool {
         match f(&mut con, false) {
             Err(e) if reused && is_dead_connection(&e) => {
                 drop(con);
+                self.stats.count(Event::ConnectionError);
+                self.stats.count(Event::Reconnect);
                 let mut con = self.connect_within(connect_timeout)?;
                 let r = f(&mut con, true);
                 self.finish(con, r)
@@ -437,7 +447,16 @@ impl Pool {
     }
 
     /// Translate a redis-rs error into ours, never showing credentials.
+    /// A connection error is counted in the client's statistics.
     pub(crate) fn error(&self, e: redis::RedisError, connecting: bool) -> Error {
+        let e = self.translate(e, connecting);
+        if matches!(e, Error::Connection { .. }) {
+            self.stats.count(Event::ConnectionError);
+        }
+        e
+    }
+
+    fn translate(&self, e: redis::RedisError, connecting: bool) -> Error {
         let t = &self.target;
         if let Some(state) = transient_state(&e) {
             return Error::Unavailable {
@@ -595,6 +614,10 @@ pub(crate) fn io_reason(e: &redis::RedisError) -> String {
 impl Transport for Arc<Pool> {
     fn target(&self) -> &Target {
         &self.target
+    }
+
+    fn stats(&self) -> &Counters {
+        &self.stats
     }
 
     fn remote_publish(&self) -> bool {

@@ -19,6 +19,7 @@ use crate::error::Result;
 use crate::net::hub::{Delivery, Ticket};
 use crate::net::pool::Target;
 use crate::protocol::Script;
+use crate::stats::Counters;
 
 /// A future run to its end without its caller (see [`Transport::detach`]).
 pub(crate) type Detached = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -27,6 +28,9 @@ pub(crate) type Detached = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// cheap handle, cloned into work that outlives its caller.
 pub(crate) trait Transport: Send + Sync + Clone + 'static {
     fn target(&self) -> &Target;
+
+    /// The client's statistics.
+    fn stats(&self) -> &Counters;
 
     /// Whether a subscriber may receive messages PUBLISHed on another node
     /// (Cluster broadcasts them; a demoted Sentinel master gets them
