@@ -160,13 +160,21 @@ pub(super) async fn acquire(
                 holder,
             }) => {
                 if waiting.is_none() {
+                    // The first reply leaves the holder out (the hot path).
                     waiting = Some(stats.up(Gauge::Waiters));
+                    tracing::debug!(
+                        lock = %show_key(&keys.lock),
+                        holder_ttl_ms = pttl,
+                        ahead,
+                        "lock is held: queued to wait for it"
+                    );
+                } else {
                     tracing::debug!(
                         lock = %show_key(&keys.lock),
                         holder = %show_key(&holder),
                         holder_ttl_ms = pttl,
                         ahead,
-                        "lock is held: queued to wait for it"
+                        "still held after a retry"
                     );
                 }
                 (pttl, ahead)

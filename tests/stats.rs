@@ -1,0 +1,428 @@
+//! A client's statistics add up after a scripted run; the lost-lock
+//! callback runs once, on the renewal thread, within a TTL of the theft;
+//! the debug log explains waits and losses.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{wait_until, Server};
+use redislock::{Client, ErrorKind, Stats, Wait, BUCKETS};
+
+const S: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn set(raw: &mut redis::Connection, key: &str, value: &str) {
+    let () = redis::cmd("SET").arg(key).arg(value).query(raw).unwrap();
+}
+
+/// Wait until `client` has `n` waiters.
+fn until_waiters(client: &Client, n: u64) {
+    wait_until("the waiters to queue", 5 * S, || {
+        client.stats().waiters_now == n
+    });
+}
+
+/// Hand the lock `key`, held by `client`, to a waiter thread of the same
+/// client; returns once the waiter has it and released it.
+fn hand_over(client: &Client, key: &str) {
+    let holder = client.acquire(key, 10 * S, Wait::TryOnce).unwrap();
+    let c = client.clone();
+    let k = key.to_string();
+    let waiter = thread::spawn(move || {
+        let lock = c.acquire(&k, 10 * S, Wait::Timeout(10 * S)).unwrap();
+        lock.release().unwrap();
+    });
+    until_waiters(client, 1);
+    holder.release().unwrap();
+    waiter.join().unwrap();
+}
+
+#[test]
+fn a_scripted_run_adds_up() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let other = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    assert_eq!(client.stats(), Stats::default());
+
+    // N = 5 acquisitions at once.
+    for _ in 0..5 {
+        let lock = client.acquire("free", 10 * S, Wait::TryOnce).unwrap();
+        assert_eq!(client.stats().held_now, 1);
+        lock.release().unwrap();
+    }
+    // M = 3 that do not get a lock another client holds.
+    let busy = other.acquire("busy", 10 * S, Wait::TryOnce).unwrap();
+    let e = client.acquire("busy", 10 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    for _ in 0..2 {
+        let e = client
+            .acquire("busy", 10 * S, Wait::Timeout(ms(50)))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    }
+    busy.release().unwrap();
+    // K = 2 hand-offs between this client's own threads: each is given and
+    // received here.
+    hand_over(&client, "relay");
+    hand_over(&client, "relay");
+    // One acquisition after a wait: the other client's lock expires.
+    let short = other.acquire("brief", ms(200), Wait::TryOnce).unwrap();
+    let lock = client
+        .acquire("brief", 10 * S, Wait::Timeout(5 * S))
+        .unwrap();
+    lock.extend(10 * S).unwrap();
+    lock.release().unwrap();
+    short.forget();
+    // One release that finds its lock expired.
+    let gone = client.acquire("gone", ms(100), Wait::TryOnce).unwrap();
+    thread::sleep(ms(200));
+    assert_eq!(gone.release().unwrap_err().kind(), ErrorKind::NotOwner);
+    // One lock lost to renewal: another writer takes the key.
+    let stolen = client
+        .acquire_with(
+            "stolen",
+            redislock::AcquireOptions::new(3 * S)
+                .wait(Wait::TryOnce)
+                .auto_renew(true),
+        )
+        .unwrap();
+    set(&mut raw, "stolen", "someone else");
+    wait_until("renewal to find the lock lost", 5 * S, || stolen.is_lost());
+    assert_eq!(stolen.release().unwrap_err().kind(), ErrorKind::NotOwner);
+    // By token: one release that works, one that finds nothing.
+    let kept = client.acquire("by-token", 10 * S, Wait::TryOnce).unwrap();
+    let token = kept.token().to_vec();
+    kept.forget();
+    assert!(client.release_token("by-token", &token).unwrap());
+    assert!(!client.release_token("by-token", &token).unwrap());
+
+    let s = client.stats();
+    // 5 + 1 (relay holders, 2) + ... every acquisition that got a lock:
+    // free 5, relay holders 2, brief 1, gone 1, stolen 1, by-token 1.
+    assert_eq!(s.acquired_at_once, 5 + 2 + 1 + 1 + 1);
+    assert_eq!(s.acquired_handed_over, 2);
+    assert_eq!(s.acquired_after_wait, 1);
+    assert_eq!(s.acquire_timed_out, 3);
+    assert_eq!(s.acquire_errors, 0);
+    assert_eq!(s.handoffs_given, 2);
+    assert_eq!(s.handoffs_received, 2);
+    // free 5, relay waiters 2 (the holders' releases are the hand-offs,
+    // which count as releases too: 2), brief 1, by-token 1.
+    assert_eq!(s.releases_ok, 5 + 2 + 2 + 1 + 1);
+    assert_eq!(s.releases_not_owner, 1 + 1 + 1, "gone, stolen, by-token");
+    assert_eq!((s.extends_ok, s.extends_lost), (1, 0));
+    assert_eq!((s.renewals_ok, s.renewals_lost), (0, 1));
+    assert_eq!(s.locks_lost, 2, "gone (found by release), stolen");
+    assert_eq!((s.connection_errors, s.reconnects), (0, 0));
+    assert_eq!((s.held_now, s.waiters_now), (0, 0));
+    let acquisitions = 10 + 2 + 1 + 3;
+    assert_eq!(s.wait.count, acquisitions);
+    assert_eq!(s.wait.buckets.iter().sum::<u64>(), acquisitions);
+    assert_eq!(s.wait.buckets.len(), BUCKETS);
+    // Every handle let go records its held time, but the forgotten ones.
+    assert_eq!(s.held.count, 5 + 2 * 2 + 1 + 1 + 1);
+    for h in [&s.wait, &s.held] {
+        assert!(h.p50() <= h.p90() && h.p90() <= h.p99() && h.p99() <= h.max);
+        assert!(h.sum >= h.max);
+    }
+    // The timed-out waits took at least 50 ms, the expiry wait ~200 ms.
+    assert!(s.wait.max >= ms(150), "{:?}", s.wait.max);
+    // The other client's figures are its own.
+    let o = other.stats();
+    assert_eq!((o.acquired_at_once, o.releases_ok, o.held_now), (2, 1, 0));
+}
+
+#[test]
+fn connection_errors_and_reconnects_are_counted() {
+    let mut srv = Server::start();
+    let client = Client::builder(&srv.url())
+        .connect_timeout(ms(300))
+        .build()
+        .unwrap();
+    client
+        .acquire("k", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    // The pooled connection dies with the server; the next call finds it
+    // dead and opens a new one.
+    srv.restart();
+    client
+        .acquire("k", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let s = client.stats();
+    assert_eq!((s.connection_errors, s.reconnects), (1, 1));
+    assert_eq!(s.acquired_at_once, 2);
+    // No server at all: one error, counted as a failed acquisition.
+    srv.kill();
+    let e = client.acquire("k", 10 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection);
+    let s = client.stats();
+    assert_eq!(s.acquire_errors, 1);
+    assert!(s.connection_errors >= 2, "{s:?}");
+    assert_eq!(s.held_now, 0);
+    // Invalid arguments are refused before any acquisition.
+    assert!(client.acquire("", 10 * S, Wait::TryOnce).is_err());
+    assert_eq!(client.stats().acquire_errors, 1);
+}
+
+#[test]
+fn the_lost_callback_runs_once_on_the_renewal_thread_within_a_ttl() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let ttl = ms(600);
+    let calls = Arc::new(Mutex::new(Vec::<(Option<String>, Instant)>::new()));
+    let opts = |w| redislock::AcquireOptions::new(ttl).wait(w).auto_renew(true);
+    let lock = client.acquire_with("victim", opts(Wait::TryOnce)).unwrap();
+    let seen = calls.clone();
+    lock.on_lost(move || {
+        let name = thread::current().name().map(str::to_string);
+        seen.lock().unwrap().push((name, Instant::now()));
+    });
+    // A second lock of the same client whose callback panics: renewal of
+    // the first goes on meanwhile, and the panic stays in the callback.
+    let other = client
+        .acquire_with("bystander", opts(Wait::TryOnce))
+        .unwrap();
+    let keeper = client.acquire_with("keeper", opts(Wait::TryOnce)).unwrap();
+    other.on_lost(|| panic!("a callback that fails"));
+    // Renewed a few times first.
+    thread::sleep(ttl * 2);
+    assert!(!lock.is_lost());
+    set(&mut raw, "bystander", "thief");
+    wait_until("the bystander to be lost", 3 * S, || other.is_lost());
+    let stolen = Instant::now();
+    set(&mut raw, "victim", "thief");
+    wait_until("the callback", 3 * S, || !calls.lock().unwrap().is_empty());
+    thread::sleep(ttl);
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "exactly once");
+    assert_eq!(calls[0].0.as_deref(), Some("redislock-renew"));
+    let after = calls[0].1 - stolen;
+    assert!(
+        after <= ttl,
+        "lost found {after:?} after the theft, TTL {ttl:?}"
+    );
+    assert!(lock.is_lost());
+    // The third lock is still renewed after both losses.
+    thread::sleep(ttl * 2);
+    assert!(keeper.owned().unwrap(), "renewal goes on");
+    assert!(!keeper.is_lost());
+    let s = client.stats();
+    assert_eq!((s.renewals_lost, s.locks_lost), (2, 2));
+    assert!(s.renewals_ok >= 3, "{s:?}");
+    assert_eq!(s.held_now, 1, "only the keeper");
+    keeper.release().unwrap();
+    // A callback set on a lock already lost runs at once, on this thread.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    lock.on_lost(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    drop(lock);
+    drop(other);
+}
+
+#[test]
+fn an_extend_that_finds_the_lock_gone_runs_the_callback_on_the_caller() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let lock = client.acquire("x", 10 * S, Wait::TryOnce).unwrap();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let r = ran.clone();
+    lock.on_lost(move || r.lock().unwrap().push(thread::current().id()));
+    set(&mut raw, "x", "thief");
+    assert_eq!(lock.extend(10 * S).unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(*ran.lock().unwrap(), vec![thread::current().id()]);
+    // Not again on release.
+    assert_eq!(lock.release().unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(ran.lock().unwrap().len(), 1);
+    let s = client.stats();
+    assert_eq!(
+        (s.extends_lost, s.locks_lost, s.releases_not_owner),
+        (1, 1, 1)
+    );
+    // A lock released normally never calls it.
+    let lock = client.acquire("y", 10 * S, Wait::TryOnce).unwrap();
+    let r = ran.clone();
+    lock.on_lost(move || r.lock().unwrap().push(thread::current().id()));
+    lock.release().unwrap();
+    assert_eq!(ran.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn redlock_and_async_acquisitions_count_the_same() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let client = Client::redlock(&urls).build().unwrap();
+    let other = Client::redlock(&urls).build().unwrap();
+    client
+        .acquire("r", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let held = other.acquire("r", ms(300), Wait::TryOnce).unwrap();
+    let e = client.acquire("r", 10 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    let c = client.clone();
+    let waiter = thread::spawn(move || c.acquire("r", 10 * S, Wait::Timeout(5 * S)));
+    until_waiters(&client, 1);
+    let got = waiter.join().unwrap().unwrap();
+    held.forget();
+    got.release().unwrap();
+    let s = client.stats();
+    assert_eq!(
+        (
+            s.acquired_at_once,
+            s.acquire_timed_out,
+            s.acquired_after_wait
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!((s.releases_ok, s.held_now, s.waiters_now), (2, 0, 0));
+
+    // The async API, on one server: a cancelled wait leaves no waiter.
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let lock = client
+            .acquire_async("a", 10 * S, Wait::TryOnce)
+            .await
+            .unwrap();
+        let waiting = client.acquire_async("a", 10 * S, Wait::Forever);
+        assert!(tokio::time::timeout(ms(200), waiting).await.is_err());
+        lock.release_async().await.unwrap();
+    });
+    let s = client.stats();
+    assert_eq!((s.acquired_at_once, s.releases_ok), (1, 1));
+    assert_eq!((s.held_now, s.waiters_now), (0, 0));
+}
+
+#[test]
+fn a_forked_child_starts_from_zero() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let lock = client.acquire("parent", 10 * S, Wait::TryOnce).unwrap();
+    assert_eq!(client.stats().held_now, 1);
+    // SAFETY: the child only reads atomics, takes and releases a lock, and
+    // leaves with _exit.
+    match unsafe { libc::fork() } {
+        0 => {
+            let zero = client.stats() == Stats::default();
+            let own = client
+                .acquire("child", 10 * S, Wait::TryOnce)
+                .and_then(|l| l.release())
+                .is_ok();
+            let s = client.stats();
+            let ok = zero && own && s.acquired_at_once == 1 && s.held_now == 0;
+            drop(lock); // inert in the child
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        pid => {
+            let mut status = 0;
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        }
+    }
+    let s = client.stats();
+    assert_eq!((s.acquired_at_once, s.held_now), (1, 1), "the parent's own");
+    lock.release().unwrap();
+}
+
+/// The debug lines, captured through the `log` crate (where they go when no
+/// tracing subscriber is installed, as under Python).
+struct Capture(Mutex<Vec<String>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.target().starts_with("redislock")
+    }
+
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            let line = format!("{} {} {}", r.level(), r.target(), r.args());
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn captured() -> &'static Capture {
+    static CAPTURE: OnceLock<&'static Capture> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let c: &'static Capture = Box::leak(Box::new(Capture(Mutex::new(Vec::new()))));
+        log::set_logger(c).unwrap();
+        log::set_max_level(log::LevelFilter::Debug);
+        c
+    })
+}
+
+#[test]
+fn debug_lines_explain_waits_and_losses() {
+    let lines = captured();
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    // Uncontended: nothing is logged.
+    client
+        .acquire("quiet", 10 * S, Wait::Timeout(S))
+        .unwrap()
+        .release()
+        .unwrap();
+    let quiet: Vec<String> = lines.0.lock().unwrap().clone();
+    assert!(
+        !quiet.iter().any(|l| l.contains("quiet")),
+        "an uncontended cycle logs nothing: {quiet:?}"
+    );
+    hand_over(&client, "logged");
+    // Another client's lock that expires: retries name its holder.
+    let other = Client::open(&srv.url()).unwrap();
+    let foreign = other.acquire("logged", ms(200), Wait::TryOnce).unwrap();
+    let holder = String::from_utf8(foreign.token().to_vec()).unwrap();
+    foreign.forget();
+    let lock = client
+        .acquire("logged", 10 * S, Wait::Timeout(5 * S))
+        .unwrap();
+    lock.release().unwrap();
+    let lock = client.acquire("logged", 10 * S, Wait::TryOnce).unwrap();
+    set(&mut raw, "logged", "thief");
+    assert!(lock.extend(10 * S).is_err());
+    let all = lines.0.lock().unwrap().join("\n");
+    for want in [
+        "redislock::deploy::wait",
+        "lock=\"logged\"",
+        "queued to wait",
+        "handed over",
+        "still held after a retry",
+        &format!("holder=\"{holder}\""),
+        "retrying: first in the queue",
+        "took the lock by a retry",
+        "lost: an extend found it",
+    ] {
+        assert!(all.contains(want), "no {want:?} in:\n{all}");
+    }
+    assert!(
+        all.lines()
+            .filter(|l| l.contains("\"logged\""))
+            .all(|l| l.starts_with("DEBUG")),
+        "{all}"
+    );
+}
