@@ -6,7 +6,7 @@ PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
 
-.PHONY: all deps build install wheel test lint test-rust test-python test-php test-demo demo demo-run bench bench-quick bench-core clean
+.PHONY: all deps build install wheel test lint test-rust test-python test-php test-demo demo demo-run bench bench-quick bench-core bench-stats clean
 
 all: build
 
@@ -91,6 +91,13 @@ bench-quick:
 ## make bench-core: the Rust core against redis-benchmark on this machine
 bench-core: deps
 	$(CARGO) run --release --example bench_core -- --seconds 3
+
+## make bench-stats: what the statistics cost, against a build without them
+bench-stats: deps
+	$(CARGO) build --release --example bench_stats
+	RUSTFLAGS="--cfg redislock_no_stats" CARGO_TARGET_DIR=$(CURDIR)/target/no-stats \
+		$(CARGO) build --release --example bench_stats
+	target/release/examples/bench_stats --baseline target/no-stats/release/examples/bench_stats
 
 clean:
 	$(CARGO) clean

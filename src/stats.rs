@@ -8,6 +8,9 @@
 //! quantiles are estimated as Prometheus does. Nothing is kept per lock
 //! name: a fleet with a million lock names costs the same few hundred bytes.
 //!
+//! Built with `--cfg redislock_no_stats` (only `make bench-stats` does),
+//! nothing is recorded: the benchmark's baseline for what recording costs.
+//!
 //! A forked child starts from zero: its first update (or read) after the
 //! fork clears what it inherited from the parent, whose locks and waiters
 //! are not its own.
@@ -301,18 +304,30 @@ impl Counters {
     }
 
     pub(crate) fn count(&self, e: Event) {
+        if cfg!(redislock_no_stats) {
+            return;
+        }
         self.own().events[e as usize].fetch_add(1, Relaxed);
     }
 
     pub(crate) fn gauge(&self, g: Gauge, delta: i64) {
+        if cfg!(redislock_no_stats) {
+            return;
+        }
         self.own().gauges[g as usize].fetch_add(delta, Relaxed);
     }
 
     pub(crate) fn waited(&self, d: Duration) {
+        if cfg!(redislock_no_stats) {
+            return;
+        }
         self.own().wait.record(d);
     }
 
     pub(crate) fn held(&self, d: Duration) {
+        if cfg!(redislock_no_stats) {
+            return;
+        }
         self.own().held.record(d);
     }
 
