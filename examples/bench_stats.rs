@@ -9,7 +9,9 @@
 //! `make bench-stats` builds both and runs
 //! `bench_stats --baseline target/no-stats/release/examples/bench_stats`.
 //! One measurement alone: `bench_stats --url URL --seconds S --contenders N`
-//! prints the cycles/s.
+//! prints the cycles/s; with `--cycles N` instead of `--seconds` it runs
+//! exactly N cycles after 100 to warm up (for counting instructions per
+//! cycle under `valgrind --tool=callgrind`: run N and 2N, subtract).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -30,7 +32,7 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 
 /// One measurement in this process: try-once cycles/s on a lock nobody
 /// else takes, while `contenders` threads queue for another one.
-fn measure(url: &str, seconds: f64, contenders: usize) -> f64 {
+fn measure(url: &str, seconds: f64, cycles: Option<u64>, contenders: usize) -> f64 {
     let client = Client::open(url).unwrap();
     let ttl = Duration::from_secs(10);
     let stop = Arc::new(AtomicBool::new(false));
@@ -47,24 +49,31 @@ fn measure(url: &str, seconds: f64, contenders: usize) -> f64 {
             })
         })
         .collect();
-    // Warm up: connections open, contenders queued.
-    let warm = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < warm {
+    let cycle = || {
         client
             .acquire("bench:cold", ttl, Wait::TryOnce)
             .unwrap()
             .release()
-            .unwrap();
+            .unwrap()
+    };
+    // Warm up: connections open, contenders queued.
+    let warm = Instant::now() + Duration::from_millis(200);
+    let mut n = 0u64;
+    while n < 100 || (cycles.is_none() && Instant::now() < warm) {
+        cycle();
+        n += 1;
     }
     let end = Instant::now() + Duration::from_secs_f64(seconds);
     let start = Instant::now();
     let mut n = 0u64;
-    while Instant::now() < end {
-        client
-            .acquire("bench:cold", ttl, Wait::TryOnce)
-            .unwrap()
-            .release()
-            .unwrap();
+    if let Some(count) = cycles {
+        while n < count {
+            cycle();
+            n += 1;
+        }
+    }
+    while cycles.is_none() && Instant::now() < end {
+        cycle();
         n += 1;
     }
     let rate = n as f64 / start.elapsed().as_secs_f64();
@@ -100,7 +109,8 @@ fn main() {
     let seconds: f64 = arg(&args, "--seconds").map_or(0.5, |s| s.parse().unwrap());
     if let Some(url) = arg(&args, "--url") {
         let contenders = arg(&args, "--contenders").map_or(8, |s| s.parse().unwrap());
-        println!("{:.1}", measure(&url, seconds, contenders));
+        let cycles = arg(&args, "--cycles").map(|s| s.parse().unwrap());
+        println!("{:.1}", measure(&url, seconds, cycles, contenders));
         return;
     }
     let Some(baseline) = arg(&args, "--baseline") else {
