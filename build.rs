@@ -54,7 +54,7 @@ fn main() {
     flat.no_includes = true;
     // PHP passes its strings as `char *`: the same ABI as `uint8_t *`, and
     // binary-safe here since every byte string comes with its length.
-    let php = generate(dir, flat).replace("uint8_t *", "char *");
+    let php = inline_defines(&generate(dir, flat)).replace("uint8_t *", "char *");
     assert!(
         !php.lines().any(|l| l.trim_start().starts_with('#')),
         "the PHP header must have no preprocessor lines"
@@ -91,6 +91,30 @@ fn write_slot_tags() {
     out.push_str("];\n");
     let path = Path::new(&std::env::var("OUT_DIR").unwrap()).join("slot_tags.rs");
     write_if_changed(&path, &out);
+}
+
+/// The header without its `#define NAME VALUE` lines, each NAME replaced by
+/// its VALUE (array sizes such as `REDISLOCK_STATS_BUCKETS`): PHP's FFI
+/// parser takes no preprocessor lines.
+fn inline_defines(header: &str) -> String {
+    let mut defines = Vec::new();
+    let mut out = String::new();
+    let mut after_define = false;
+    for line in header.lines() {
+        if let Some(rest) = line.strip_prefix("#define ") {
+            let (name, value) = rest.split_once(' ').expect("#define NAME VALUE");
+            defines.push((name.to_string(), value.trim().to_string()));
+            after_define = true;
+        } else if !(after_define && line.is_empty()) {
+            out.push_str(line);
+            out.push('\n');
+            after_define = false;
+        }
+    }
+    for (name, value) in defines {
+        out = out.replace(&name, &value);
+    }
+    out
 }
 
 fn generate(dir: &Path, config: cbindgen::Config) -> String {

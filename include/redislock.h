@@ -17,6 +17,12 @@
 #include <stdint.h>
 
 /**
+ * How many buckets each histogram of `redislock_stats` has: one per bound
+ * of `redislock_stats_bucket_bound_us`, and a last one for longer times.
+ */
+#define REDISLOCK_STATS_BUCKETS 23
+
+/**
  * The outcome of a call. Values are stable: new ones are only ever added
  * at the end.
  */
@@ -89,6 +95,161 @@ typedef struct redislock_client redislock_client;
  * lock held.
  */
 typedef struct redislock_lock redislock_lock;
+
+/**
+ * The function `redislock_lock_on_lost` calls when the lock is found lost,
+ * with the `userdata` given there.
+ */
+typedef void (*redislock_lost_fn)(void *userdata);
+
+/**
+ * A distribution of durations, in microseconds.
+ */
+typedef struct redislock_histogram {
+  /**
+   * How many durations were recorded (the sum of `buckets`).
+   */
+  uint64_t count;
+  /**
+   * Their sum.
+   */
+  uint64_t sum_us;
+  /**
+   * The longest.
+   */
+  uint64_t max_us;
+  /**
+   * The median, estimated within its bucket (as Prometheus's
+   * `histogram_quantile`) and never above `max_us`; 0 when `count` is 0.
+   */
+  uint64_t p50_us;
+  /**
+   * The 90th percentile, estimated as `p50_us`.
+   */
+  uint64_t p90_us;
+  /**
+   * The 99th percentile, estimated as `p50_us`.
+   */
+  uint64_t p99_us;
+  /**
+   * How many durations fell in each bucket (not cumulative): bucket `i`
+   * holds those above the bound of bucket `i - 1` and up to
+   * `redislock_stats_bucket_bound_us(i)`; the last one, those above one
+   * hour.
+   */
+  uint64_t buckets[REDISLOCK_STATS_BUCKETS];
+} redislock_histogram;
+
+/**
+ * What one client did since it was opened (or since `fork()`, in the
+ * child), from `redislock_client_stats`. Handles of one shared client
+ * (`redislock_client_open_shared`) share these figures.
+ *
+ * Growth rule: fields are only ever appended, never moved or removed. A
+ * program sets `size` to `sizeof(struct redislock_stats)` as it was
+ * compiled, and the library fills that many bytes at most: a program built
+ * against this header keeps working with later libraries, and a newer
+ * program learns from `size` how much an older library filled.
+ *
+ * Every figure is exact on its own; two of them may be a few events apart
+ * when other threads use the client meanwhile.
+ */
+typedef struct redislock_stats {
+  /**
+   * In: the bytes the caller's struct holds. Out: the bytes filled.
+   */
+  uint32_t size;
+  /**
+   * Zero.
+   */
+  uint32_t reserved;
+  /**
+   * Acquisitions that found the lock free on their first try.
+   */
+  uint64_t acquired_at_once;
+  /**
+   * Acquisitions that waited and then took the lock by a retry (after an
+   * expiry, or a release by a client that does not hand over).
+   */
+  uint64_t acquired_after_wait;
+  /**
+   * Acquisitions that waited and were handed the lock by its releaser.
+   */
+  uint64_t acquired_handed_over;
+  /**
+   * Acquisitions that did not get the lock: the wait ran out, or a
+   * try-once found it held (`REDISLOCK_NOT_ACQUIRED`).
+   */
+  uint64_t acquire_timed_out;
+  /**
+   * Acquisitions that failed with another error (connection, quorum,
+   * server, wrong type); invalid arguments are not counted.
+   */
+  uint64_t acquire_errors;
+  /**
+   * Releases (by handle or by token) that released or handed over.
+   */
+  uint64_t releases_ok;
+  /**
+   * Releases that found the lock no longer theirs.
+   */
+  uint64_t releases_not_owner;
+  /**
+   * Extends by the caller (by handle or by token) that succeeded.
+   */
+  uint64_t extends_ok;
+  /**
+   * Extends by the caller that found the lock gone.
+   */
+  uint64_t extends_lost;
+  /**
+   * Background renewals that succeeded.
+   */
+  uint64_t renewals_ok;
+  /**
+   * Locks that background renewal found gone (or could not reach the
+   * server before their TTL ran out).
+   */
+  uint64_t renewals_lost;
+  /**
+   * Held locks found lost, by renewal, extend or release of the handle:
+   * each is counted once.
+   */
+  uint64_t locks_lost;
+  /**
+   * Releases that handed the lock straight to a waiter.
+   */
+  uint64_t handoffs_given;
+  /**
+   * Locks this client's waiters were handed.
+   */
+  uint64_t handoffs_received;
+  /**
+   * Connections that could not be opened, broke, or timed out.
+   */
+  uint64_t connection_errors;
+  /**
+   * Connections opened again in place of one that broke.
+   */
+  uint64_t reconnects;
+  /**
+   * Lock handles held right now.
+   */
+  uint64_t held_now;
+  /**
+   * Acquisitions waiting right now for a lock held by someone else.
+   */
+  uint64_t waiters_now;
+  /**
+   * How long each acquisition took, whatever its outcome.
+   */
+  struct redislock_histogram wait;
+  /**
+   * How long each lock handle was held: from acquire to release, free,
+   * or until it was found lost.
+   */
+  struct redislock_histogram held;
+} redislock_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -178,8 +339,11 @@ enum redislock_status redislock_acquire(const struct redislock_client *client,
 /**
  * Release the lock and free the handle. Takes ownership of `lock`, which
  * is freed whatever the outcome. Returns `REDISLOCK_NOT_OWNER` when the
- * lock expired or was taken over (the new holder's key is left alone). In
- * a child process that inherited the handle, this only frees it.
+ * lock expired or was taken over (the new holder's key is left alone); its
+ * lost callback, if one is set and has not run, runs then, on this thread,
+ * before this returns. In a child process that inherited the handle, this
+ * only frees it. Called from inside the handle's own lost callback it is
+ * refused (`REDISLOCK_INVALID_ARGUMENT`) and the handle is left as it was.
  */
 enum redislock_status redislock_release(struct redislock_lock *lock);
 
@@ -204,17 +368,59 @@ enum redislock_status redislock_lock_auto_renew(struct redislock_lock *lock);
 bool redislock_lock_is_lost(const struct redislock_lock *lock);
 
 /**
+ * Have `callback(userdata)` called once when the lock is found lost
+ * (expired or taken by another owner), replacing a callback set before.
+ *
+ * `lock`: borrowed. `callback`: NULL removes the callback set before.
+ * `userdata`: passed to the callback as is; it must stay valid until the
+ * handle is released, freed or forgotten, or until another call here
+ * replaces the callback.
+ *
+ * Where it runs:
+ * - on the client's renewal thread, when background renewal
+ *   (`redislock_lock_auto_renew`) finds the lock gone: the callback must
+ *   then be thread-safe, and short, since the client's other locks are not
+ *   renewed while it runs;
+ * - on the calling thread, inside `redislock_extend` or `redislock_release`
+ *   of this handle, before it returns `REDISLOCK_NOT_OWNER`;
+ * - at once, on this thread, before this returns, when the lock is already
+ *   known lost.
+ *
+ * It runs at most once per call of this function, never after the handle
+ * was released (successfully or not), freed or forgotten: those calls, and
+ * a call here, wait for a callback running on another thread to return.
+ * So the callback must not wait for the thread that releases or frees the
+ * handle (a mutex that thread holds around the release, a join).
+ *
+ * Inside the callback: the lock handle may only be read, with
+ * `redislock_lock_is_lost`, `redislock_lock_token` and
+ * `redislock_lock_fence`. `redislock_release`, `redislock_lock_free`,
+ * `redislock_lock_forget` and this function on the same handle are refused
+ * there (`REDISLOCK_INVALID_ARGUMENT`, or nothing for the functions without
+ * a status) and leave the handle as it was: release or free it afterwards,
+ * on its owner's thread. Other handles and clients may be used as usual.
+ *
+ * Not called in a child process for a lock its parent holds.
+ */
+enum redislock_status redislock_lock_on_lost(struct redislock_lock *lock,
+                                             redislock_lost_fn callback,
+                                             void *userdata);
+
+/**
  * Release the lock if still held (best effort, errors ignored) and free the
  * handle. Takes ownership of `lock`; NULL is a no-op. In a child process
- * that inherited the handle, this only frees it.
+ * that inherited the handle, this only frees it. Its lost callback never
+ * runs from here on. Called from inside the handle's own lost callback it
+ * does nothing (the handle is left as it was).
  */
 void redislock_lock_free(struct redislock_lock *lock);
 
 /**
  * Free the handle without releasing the lock: it stays held on the server
  * until its TTL runs out or `redislock_release_token` releases it (the
- * request-id pattern). Background renewal stops. Takes ownership of
- * `lock`; NULL is a no-op.
+ * request-id pattern). Background renewal stops, and the lost callback
+ * never runs from here on. Takes ownership of `lock`; NULL is a no-op.
+ * Called from inside the handle's own lost callback it does nothing.
  */
 void redislock_lock_forget(struct redislock_lock *lock);
 
@@ -269,6 +475,31 @@ enum redislock_status redislock_is_owned_by(const struct redislock_client *clien
                                             const uint8_t *token,
                                             size_t token_len,
                                             bool *out);
+
+/**
+ * Read the client's statistics.
+ *
+ * `client`: borrowed. `out`: borrowed; the caller sets `out->size` to
+ * `sizeof(struct redislock_stats)` first. The library then writes at most
+ * `out->size` bytes (whole fields only) and sets `out->size` to the number
+ * of bytes it filled: the whole struct as this library knows it, or the
+ * caller's shorter struct (see the growth rule at `redislock_stats`).
+ * Reading costs a few dozen atomic loads and no I/O.
+ *
+ * Returns `REDISLOCK_INVALID_ARGUMENT`, and writes nothing, when a pointer
+ * is NULL or `out->size` is smaller than the first version of the struct
+ * (up to and including `waiters_now`).
+ */
+enum redislock_status redislock_client_stats(const struct redislock_client *client,
+                                             struct redislock_stats *out);
+
+/**
+ * The upper bound, in microseconds, of bucket `i` of a
+ * `redislock_histogram` (50 for bucket 0 up to 3,600,000,000, one hour, for bucket
+ * `REDISLOCK_STATS_BUCKETS - 2`), and `UINT64_MAX` for the last bucket,
+ * which has none, and beyond.
+ */
+uint64_t redislock_stats_bucket_bound_us(size_t i);
 
 /**
  * True the first time this process calls it with `tag`, false after (for

@@ -336,6 +336,11 @@ fn the_committed_headers_match_a_fresh_generation() {
         "redislock_last_error(",
         "redislock_status_str(",
         "redislock_version(",
+        "redislock_client_stats(",
+        "redislock_stats_bucket_bound_us(",
+        "redislock_lock_on_lost(",
+        "#define REDISLOCK_STATS_BUCKETS 23",
+        "uint64_t buckets[REDISLOCK_STATS_BUCKETS];",
     ] {
         assert!(h.contains(sym), "{sym} missing from the header");
     }
@@ -345,8 +350,31 @@ fn the_committed_headers_match_a_fresh_generation() {
         "preprocessor line in the PHP header"
     );
     assert!(!php.contains("extern \"C\""));
+    assert!(
+        php.contains("uint64_t buckets[23];"),
+        "the constant is inlined for PHP"
+    );
+    assert!(php.contains("redislock_client_stats(") && php.contains("redislock_lock_on_lost("));
     let preload = std::fs::read_to_string(root().join("bindings/php/redislock_preload.h")).unwrap();
     assert!(preload.starts_with("#define FFI_SCOPE \"redislock\"\n#define FFI_LIB "));
+}
+
+#[test]
+fn stats_add_up_and_lost_callbacks_run_where_the_header_says_from_c() {
+    let (prefix, lib) = install();
+    let exe = build_c(prefix.path(), &lib, "test_stats");
+    for valgrind in [false, true] {
+        // A fresh server each time: the program counts every key it makes.
+        let srv = Server::start();
+        let out = c_program(&exe, valgrind).arg(srv.url()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let (passed, failed) = verdict(&stdout);
+        assert_eq!(failed, 0, "valgrind: {valgrind}\n{stdout}");
+        assert!(passed >= 100, "{stdout}");
+        assert_ok(&out, &format!("tests/c/test_stats (valgrind: {valgrind})"));
+        let keys: Vec<String> = redis::cmd("KEYS").arg("s:*").query(&mut srv.raw()).unwrap();
+        assert_eq!(keys, Vec::<String>::new(), "left behind");
+    }
 }
 
 /// Run tests/c/test_fence with these arguments (under valgrind when asked);

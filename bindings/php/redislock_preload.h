@@ -20,6 +20,43 @@ typedef struct redislock_client redislock_client;
 
 typedef struct redislock_lock redislock_lock;
 
+typedef void (*redislock_lost_fn)(void *userdata);
+
+typedef struct redislock_histogram {
+  uint64_t count;
+  uint64_t sum_us;
+  uint64_t max_us;
+  uint64_t p50_us;
+  uint64_t p90_us;
+  uint64_t p99_us;
+  uint64_t buckets[23];
+} redislock_histogram;
+
+typedef struct redislock_stats {
+  uint32_t size;
+  uint32_t reserved;
+  uint64_t acquired_at_once;
+  uint64_t acquired_after_wait;
+  uint64_t acquired_handed_over;
+  uint64_t acquire_timed_out;
+  uint64_t acquire_errors;
+  uint64_t releases_ok;
+  uint64_t releases_not_owner;
+  uint64_t extends_ok;
+  uint64_t extends_lost;
+  uint64_t renewals_ok;
+  uint64_t renewals_lost;
+  uint64_t locks_lost;
+  uint64_t handoffs_given;
+  uint64_t handoffs_received;
+  uint64_t connection_errors;
+  uint64_t reconnects;
+  uint64_t held_now;
+  uint64_t waiters_now;
+  struct redislock_histogram wait;
+  struct redislock_histogram held;
+} redislock_stats;
+
 enum redislock_status redislock_client_open(const char *url, struct redislock_client **out);
 
 enum redislock_status redislock_client_open_redlock(const char *const *urls,
@@ -51,6 +88,10 @@ enum redislock_status redislock_lock_auto_renew(struct redislock_lock *lock);
 
 bool redislock_lock_is_lost(const struct redislock_lock *lock);
 
+enum redislock_status redislock_lock_on_lost(struct redislock_lock *lock,
+                                             redislock_lost_fn callback,
+                                             void *userdata);
+
 void redislock_lock_free(struct redislock_lock *lock);
 
 void redislock_lock_forget(struct redislock_lock *lock);
@@ -78,6 +119,11 @@ enum redislock_status redislock_is_owned_by(const struct redislock_client *clien
                                             const char *token,
                                             size_t token_len,
                                             bool *out);
+
+enum redislock_status redislock_client_stats(const struct redislock_client *client,
+                                             struct redislock_stats *out);
+
+uint64_t redislock_stats_bucket_bound_us(size_t i);
 
 bool redislock_first_time(const char *tag, size_t tag_len);
 

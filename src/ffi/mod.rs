@@ -12,14 +12,14 @@
 // the pointer contracts are in each function's documentation instead.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use crate::{AcquireOptions, Client, Error, ErrorKind, Lock, Wait, MAX_KEY_LEN};
+use crate::{AcquireOptions, Client, Error, ErrorKind, Histogram, Lock, Stats, Wait, MAX_KEY_LEN};
 
 /// The outcome of a call. Values are stable: new ones are only ever added
 /// at the end.
@@ -75,6 +75,25 @@ pub struct redislock_client {
 /// lock held.
 pub struct redislock_lock {
     lock: Lock,
+    /// The callback of `redislock_lock_on_lost`, once one was set.
+    lost: Option<Arc<LostSlot>>,
+}
+
+impl redislock_lock {
+    /// True on the thread that runs this handle's lost callback, while it
+    /// runs: the calls that would free the handle or wait for the callback
+    /// are refused there.
+    fn in_own_callback(&self) -> bool {
+        self.lost.as_ref().is_some_and(|s| s.running_here())
+    }
+
+    /// No callback runs for this handle from now on; one running on another
+    /// thread has returned.
+    fn clear_callback(&self) {
+        if let Some(slot) = &self.lost {
+            slot.set(None);
+        }
+    }
 }
 
 thread_local! {
@@ -365,7 +384,7 @@ pub extern "C" fn redislock_acquire(
                 opts = opts.token(t);
             }
             let lock = client.client.acquire_with(key, opts)?;
-            *out = Box::into_raw(Box::new(redislock_lock { lock }));
+            *out = Box::into_raw(Box::new(redislock_lock { lock, lost: None }));
             Ok(())
         })())
     })
@@ -373,17 +392,28 @@ pub extern "C" fn redislock_acquire(
 
 /// Release the lock and free the handle. Takes ownership of `lock`, which
 /// is freed whatever the outcome. Returns `REDISLOCK_NOT_OWNER` when the
-/// lock expired or was taken over (the new holder's key is left alone). In
-/// a child process that inherited the handle, this only frees it.
+/// lock expired or was taken over (the new holder's key is left alone); its
+/// lost callback, if one is set and has not run, runs then, on this thread,
+/// before this returns. In a child process that inherited the handle, this
+/// only frees it. Called from inside the handle's own lost callback it is
+/// refused (`REDISLOCK_INVALID_ARGUMENT`) and the handle is left as it was.
 #[no_mangle]
 pub extern "C" fn redislock_release(lock: *mut redislock_lock) -> redislock_status {
     guard(REDISLOCK_INTERNAL, || {
-        if lock.is_null() {
-            return fail(Error::InvalidArgument("lock is NULL".into()));
+        let handle = match non_null(lock, "lock") {
+            Ok(h) => h,
+            Err(e) => return fail(e),
+        };
+        if handle.in_own_callback() {
+            return fail(inside_callback("redislock_release"));
         }
         // SAFETY: made by Box::into_raw in redislock_acquire, given back once.
-        let lock = unsafe { Box::from_raw(lock) };
-        status(lock.lock.release())
+        let redislock_lock { lock, lost } = *unsafe { Box::from_raw(lock) };
+        let released = lock.release();
+        if let Some(slot) = lost {
+            slot.set(None);
+        }
+        status(released)
     })
 }
 
@@ -425,31 +455,163 @@ pub extern "C" fn redislock_lock_is_lost(lock: *const redislock_lock) -> bool {
     })
 }
 
+/// The function `redislock_lock_on_lost` calls when the lock is found lost,
+/// with the `userdata` given there.
+pub type redislock_lost_fn = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
+
+/// A lost callback and its userdata.
+struct LostCall {
+    f: unsafe extern "C" fn(*mut c_void),
+    userdata: *mut c_void,
+}
+
+// SAFETY: the caller of redislock_lock_on_lost promises that the callback
+// may run on another thread with this userdata (see its documentation).
+unsafe impl Send for LostCall {}
+
+/// The lost callback of one handle, shared with the closure the core runs
+/// when the lock is found lost. The mutex is held while the callback runs:
+/// freeing the handle (or replacing the callback) waits for a callback
+/// running on another thread, and no callback starts after that.
+#[derive(Default)]
+struct LostSlot(Mutex<Option<LostCall>>);
+
+thread_local! {
+    /// The slot whose callback runs on this thread right now.
+    static RUNNING: Cell<*const LostSlot> = const { Cell::new(std::ptr::null()) };
+}
+
+impl LostSlot {
+    fn set(&self, call: Option<LostCall>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = call;
+    }
+
+    /// Run the callback if one is set, once.
+    fn run(&self) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(call) = slot.take() {
+            let outer = RUNNING.replace(self);
+            // SAFETY: the caller of redislock_lock_on_lost promised that
+            // `f(userdata)` may be called until the handle is freed, and
+            // freeing it waits for this mutex.
+            unsafe { (call.f)(call.userdata) };
+            RUNNING.set(outer);
+        }
+    }
+
+    fn running_here(&self) -> bool {
+        std::ptr::eq(RUNNING.get(), self)
+    }
+}
+
+/// The error of a call on a handle from inside its own lost callback.
+fn inside_callback(what: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "{what} was called on a lock from inside that lock's own lost callback, which is not \
+         allowed (the handle is left as it was): release or free it after the callback returned"
+    ))
+}
+
+/// Have `callback(userdata)` called once when the lock is found lost
+/// (expired or taken by another owner), replacing a callback set before.
+///
+/// `lock`: borrowed. `callback`: NULL removes the callback set before.
+/// `userdata`: passed to the callback as is; it must stay valid until the
+/// handle is released, freed or forgotten, or until another call here
+/// replaces the callback.
+///
+/// Where it runs:
+/// - on the client's renewal thread, when background renewal
+///   (`redislock_lock_auto_renew`) finds the lock gone: the callback must
+///   then be thread-safe, and short, since the client's other locks are not
+///   renewed while it runs;
+/// - on the calling thread, inside `redislock_extend` or `redislock_release`
+///   of this handle, before it returns `REDISLOCK_NOT_OWNER`;
+/// - at once, on this thread, before this returns, when the lock is already
+///   known lost.
+///
+/// It runs at most once per call of this function, never after the handle
+/// was released (successfully or not), freed or forgotten: those calls, and
+/// a call here, wait for a callback running on another thread to return.
+/// So the callback must not wait for the thread that releases or frees the
+/// handle (a mutex that thread holds around the release, a join).
+///
+/// Inside the callback: the lock handle may only be read, with
+/// `redislock_lock_is_lost`, `redislock_lock_token` and
+/// `redislock_lock_fence`. `redislock_release`, `redislock_lock_free`,
+/// `redislock_lock_forget` and this function on the same handle are refused
+/// there (`REDISLOCK_INVALID_ARGUMENT`, or nothing for the functions without
+/// a status) and leave the handle as it was: release or free it afterwards,
+/// on its owner's thread. Other handles and clients may be used as usual.
+///
+/// Not called in a child process for a lock its parent holds.
+#[no_mangle]
+pub extern "C" fn redislock_lock_on_lost(
+    lock: *mut redislock_lock,
+    callback: redislock_lost_fn,
+    userdata: *mut c_void,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let handle = out_ptr(lock, "lock")?;
+            if handle.in_own_callback() {
+                return Err(inside_callback("redislock_lock_on_lost"));
+            }
+            let slot = handle.lost.get_or_insert_with(Default::default).clone();
+            let call = callback.map(|f| LostCall { f, userdata });
+            let set = call.is_some();
+            slot.set(call);
+            if set {
+                handle.lock.on_lost(move || slot.run());
+            }
+            Ok(())
+        })())
+    })
+}
+
 /// Release the lock if still held (best effort, errors ignored) and free the
 /// handle. Takes ownership of `lock`; NULL is a no-op. In a child process
-/// that inherited the handle, this only frees it.
+/// that inherited the handle, this only frees it. Its lost callback never
+/// runs from here on. Called from inside the handle's own lost callback it
+/// does nothing (the handle is left as it was).
 #[no_mangle]
 pub extern "C" fn redislock_lock_free(lock: *mut redislock_lock) {
     guard((), || {
-        if !lock.is_null() {
-            // SAFETY: made by Box::into_raw in redislock_acquire, given back once.
-            drop(unsafe { Box::from_raw(lock) });
-        }
+        let Some(handle) = take_handle(lock, "redislock_lock_free") else {
+            return;
+        };
+        handle.clear_callback();
+        drop(handle);
     })
 }
 
 /// Free the handle without releasing the lock: it stays held on the server
 /// until its TTL runs out or `redislock_release_token` releases it (the
-/// request-id pattern). Background renewal stops. Takes ownership of
-/// `lock`; NULL is a no-op.
+/// request-id pattern). Background renewal stops, and the lost callback
+/// never runs from here on. Takes ownership of `lock`; NULL is a no-op.
+/// Called from inside the handle's own lost callback it does nothing.
 #[no_mangle]
 pub extern "C" fn redislock_lock_forget(lock: *mut redislock_lock) {
     guard((), || {
-        if !lock.is_null() {
-            // SAFETY: made by Box::into_raw in redislock_acquire, given back once.
-            unsafe { Box::from_raw(lock) }.lock.forget();
-        }
+        let Some(handle) = take_handle(lock, "redislock_lock_forget") else {
+            return;
+        };
+        handle.clear_callback();
+        handle.lock.forget();
     })
+}
+
+/// The handle `lock` given back by a function that frees it without a
+/// status (`what`); None for NULL, and for a call from inside the handle's
+/// own lost callback (refused: a message is left for `redislock_last_error`).
+fn take_handle(lock: *mut redislock_lock, what: &str) -> Option<Box<redislock_lock>> {
+    let handle = non_null(lock, "lock").ok()?;
+    if handle.in_own_callback() {
+        set_last_error(&inside_callback(what).to_string());
+        return None;
+    }
+    // SAFETY: made by Box::into_raw in redislock_acquire, given back once.
+    Some(unsafe { Box::from_raw(lock) })
 }
 
 /// Copy the lock's token (binary, not NUL-terminated) into `buf`, at most
@@ -577,6 +739,214 @@ pub extern "C" fn redislock_is_owned_by(
     })
 }
 
+/// How many buckets each histogram of `redislock_stats` has: one per bound
+/// of `redislock_stats_bucket_bound_us`, and a last one for longer times.
+pub const REDISLOCK_STATS_BUCKETS: usize = 23;
+
+const _: () = assert!(REDISLOCK_STATS_BUCKETS == crate::BUCKETS);
+
+/// A distribution of durations, in microseconds.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct redislock_histogram {
+    /// How many durations were recorded (the sum of `buckets`).
+    pub count: u64,
+    /// Their sum.
+    pub sum_us: u64,
+    /// The longest.
+    pub max_us: u64,
+    /// The median, estimated within its bucket (as Prometheus's
+    /// `histogram_quantile`) and never above `max_us`; 0 when `count` is 0.
+    pub p50_us: u64,
+    /// The 90th percentile, estimated as `p50_us`.
+    pub p90_us: u64,
+    /// The 99th percentile, estimated as `p50_us`.
+    pub p99_us: u64,
+    /// How many durations fell in each bucket (not cumulative): bucket `i`
+    /// holds those above the bound of bucket `i - 1` and up to
+    /// `redislock_stats_bucket_bound_us(i)`; the last one, those above one
+    /// hour.
+    pub buckets: [u64; REDISLOCK_STATS_BUCKETS],
+}
+
+/// What one client did since it was opened (or since `fork()`, in the
+/// child), from `redislock_client_stats`. Handles of one shared client
+/// (`redislock_client_open_shared`) share these figures.
+///
+/// Growth rule: fields are only ever appended, never moved or removed. A
+/// program sets `size` to `sizeof(struct redislock_stats)` as it was
+/// compiled, and the library fills that many bytes at most: a program built
+/// against this header keeps working with later libraries, and a newer
+/// program learns from `size` how much an older library filled.
+///
+/// Every figure is exact on its own; two of them may be a few events apart
+/// when other threads use the client meanwhile.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct redislock_stats {
+    /// In: the bytes the caller's struct holds. Out: the bytes filled.
+    pub size: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Acquisitions that found the lock free on their first try.
+    pub acquired_at_once: u64,
+    /// Acquisitions that waited and then took the lock by a retry (after an
+    /// expiry, or a release by a client that does not hand over).
+    pub acquired_after_wait: u64,
+    /// Acquisitions that waited and were handed the lock by its releaser.
+    pub acquired_handed_over: u64,
+    /// Acquisitions that did not get the lock: the wait ran out, or a
+    /// try-once found it held (`REDISLOCK_NOT_ACQUIRED`).
+    pub acquire_timed_out: u64,
+    /// Acquisitions that failed with another error (connection, quorum,
+    /// server, wrong type); invalid arguments are not counted.
+    pub acquire_errors: u64,
+    /// Releases (by handle or by token) that released or handed over.
+    pub releases_ok: u64,
+    /// Releases that found the lock no longer theirs.
+    pub releases_not_owner: u64,
+    /// Extends by the caller (by handle or by token) that succeeded.
+    pub extends_ok: u64,
+    /// Extends by the caller that found the lock gone.
+    pub extends_lost: u64,
+    /// Background renewals that succeeded.
+    pub renewals_ok: u64,
+    /// Locks that background renewal found gone (or could not reach the
+    /// server before their TTL ran out).
+    pub renewals_lost: u64,
+    /// Held locks found lost, by renewal, extend or release of the handle:
+    /// each is counted once.
+    pub locks_lost: u64,
+    /// Releases that handed the lock straight to a waiter.
+    pub handoffs_given: u64,
+    /// Locks this client's waiters were handed.
+    pub handoffs_received: u64,
+    /// Connections that could not be opened, broke, or timed out.
+    pub connection_errors: u64,
+    /// Connections opened again in place of one that broke.
+    pub reconnects: u64,
+    /// Lock handles held right now.
+    pub held_now: u64,
+    /// Acquisitions waiting right now for a lock held by someone else.
+    pub waiters_now: u64,
+    /// How long each acquisition took, whatever its outcome.
+    pub wait: redislock_histogram,
+    /// How long each lock handle was held: from acquire to release, free,
+    /// or until it was found lost.
+    pub held: redislock_histogram,
+}
+
+/// The bytes of `redislock_stats` up to and including `waiters_now`, its
+/// first version: the least a caller may ask for.
+const STATS_MIN_SIZE: usize = std::mem::offset_of!(redislock_stats, waiters_now) + 8;
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn c_histogram(h: &Histogram) -> redislock_histogram {
+    redislock_histogram {
+        count: h.count,
+        sum_us: micros(h.sum),
+        max_us: micros(h.max),
+        p50_us: micros(h.p50()),
+        p90_us: micros(h.p90()),
+        p99_us: micros(h.p99()),
+        buckets: h.buckets,
+    }
+}
+
+fn c_stats(s: &Stats) -> redislock_stats {
+    redislock_stats {
+        size: std::mem::size_of::<redislock_stats>() as u32,
+        reserved: 0,
+        acquired_at_once: s.acquired_at_once,
+        acquired_after_wait: s.acquired_after_wait,
+        acquired_handed_over: s.acquired_handed_over,
+        acquire_timed_out: s.acquire_timed_out,
+        acquire_errors: s.acquire_errors,
+        releases_ok: s.releases_ok,
+        releases_not_owner: s.releases_not_owner,
+        extends_ok: s.extends_ok,
+        extends_lost: s.extends_lost,
+        renewals_ok: s.renewals_ok,
+        renewals_lost: s.renewals_lost,
+        locks_lost: s.locks_lost,
+        handoffs_given: s.handoffs_given,
+        handoffs_received: s.handoffs_received,
+        connection_errors: s.connection_errors,
+        reconnects: s.reconnects,
+        held_now: s.held_now,
+        waiters_now: s.waiters_now,
+        wait: c_histogram(&s.wait),
+        held: c_histogram(&s.held),
+    }
+}
+
+/// Read the client's statistics.
+///
+/// `client`: borrowed. `out`: borrowed; the caller sets `out->size` to
+/// `sizeof(struct redislock_stats)` first. The library then writes at most
+/// `out->size` bytes (whole fields only) and sets `out->size` to the number
+/// of bytes it filled: the whole struct as this library knows it, or the
+/// caller's shorter struct (see the growth rule at `redislock_stats`).
+/// Reading costs a few dozen atomic loads and no I/O.
+///
+/// Returns `REDISLOCK_INVALID_ARGUMENT`, and writes nothing, when a pointer
+/// is NULL or `out->size` is smaller than the first version of the struct
+/// (up to and including `waiters_now`).
+#[no_mangle]
+pub extern "C" fn redislock_client_stats(
+    client: *const redislock_client,
+    out: *mut redislock_stats,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let client = non_null(client, "client")?;
+            if out.is_null() {
+                return Err(Error::InvalidArgument("out is NULL".into()));
+            }
+            // Only `size` is read through `out`: the caller's struct may be
+            // shorter than this one.
+            // SAFETY: non-NULL, and the caller promises a readable `size`.
+            let size = unsafe { std::ptr::addr_of!((*out).size).read_unaligned() } as usize;
+            if size < STATS_MIN_SIZE {
+                return Err(Error::InvalidArgument(format!(
+                    "out->size is {size}: set it to sizeof(struct redislock_stats) before the call \
+                     (at least {STATS_MIN_SIZE} bytes)"
+                )));
+            }
+            let mut stats = c_stats(&client.client.stats());
+            // Every field after the first two is 8 bytes long, as they are.
+            let filled = size.min(std::mem::size_of::<redislock_stats>()) / 8 * 8;
+            stats.size = filled as u32;
+            // SAFETY: the caller promises `size` writable bytes at `out`,
+            // and `filled` is at most that and at most our struct's size.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (&raw const stats).cast::<u8>(),
+                    out.cast::<u8>(),
+                    filled,
+                )
+            };
+            Ok(())
+        })())
+    })
+}
+
+/// The upper bound, in microseconds, of bucket `i` of a
+/// `redislock_histogram` (50 for bucket 0 up to 3,600,000,000, one hour, for bucket
+/// `REDISLOCK_STATS_BUCKETS - 2`), and `UINT64_MAX` for the last bucket,
+/// which has none, and beyond.
+#[no_mangle]
+pub extern "C" fn redislock_stats_bucket_bound_us(i: usize) -> u64 {
+    guard(u64::MAX, || {
+        crate::BUCKET_BOUNDS
+            .get(i)
+            .map_or(u64::MAX, |&bound| micros(bound))
+    })
+}
+
 /// True the first time this process calls it with `tag`, false after (for
 /// bindings that log a hint once per process, such as a php-fpm worker
 /// loading the declarations in every request). `tag`: borrowed bytes.
@@ -658,6 +1028,18 @@ mod tests {
         let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         assert_eq!(n, msg.len());
         assert!(msg.contains("panic: boom"), "{msg}");
+    }
+
+    #[test]
+    fn the_stats_struct_keeps_its_first_layout() {
+        // The first version's fields: appending is fine, moving is not.
+        assert_eq!(STATS_MIN_SIZE, 8 + 18 * 8);
+        assert_eq!(std::mem::offset_of!(redislock_stats, wait), STATS_MIN_SIZE);
+        assert_eq!(std::mem::size_of::<redislock_histogram>(), 8 * (6 + 23));
+        assert_eq!(redislock_stats_bucket_bound_us(0), 50);
+        assert_eq!(redislock_stats_bucket_bound_us(21), 3_600_000_000);
+        assert_eq!(redislock_stats_bucket_bound_us(22), u64::MAX);
+        assert_eq!(redislock_stats_bucket_bound_us(usize::MAX), u64::MAX);
     }
 
     #[test]

@@ -154,6 +154,15 @@ final class Client
     /**
      * Run $fn($lock) holding the lock $key; release it afterwards, also when
      * $fn throws. Returns what $fn returns.
+     *
+     * When $fn returned but the lock was lost meanwhile (it expired, or
+     * another owner took it: found by background renewal, an extend, or the
+     * release here), its work ran unprotected: this throws LockNotOwned
+     * instead of returning. When $fn throws, its exception propagates as
+     * it is, whatever the release finds. Long work can check
+     * $lock->isLost() between its steps to stop early.
+     *
+     * @throws LockNotOwned when the lock was lost before $fn returned
      */
     public function synchronized(
         string $key,
@@ -164,10 +173,110 @@ final class Client
     ): mixed {
         $lock = $this->acquire($key, ttlMs: $ttlMs, waitMs: $waitMs, autoRenew: $autoRenew);
         try {
-            return $fn($lock);
-        } finally {
-            $lock->release();
+            $result = $fn($lock);
+        } catch (\Throwable $e) {
+            $lock->releaseQuietly();
+            throw $e;
         }
+        // Lost by renewal or an extend: the release cannot make up for it,
+        // whatever it answers (a connection error included).
+        $lost = $lock->isLost();
+        $cause = null;
+        try {
+            $lock->release();
+        } catch (LockNotOwned $e) {
+            if ($e->getCode() !== FFI::NOT_OWNER) {
+                throw $e; // $fn released the lock itself
+            }
+            $cause = $e;
+        } catch (LockException $e) {
+            if (!$lost) {
+                throw $e;
+            }
+            $cause = $e;
+        }
+        if ($lost || $cause !== null) {
+            throw new LockNotOwned(
+                'synchronized(): the callable returned, but the lock was lost while it ran, so its work ran '
+                . 'unprotected: ' . ($cause instanceof LockNotOwned ? $cause->getMessage()
+                    : "the lock \"$key\" expired or another owner took it"
+                    . ($cause !== null ? ' (and the release failed: ' . $cause->getMessage() . ')' : '')),
+                FFI::NOT_OWNER,
+                $cause,
+            );
+        }
+        return $result;
+    }
+
+    /**
+     * What this client (and every handle of the same persistent client in
+     * this process) did so far. Keys, as in every binding:
+     *
+     * - counters: acquired_at_once, acquired_after_wait, acquired_handed_over,
+     *   acquire_timed_out, acquire_errors, releases_ok, releases_not_owner,
+     *   extends_ok, extends_lost, renewals_ok, renewals_lost, locks_lost,
+     *   handoffs_given, handoffs_received, connection_errors, reconnects;
+     * - gauges: held_now (lock handles held now), waiters_now (acquisitions
+     *   waiting now);
+     * - 'wait' (how long each acquisition took) and 'held' (how long each
+     *   lock was held): ['count' => int, 'sum' => seconds, 'max' => seconds,
+     *   'p50', 'p90', 'p99' => seconds (estimated within the buckets),
+     *   'buckets' => 23 counts (not cumulative), 'bounds' => the 22 upper
+     *   bounds in seconds (the last bucket has none)].
+     *
+     * Reading makes no round trip. A process made by pcntl_fork() starts
+     * from zero. Prometheus::rows() turns the array into metric samples.
+     *
+     * @return array<string, int|array{count: int, sum: float, max: float, p50: float, p90: float, p99: float,
+     *                                  buckets: list<int>, bounds: list<float>}>
+     */
+    public function stats(): array
+    {
+        $ffi = FFI::get();
+        $out = $ffi->new('struct redislock_stats');
+        $out->size = \FFI::sizeof($out);
+        FFI::checkStatus($ffi->redislock_client_stats($this->handle(), \FFI::addr($out)));
+        $type = \FFI::typeof($out);
+        $stats = [];
+        foreach ($type->getStructFieldNames() as $field) {
+            if ($field === 'size' || $field === 'reserved') {
+                continue;
+            }
+            $stats[$field] = $type->getStructFieldType($field)->getKind() === \FFI\CType::TYPE_STRUCT
+                ? self::histogram($out->$field)
+                : $out->$field;
+        }
+        return $stats;
+    }
+
+    /** @var list<float>|null the histograms' bucket bounds in seconds */
+    private static ?array $bounds = null;
+
+    /** @return array{count: int, sum: float, max: float, p50: float, p90: float, p99: float,
+     *                buckets: list<int>, bounds: list<float>} */
+    private static function histogram(\FFI\CData $h): array
+    {
+        if (self::$bounds === null) {
+            $ffi = FFI::get();
+            self::$bounds = [];
+            for ($i = 0; $i < count($h->buckets) - 1; $i++) {
+                self::$bounds[] = $ffi->redislock_stats_bucket_bound_us($i) / 1e6;
+            }
+        }
+        $buckets = [];
+        foreach ($h->buckets as $n) {
+            $buckets[] = $n;
+        }
+        return [
+            'count' => $h->count,
+            'sum' => $h->sum_us / 1e6,
+            'max' => $h->max_us / 1e6,
+            'p50' => $h->p50_us / 1e6,
+            'p90' => $h->p90_us / 1e6,
+            'p99' => $h->p99_us / 1e6,
+            'buckets' => $buckets,
+            'bounds' => self::$bounds,
+        ];
     }
 
     /**

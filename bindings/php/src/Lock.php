@@ -73,7 +73,21 @@ final class Lock
         FFI::checkStatus(FFI::get()->redislock_lock_auto_renew($this->handle()));
     }
 
-    /** True once renewal or an extend found the lock gone. */
+    /**
+     * True once background renewal or an extend found the lock
+     * gone (it expired, or another owner took it): from then on, work done
+     * "under" it is unprotected.
+     *
+     * This is the way for PHP code to learn of a loss during long work.
+     * With autoRenew, renewal runs on a thread of the native library, also
+     * under PHP, while PHP code runs: when a renewal finds the key taken
+     * over, this turns true at once. PHP gets no callback from that thread
+     * (PHP code cannot run there), so check this between the steps of long
+     * work and stop when it is true. It reads a flag: no round trip, cheap
+     * enough for every iteration of a loop. (Client::isOwnedBy() asks the
+     * server, one round trip.) Client::synchronized() checks it when the
+     * callable returns.
+     */
     public function isLost(): bool
     {
         return FFI::get()->redislock_lock_is_lost($this->handle());

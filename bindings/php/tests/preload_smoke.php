@@ -33,6 +33,8 @@ $lock = $client->acquire('preload', ttlMs: 5000, waitMs: 1000);
 $check($lock->fence() >= 1, 'a fence');
 $check(strlen($lock->token()) === 32, 'a token');
 $lock->release();
+$stats = $client->stats();
+$check($stats['acquired_at_once'] === 1 && count($stats['held']['buckets']) === 23, 'stats through the preloaded declarations');
 $tool = new RedisLock\Compat\RedisTool($client);
 $check($tool->tryGetLock('preload', '59', 1000), 'tryGetLock');
 $check($tool->releaseLock('preload', '59'), 'releaseLock');
