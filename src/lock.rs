@@ -99,8 +99,10 @@ impl Lock {
     /// [`Error::NotOwner`]). If the lock is already lost, `f` runs now, on
     /// this thread. A second call replaces a callback that has not run. A
     /// panic in `f` is caught and logged; renewal goes on. Never called in
-    /// a forked child for the parent's lock, nor after a successful
-    /// release.
+    /// a forked child for the parent's lock, nor for a lock whose release
+    /// succeeded. When renewal and a release find the loss at about the
+    /// same moment, `f` runs on the renewal thread and may still be running
+    /// (or start) just after the release returned `NotOwner`.
     pub fn on_lost(&self, f: impl FnOnce() + Send + 'static) {
         if self.in_owner_process() {
             self.state.on_lost(Box::new(f));
