@@ -38,7 +38,7 @@ wheel: deps
 # The wheel goes into a fresh virtualenv; pytest runs from tests/python so
 # that `import redislock` finds the installed wheel, never the source tree.
 test-python: wheel
-	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl pytest redis mypy celery
+	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl pytest redis mypy celery prometheus_client
 	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 	tests/redis_py_suite.sh $(VENV)/bin/python
 	cd target && ../$(VENV)/bin/python -m mypy.stubtest redislock

@@ -14,6 +14,10 @@ Functions that must not run twice at once, in any process:
 
     @client.synchronized("reports:{day}", ttl=30.0, timeout=10.0)
     def make_report(day): ...
+
+``client.stats()`` returns what the client did (a ``Stats`` dict);
+``redislock.metrics`` exports it to Prometheus. The core's debug lines
+(waits, retries, hand-offs, losses) go to the ``redislock`` logger.
 """
 
 import functools
@@ -33,6 +37,7 @@ from ._native import (
     LockWrongType,
     __version__,
 )
+from ._stats import HistogramStats, Stats
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -51,6 +56,7 @@ class Client(_native.Client):
         ttl: float = 30.0,
         timeout: Optional[float] = None,
         auto_renew: bool = True,
+        on_lost: Optional[Callable[[], object]] = None,
     ) -> Callable[[_F], _F]:
         """Decorator: each call of the function holds the lock ``name``.
 
@@ -61,7 +67,8 @@ class Client(_native.Client):
         once), then raises LockTimeout without running the function.
         ``auto_renew`` (on by default): the lock is renewed in the background
         while the function runs, so a call may outlast ``ttl``; a process that
-        dies leaves the lock for at most ``ttl``.
+        dies leaves the lock for at most ``ttl``. ``on_lost``: as in ``lock()``,
+        run once when a call's lock is found lost while the function runs.
 
         Works for ``async def`` functions too (the lock is awaited, no thread
         waits). The function's result and exceptions pass through, and the
@@ -80,7 +87,8 @@ class Client(_native.Client):
             key_of = _key_function(name, fn)
 
             def make(args: Any, kwargs: Any) -> Lock:
-                return self.lock(key_of(args, kwargs), ttl, timeout, auto_renew=auto_renew)
+                return self.lock(key_of(args, kwargs), ttl, timeout, auto_renew=auto_renew,
+                                 on_lost=on_lost)
 
             if inspect.iscoroutinefunction(fn):
 
@@ -142,6 +150,7 @@ def _key_function(name: _Name, fn: Callable[..., Any]) -> Callable[[Any, Any], U
 
 __all__ = [
     "Client",
+    "HistogramStats",
     "Lock",
     "LockConnectionError",
     "LockError",
@@ -151,5 +160,6 @@ __all__ = [
     "LockTimeout",
     "LockUnconfirmed",
     "LockWrongType",
+    "Stats",
     "__version__",
 ]

@@ -1,9 +1,11 @@
 """Type stubs of the native module (checked against it by mypy's stubtest)."""
 
 from types import TracebackType
-from typing import Any, Coroutine, List, Optional, Type, Union, final
+from typing import Any, Callable, Coroutine, List, Optional, Type, Union, final
 
 from typing_extensions import disjoint_base
+
+from ._stats import Stats
 
 __version__: str
 __all__ = [
@@ -62,8 +64,10 @@ class Client:
         timeout: Optional[float] = None,
         token: Union[str, bytes, None] = None,
         auto_renew: bool = False,
+        on_lost: Optional[Callable[[], object]] = None,
     ) -> "Lock": ...
     def release_token(self, name: Union[str, bytes], token: Union[str, bytes]) -> bool: ...
+    def stats(self) -> Stats: ...
 
 @final
 class Lock:

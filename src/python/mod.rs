@@ -6,8 +6,16 @@
 //! async methods await the core's async operations on a runtime of this
 //! module's own (`aio`): no thread is held while a task waits. No protocol
 //! or timing logic lives here.
+//!
+//! The GIL is never held while waiting for something that may need it:
+//! the core's threads take it to log (the core's debug lines go to
+//! Python's `logging`, see [`forward_logs`]) and to run `on_lost`
+//! callbacks (`lost`), so every call into the core that may block runs
+//! detached, and no mutex of this module is held across such a call.
 
 mod aio;
+mod lost;
+mod stats;
 
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -18,7 +26,9 @@ use pyo3::exceptions::{PyConnectionError, PyException, PyTypeError, PyValueError
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
-use pyo3::IntoPyObjectExt;
+use pyo3::{IntoPyObjectExt, PyTraverseError, PyVisit};
+
+use lost::{deferring, fire_all, Notice};
 
 use crate::sync::locked;
 use crate::{
@@ -227,7 +237,10 @@ impl Client {
     /// `timeout`: how long `acquire()`/`with` wait: None forever, 0 once.
     /// `token`: the caller's own (str or bytes), else 128 random bits per
     /// acquisition. `auto_renew`: renew in the background until released.
-    #[pyo3(signature = (name, ttl=30.0, timeout=None, token=None, auto_renew=false))]
+    /// `on_lost`: a callable taking no arguments, run once for each
+    /// acquisition found lost (by renewal, on the renewal thread; by
+    /// `extend()` or `release()`, on the caller's thread before it raises).
+    #[pyo3(signature = (name, ttl=30.0, timeout=None, token=None, auto_renew=false, on_lost=None))]
     fn lock(
         &self,
         name: &Bound<'_, PyAny>,
@@ -235,6 +248,7 @@ impl Client {
         timeout: Option<f64>,
         token: Option<&Bound<'_, PyAny>>,
         auto_renew: bool,
+        on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Lock> {
         let py = name.py();
         let name = bytes_arg(name, "name")?;
@@ -245,6 +259,15 @@ impl Client {
         if let Some(t) = &token {
             crate::options::check_token(t).map_err(|e| to_py(py, e))?;
         }
+        let on_lost = on_lost.filter(|f| !f.is_none());
+        if let Some(f) = on_lost {
+            if !f.is_callable() {
+                return Err(PyTypeError::new_err(format!(
+                    "on_lost must be callable, not {}",
+                    f.get_type().name()?
+                )));
+            }
+        }
         Ok(Lock {
             client: self.client.clone(),
             name,
@@ -252,8 +275,18 @@ impl Client {
             wait: wait_arg(timeout)?,
             token,
             auto_renew,
+            on_lost: Mutex::new(on_lost.map(|f| f.clone().unbind())),
             held: Mutex::new(Vec::new()),
         })
+    }
+
+    /// What this client did since it was made (or since a fork, in the
+    /// child): a dict of counters (ints), the gauges `held_now` and
+    /// `waiters_now`, and the histograms `wait` and `held` (dicts of
+    /// `count`, `sum`, `max`, `p50`, `p90`, `p99` in seconds, `buckets` and
+    /// their upper `bounds` in seconds). No I/O.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats::to_dict(py, &self.client.stats())
     }
 
     /// Release the lock `name` if it holds `token` (no Lock object needed).
@@ -278,7 +311,9 @@ impl Client {
 
 struct Held {
     thread: ThreadId,
-    lock: CoreLock,
+    /// Shared only for the length of a call (extend, owned) that runs
+    /// without the list's mutex; release waits for those to end.
+    lock: Arc<CoreLock>,
 }
 
 /// A named lock, acquired and released like `threading.Lock`, usable with
@@ -286,7 +321,7 @@ struct Held {
 /// thread's acquisition is kept apart, and `release()` gives back the
 /// calling thread's (or the only one held, for hand-overs between threads
 /// as in `async with`).
-#[pyclass(module = "redislock", frozen)]
+#[pyclass(module = "redislock", frozen, weakref)]
 pub struct Lock {
     client: CoreClient,
     name: Vec<u8>,
@@ -294,6 +329,9 @@ pub struct Lock {
     wait: Wait,
     token: Option<Vec<u8>>,
     auto_renew: bool,
+    /// The `on_lost` callback; only touched with the GIL held.
+    on_lost: Mutex<Option<Py<PyAny>>>,
+    /// Only held for moments, never across a call into the core.
     held: Mutex<Vec<Held>>,
 }
 
@@ -307,19 +345,50 @@ impl Lock {
             .or(if held.len() == 1 { Some(0) } else { None })
     }
 
+    /// `f` of the acquisition the properties refer to; `f` must not block.
     fn with_held<T>(&self, f: impl FnOnce(Option<&CoreLock>) -> T) -> T {
         let held = locked(&self.held);
-        f(Lock::pick(&held).map(|i| &held[i].lock))
+        f(Lock::pick(&held).map(|i| &*held[i].lock))
     }
 
-    fn do_acquire(&self, py: Python<'_>, wait: Wait) -> PyResult<bool> {
-        let opts = self.options(wait);
-        match acquire_interruptibly(py, &self.client, &self.name, opts)? {
+    /// The acquisition `extend()` and `owned()` refer to, shared for the
+    /// length of the call.
+    fn current(&self) -> Option<Arc<CoreLock>> {
+        let held = locked(&self.held);
+        Lock::pick(&held).map(|i| held[i].lock.clone())
+    }
+
+    /// The callback, if any.
+    fn callback(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        locked(&self.on_lost).as_ref().map(|f| f.clone_ref(py))
+    }
+
+    /// The notice that `on_lost` needs for each acquisition, if it is set.
+    fn notice(slf: &Bound<'_, Self>) -> PyResult<Option<Notice>> {
+        if locked(&slf.get().on_lost).is_none() {
+            return Ok(None);
+        }
+        Notice::new(slf).map(Some)
+    }
+
+    /// Keep a new acquisition of the calling thread.
+    fn keep(&self, lock: CoreLock, notice: Option<&Notice>) {
+        if let Some(n) = notice {
+            n.register(&lock);
+        }
+        locked(&self.held).push(Held {
+            thread: std::thread::current().id(),
+            lock: Arc::new(lock),
+        });
+    }
+
+    fn do_acquire(slf: &Bound<'_, Self>, wait: Wait) -> PyResult<bool> {
+        let (py, this) = (slf.py(), slf.get());
+        let notice = Lock::notice(slf)?;
+        let opts = this.options(wait);
+        match acquire_interruptibly(py, &this.client, &this.name, opts)? {
             Ok(lock) => {
-                locked(&self.held).push(Held {
-                    thread: std::thread::current().id(),
-                    lock,
-                });
+                this.keep(lock, notice.as_ref());
                 Ok(true)
             }
             Err(e) if e.kind() == ErrorKind::NotAcquired => Ok(false),
@@ -349,8 +418,9 @@ impl Lock {
         opts
     }
 
-    /// The acquisition `release()` gives back, out of the list.
-    fn take_held(&self) -> PyResult<CoreLock> {
+    /// The acquisition `release()` gives back, out of the list (shared
+    /// still, while an extend or owned of another thread runs on it).
+    fn take_held(&self) -> PyResult<Arc<CoreLock>> {
         let mut held = locked(&self.held);
         match Lock::pick(&held) {
             Some(i) => Ok(held.remove(i).lock),
@@ -387,6 +457,7 @@ fn start_acquire<'py>(
     let py = slf.py();
     let this = slf.get();
     let (client, name, opts) = (this.client.clone(), this.name.clone(), this.options(wait));
+    let notice = Lock::notice(slf)?;
     let slot = Arc::new(Mutex::new(Grant::Waiting));
     let me: Py<Lock> = slf.clone().unbind();
     let fut = {
@@ -416,6 +487,7 @@ fn start_acquire<'py>(
     let claim = Acquiring {
         slot,
         lock: Mutex::new(Some(slf.clone().unbind())),
+        notice,
     };
     aio::pending(py, fut, Some(Box::new(claim)))
 }
@@ -427,6 +499,8 @@ fn start_acquire<'py>(
 struct Acquiring {
     slot: Arc<Mutex<Grant>>,
     lock: Mutex<Option<Py<Lock>>>,
+    /// The Lock's `on_lost`, registered when the task takes the lock.
+    notice: Option<Notice>,
 }
 
 impl aio::Claim for Acquiring {
@@ -434,10 +508,7 @@ impl aio::Claim for Acquiring {
         let to = locked(&self.lock).take();
         let got = std::mem::replace(&mut *locked(&self.slot), Grant::Closed);
         if let (Grant::Ready(lock), Some(to)) = (got, to) {
-            locked(&to.get().held).push(Held {
-                thread: std::thread::current().id(),
-                lock,
-            });
+            to.get().keep(lock, self.notice.as_ref());
         }
     }
 
@@ -457,27 +528,42 @@ impl Lock {
     /// `blocking=False` tries once. `timeout=-1` waits as the lock was made
     /// to (`client.lock(timeout=...)`), None forever, 0 once, else seconds.
     #[pyo3(signature = (blocking=true, timeout=Some(-1.0)), text_signature = "(self, /, blocking=True, timeout=-1.0)")]
-    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<f64>) -> PyResult<bool> {
-        let wait = self.wait_for(blocking, timeout)?;
-        self.do_acquire(py, wait)
+    fn acquire(slf: &Bound<'_, Self>, blocking: bool, timeout: Option<f64>) -> PyResult<bool> {
+        let wait = slf.get().wait_for(blocking, timeout)?;
+        Lock::do_acquire(slf, wait)
     }
 
     /// Release. Raises LockNotOwned when the lock expired or was taken over
     /// (the new holder's key is left alone), or was not held.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        let lock = self.take_held()?;
-        py.detach(|| lock.release()).map_err(|e| to_py(py, e))
+        let mut shared = self.take_held()?;
+        let (r, lost) = py.detach(|| {
+            // Another thread's extend or owned on this acquisition ends
+            // within its round trip.
+            let lock = loop {
+                match Arc::try_unwrap(shared) {
+                    Ok(lock) => break lock,
+                    Err(again) => {
+                        shared = again;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            };
+            deferring(|| lock.release())
+        });
+        fire_all(lost);
+        r.map_err(|e| to_py(py, e))
     }
 
     /// Set the remaining time to `ttl` seconds (not added to it). Raises
     /// LockNotOwned when the lock expired or was taken over.
     fn extend(&self, py: Python<'_>, ttl: f64) -> PyResult<()> {
         let ttl = seconds(ttl, "ttl")?;
-        let r = py.detach(|| self.with_held(|l| l.map(|l| l.extend(ttl))));
-        match r {
-            Some(r) => r.map_err(|e| to_py(py, e)),
-            None => Err(self.not_held()),
-        }
+        let lock = self.current().ok_or_else(|| self.not_held())?;
+        let (r, lost) = py.detach(|| deferring(|| lock.extend(ttl)));
+        drop(lock);
+        fire_all(lost);
+        r.map_err(|e| to_py(py, e))
     }
 
     /// Whether anyone holds the lock (asks Redis).
@@ -489,8 +575,10 @@ impl Lock {
 
     /// Whether this object holds the lock right now (asks Redis).
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
-        py.detach(|| self.with_held(|l| l.map(|l| l.owned()).unwrap_or(Ok(false))))
-            .map_err(|e| to_py(py, e))
+        let Some(lock) = self.current() else {
+            return Ok(false);
+        };
+        py.detach(|| lock.owned()).map_err(|e| to_py(py, e))
     }
 
     /// True once renewal or an extend found the lock gone.
@@ -526,13 +614,11 @@ impl Lock {
     fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
         let py = slf.py();
         let this = slf.get();
+        let notice = Lock::notice(&slf)?;
         let (client, name) = (&this.client, &this.name);
         let opts = this.options(this.wait);
         let lock = acquire_interruptibly(py, client, name, opts)?.map_err(|e| to_py(py, e))?;
-        locked(&this.held).push(Held {
-            thread: std::thread::current().id(),
-            lock,
-        });
+        this.keep(lock, notice.as_ref());
         Ok(slf)
     }
 
@@ -559,7 +645,9 @@ impl Lock {
     fn release_async<'py>(slf: &Bound<'py, Self>) -> PyResult<Py<aio::Pending>> {
         let lock = slf.get().take_held()?;
         aio::future(slf.py(), async move {
-            lock.release_async()
+            sole(lock)
+                .await
+                .release_async()
                 .await
                 .map_err(|e| Python::attach(|py| to_py(py, e)))
         })
@@ -576,11 +664,31 @@ impl Lock {
     ) -> PyResult<Py<aio::Pending>> {
         let lock = slf.get().take_held()?;
         aio::future(slf.py(), async move {
-            lock.release_async()
+            sole(lock)
+                .await
+                .release_async()
                 .await
                 .map(|()| false)
                 .map_err(|e| Python::attach(|py| to_py(py, e)))
         })
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // Touched only with the GIL held, which the collector holds now.
+        if let Ok(f) = self.on_lost.try_lock() {
+            if let Some(f) = &*f {
+                visit.call(f)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let f = match self.on_lost.try_lock() {
+            Ok(mut f) => f.take(),
+            Err(_) => None,
+        };
+        drop(f);
     }
 
     fn __repr__(&self) -> String {
@@ -591,6 +699,49 @@ impl Lock {
             !locked(&self.held).is_empty()
         )
     }
+}
+
+impl Drop for Lock {
+    /// Acquisitions still held are released (by the core's drop), over the
+    /// network: not with the GIL held.
+    fn drop(&mut self) {
+        let held = std::mem::take(self.held.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if !held.is_empty() {
+            Python::attach(|py| py.detach(move || drop(held)));
+        }
+    }
+}
+
+/// The acquisition alone, once another task's or thread's call on it
+/// (extend, owned) has ended.
+async fn sole(mut shared: Arc<CoreLock>) -> CoreLock {
+    loop {
+        match Arc::try_unwrap(shared) {
+            Ok(lock) => return lock,
+            Err(again) => {
+                shared = again;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+}
+
+/// The core's debug lines (queued behind whom, retries and why, hand-offs,
+/// gave up, lost) as records of Python's `logging`, on loggers named after
+/// the core's modules (`redislock.deploy.wait`, `redislock.renew`, ...),
+/// children of `redislock`. Only the core's own lines: the crates under it
+/// stay quiet. Loggers are cached but not their levels, so a level set at
+/// any time is obeyed; the cost (taking the GIL to ask `isEnabledFor`) is
+/// paid only by the lines there are, all on slow paths (a wait, a retry, a
+/// loss): an acquire or release that finds the lock free logs nothing.
+fn forward_logs(py: Python<'_>) -> PyResult<()> {
+    let logger = pyo3_log::Logger::new(py, pyo3_log::Caching::Loggers)?
+        .filter(log::LevelFilter::Off)
+        .filter_target("redislock".to_owned(), log::LevelFilter::Debug);
+    // Only fails when a logger is already installed in this library, which
+    // then keeps its place.
+    let _ = logger.install();
+    Ok(())
 }
 
 /// The native module.
@@ -609,5 +760,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LockUnconfirmed", py.get_type::<LockUnconfirmed>())?;
     m.add("LockConnectionError", connection_error_type(py)?)?;
     m.add("__version__", crate::VERSION)?;
+    forward_logs(py)?;
     Ok(())
 }

@@ -1,0 +1,156 @@
+"""client.stats(): a scripted run whose figures add up exactly."""
+import threading
+import time
+
+import pytest
+
+import redislock
+from redislock import Client, LockNotOwned, LockWrongType
+
+COUNTERS = [
+    "acquired_at_once", "acquired_after_wait", "acquired_handed_over", "acquire_timed_out",
+    "acquire_errors", "releases_ok", "releases_not_owner", "extends_ok", "extends_lost",
+    "renewals_ok", "renewals_lost", "locks_lost", "handoffs_given", "handoffs_received",
+    "connection_errors", "reconnects", "held_now", "waiters_now",
+]
+HISTOGRAM_KEYS = {"count", "sum", "max", "p50", "p90", "p99", "buckets", "bounds"}
+
+
+def wait_until(predicate, timeout=10.0, what="the condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def check_histogram(h):
+    assert set(h) == HISTOGRAM_KEYS
+    assert isinstance(h["count"], int)
+    for k in ("sum", "max", "p50", "p90", "p99"):
+        assert isinstance(h[k], float) and h[k] >= 0.0
+    assert len(h["buckets"]) == 23 and all(isinstance(n, int) for n in h["buckets"])
+    assert sum(h["buckets"]) == h["count"]
+    assert len(h["bounds"]) == 22 and h["bounds"] == sorted(h["bounds"])
+    assert h["bounds"][0] == pytest.approx(50e-6) and h["bounds"][-1] == 3600.0
+    assert h["p50"] <= h["p90"] <= h["p99"] <= h["max"]
+    if h["count"]:
+        assert h["max"] <= h["sum"] + 1e-9
+
+
+def test_a_new_client_has_the_full_shape_and_zeros(client):
+    s = client.stats()
+    assert set(s) == set(COUNTERS) | {"wait", "held"}
+    for k in COUNTERS:
+        assert s[k] == 0 and isinstance(s[k], int)
+    for h in (s["wait"], s["held"]):
+        check_histogram(h)
+        assert h["count"] == 0 and h["sum"] == 0.0 and h["max"] == 0.0
+    assert redislock.Stats.__annotations__.keys() == s.keys()
+    assert redislock.HistogramStats.__annotations__.keys() == s["wait"].keys()
+
+
+def test_a_scripted_run_adds_up(server, raw):
+    c = Client(server.url)
+    other = Client(server.url)
+    n_at_once, n_timeouts, n_handoffs = 3, 2, 2
+
+    # N acquisitions that find the lock free; the first one is extended.
+    for i in range(n_at_once):
+        lock = c.lock(f"once:{i}", ttl=10.0)
+        assert lock.acquire(blocking=False)
+        if i == 0:
+            lock.extend(20.0)
+        lock.release()
+
+    # M that do not get it: a try-once, and a wait that runs out.
+    busy = other.lock("busy", ttl=30.0)
+    assert busy.acquire(blocking=False)
+    assert not c.lock("busy", ttl=5.0).acquire(blocking=False)
+    started = time.monotonic()
+    assert not c.lock("busy", ttl=5.0).acquire(timeout=0.2)
+    waited = time.monotonic() - started
+    busy.release()
+
+    # K hand-offs, from a holder to a waiting thread of the same client.
+    for _ in range(n_handoffs):
+        holder = c.lock("relay", ttl=10.0)
+        assert holder.acquire(blocking=False)
+        waiter = c.lock("relay", ttl=10.0, timeout=10.0)
+        got = []
+        t = threading.Thread(target=lambda: got.append(waiter.acquire()))
+        t.start()
+        wait_until(lambda: c.stats()["waiters_now"] == 1, what="the waiter to queue")
+        holder.release()
+        t.join(10)
+        assert got == [True]
+        assert c.stats()["waiters_now"] == 0
+        waiter.release()  # the only acquisition of that Lock: released from here
+
+    # One error: the key is not a lock.
+    raw.lpush("a-list", "x")
+    with pytest.raises(LockWrongType):
+        c.lock("a-list").acquire(blocking=False)
+
+    # One lock lost: renewed in the background, its key stolen with SET.
+    lost = threading.Event()
+    stolen = c.lock("stolen", ttl=1.5, auto_renew=True, on_lost=lost.set)
+    assert stolen.acquire(blocking=False)
+    assert c.stats()["held_now"] == 1
+    raw.set("stolen", "thief")  # before the first renewal, due in 0.5 s
+    assert lost.wait(5)
+    assert c.stats()["held_now"] == 0  # a lost lock is no longer held
+    # ... and one release that finds the lock no longer ours.
+    with pytest.raises(LockNotOwned):
+        stolen.release()
+    assert raw.get("stolen") == b"thief"
+
+    s = c.stats()
+    expected = {
+        "acquired_at_once": n_at_once + n_handoffs + 1,
+        "acquired_after_wait": 0,
+        "acquired_handed_over": n_handoffs,
+        "acquire_timed_out": n_timeouts,
+        "acquire_errors": 1,
+        "releases_ok": n_at_once + 2 * n_handoffs,
+        "releases_not_owner": 1,
+        "extends_ok": 1,
+        "extends_lost": 0,
+        "renewals_ok": 0,
+        "renewals_lost": 1,
+        "locks_lost": 1,
+        "handoffs_given": n_handoffs,
+        "handoffs_received": n_handoffs,
+        "connection_errors": 0,
+        "reconnects": 0,
+        "held_now": 0,
+        "waiters_now": 0,
+    }
+    assert {k: s[k] for k in COUNTERS} == expected
+    check_histogram(s["wait"])
+    check_histogram(s["held"])
+    # Every acquisition's time, whatever its outcome; every lock's time held.
+    assert s["wait"]["count"] == n_at_once + n_handoffs + 1 + n_handoffs + n_timeouts + 1
+    assert s["held"]["count"] == n_at_once + 2 * n_handoffs + 1
+    assert 0.2 <= s["wait"]["max"] <= waited + 0.05
+    assert s["wait"]["sum"] >= s["wait"]["max"]
+    # The other client's figures are its own.
+    o = other.stats()
+    assert (o["acquired_at_once"], o["releases_ok"], o["handoffs_given"]) == (1, 1, 0)
+
+
+def test_connection_errors_are_counted(dead_url):
+    c = Client(dead_url, connect_timeout=0.5)
+    with pytest.raises(redislock.LockConnectionError):
+        c.lock("x").acquire(blocking=False)
+    s = c.stats()
+    assert s["connection_errors"] >= 1
+    assert s["acquire_errors"] == 1
+    assert s["wait"]["count"] == 1
+
+
+def test_stats_are_per_client_and_shared_by_its_locks(server):
+    a, b = Client(server.url), Client(server.url)
+    with a.lock("k", ttl=5.0):
+        assert a.stats()["held_now"] == 1
+        assert b.stats()["held_now"] == 0
+    assert a.stats()["releases_ok"] == 1
