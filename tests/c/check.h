@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "redislock.h"
 
@@ -29,6 +30,19 @@ static const char *last_error(void) {
   static char buf[1024];
   redislock_last_error(buf, sizeof buf);
   return buf;
+}
+
+/* The monotonic clock in milliseconds. */
+static inline double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+/* Sleep `ms` milliseconds (a signal may cut it short). */
+static inline void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
 }
 
 #endif

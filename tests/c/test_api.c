@@ -23,17 +23,6 @@
 static const char *url;
 static const char *dead_url;
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static int held(redislock_client *c, const char *key) {
   redislock_lock *probe = NULL;
   redislock_status s = redislock_acquire(c, KEY(key), 1000, 0, NULL, 0, &probe);

@@ -68,11 +68,6 @@ static void *release_lock(void *arg) {
   return NULL;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static void handle(int restart) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -34,17 +34,6 @@
 static const char *url;
 static pthread_t main_thread;
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 /* The first version of struct redislock_stats: up to waiters_now. */
 #define STATS_V1_SIZE (offsetof(struct redislock_stats, waiters_now) + sizeof(uint64_t))
 
