@@ -156,7 +156,9 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 
 /// An attempt that joins the queue when the lock is held.
 /// ARGV: token, ttl_ms, member, first (1|0), grace_ms.
-/// Returns {1, fence} (taken, or handed to us since the last call) or
+/// Returns {1, fence} (taken), {1, fence, 1} (handed to us by a release
+/// since the last call: the release wrote the holder's fence beside the
+/// lock, which a plain acquisition does not) or
 /// {0, pttl, holder_token|false, ahead} (queued behind `ahead` waiters).
 ///
 /// The first call of a wait is the hot path and does the least: SET NX,
@@ -188,9 +190,11 @@ local holder = redis.call('GET', KEYS[1])
 local pos = redis.pcall('LPOS', KEYS[3], ARGV[3])
 if type(pos) == 'table' then pos = 0 end
 if holder == ARGV[1] and not pos then
+  local handed = type(redis.pcall('GET', KEYS[2])) == 'string'
 "#,
     held_fence_lua!(),
     r#"
+  if handed then return {1, hf, 1} end
   return {1, hf}
 end
 local pttl = redis.call('PTTL', KEYS[1])
@@ -486,6 +490,8 @@ pub(crate) fn queue_member(sub_id: &str, nonce: &str, ttl_ms: u64, token: &[u8])
 pub(crate) enum Attempt {
     /// Ours, with this fencing number.
     Taken(u64),
+    /// Handed to us by a release while we were queued (ENQUEUE only).
+    Handed(u64),
     /// Held by another owner.
     Held {
         /// Remaining TTL in ms; negative when the key has no expiry.
@@ -512,7 +518,13 @@ pub(crate) fn parse_attempt(v: &Value) -> Option<Attempt> {
         _ => return None,
     };
     match (items.first()?, items.get(1)?) {
-        (Value::Int(1), fence) => Some(Attempt::Taken(parse_fence(fence)?)),
+        (Value::Int(1), fence) => {
+            let fence = parse_fence(fence)?;
+            match items.get(2) {
+                Some(Value::Int(1)) => Some(Attempt::Handed(fence)),
+                _ => Some(Attempt::Taken(fence)),
+            }
+        }
         (Value::Int(0), Value::Int(pttl)) => {
             let holder = match items.get(2) {
                 Some(Value::BulkString(b)) => b.clone(),
@@ -661,6 +673,8 @@ mod tests {
             parse_attempt(&digits),
             Some(Attempt::Taken(1_795_360_184_864_561))
         );
+        let handed = Value::Array(vec![Value::Int(1), Value::Int(8), Value::Int(1)]);
+        assert_eq!(parse_attempt(&handed), Some(Attempt::Handed(8)));
         let junk = Value::Array(vec![Value::Int(1), Value::BulkString(b"x".to_vec())]);
         assert_eq!(parse_attempt(&junk), None);
         let held = Value::Array(vec![

@@ -141,6 +141,34 @@ fn a_scripted_run_adds_up() {
 }
 
 #[test]
+fn a_handoff_that_meets_the_waiters_retry_is_still_a_handoff() {
+    // The head of the queue retries after 12.5-25 ms; releases land all
+    // around that moment, so that some find the waiter's retry ahead of
+    // the hand-off message. Each is counted as handed over all the same.
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let rounds = 160u64;
+    for i in 0..rounds {
+        let holder = client.acquire("race", 10 * S, Wait::TryOnce).unwrap();
+        let c = client.clone();
+        let waiter = thread::spawn(move || {
+            c.acquire("race", 10 * S, Wait::Timeout(10 * S))
+                .unwrap()
+                .release()
+                .unwrap()
+        });
+        until_waiters(&client, 1);
+        thread::sleep(Duration::from_micros(10_000 + (i % 80) * 250));
+        holder.release().unwrap();
+        waiter.join().unwrap();
+    }
+    let s = client.stats();
+    assert_eq!(s.acquired_handed_over, rounds, "{s:?}");
+    assert_eq!(s.acquired_after_wait, 0, "{s:?}");
+    assert_eq!((s.handoffs_given, s.handoffs_received), (rounds, rounds));
+}
+
+#[test]
 fn connection_errors_and_reconnects_are_counted() {
     let mut srv = Server::start();
     let client = Client::builder(&srv.url())

@@ -254,7 +254,10 @@ impl Tally {
 }
 
 fn granted(v: &Value) -> bool {
-    matches!(protocol::parse_attempt(v), Some(Attempt::Taken(_)))
+    matches!(
+        protocol::parse_attempt(v),
+        Some(Attempt::Taken(_) | Attempt::Handed(_))
+    )
 }
 
 fn no_quorum(key: &[u8], n: usize, errors: &[Error]) -> Error {
@@ -364,7 +367,7 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
     for (i, reply) in d.replies.iter().enumerate() {
         if let Some(Ok(v)) = reply {
             match protocol::parse_attempt(v) {
-                Some(Attempt::Taken(f)) => {
+                Some(Attempt::Taken(f) | Attempt::Handed(f)) => {
                     got.push(i);
                     fence = fence.max(f);
                 }

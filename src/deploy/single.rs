@@ -50,7 +50,7 @@ impl<P: Transport> Single<P> {
             )
             .await?;
         match protocol::parse_attempt(&reply) {
-            Some(Attempt::Taken(fence)) => Ok(fence),
+            Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Ok(fence),
             Some(Attempt::Held { pttl, .. }) => Err(Error::not_acquired(&keys.lock, pttl, started)),
             None => Err(Error::unexpected(&reply)),
         }

@@ -154,6 +154,12 @@ pub(super) async fn acquire(
                 );
                 return Ok(Grant::new(fence, Granted::AfterWait));
             }
+            // Handed over while the retry timer ran out (the message is
+            // still on its way): a hand-off all the same.
+            Some(Attempt::Handed(fence)) => {
+                q.done();
+                return Ok(handed(io, keys, fence, started));
+            }
             Some(Attempt::Held {
                 pttl,
                 ahead,
