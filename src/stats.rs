@@ -182,10 +182,61 @@ pub struct Stats {
     pub held: Histogram,
 }
 
+impl Stats {
+    /// Every counter and gauge with its name (the field's), in the fields'
+    /// order: what bindings and exporters iterate, so that a field added
+    /// here reaches them all.
+    pub fn counters(&self) -> [(&'static str, u64); 18] {
+        // Destructured in full: a new field fails to compile here until it
+        // is listed.
+        let Stats {
+            acquired_at_once,
+            acquired_after_wait,
+            acquired_handed_over,
+            acquire_timed_out,
+            acquire_errors,
+            releases_ok,
+            releases_not_owner,
+            extends_ok,
+            extends_lost,
+            renewals_ok,
+            renewals_lost,
+            locks_lost,
+            handoffs_given,
+            handoffs_received,
+            connection_errors,
+            reconnects,
+            held_now,
+            waiters_now,
+            wait: _,
+            held: _,
+        } = *self;
+        [
+            ("acquired_at_once", acquired_at_once),
+            ("acquired_after_wait", acquired_after_wait),
+            ("acquired_handed_over", acquired_handed_over),
+            ("acquire_timed_out", acquire_timed_out),
+            ("acquire_errors", acquire_errors),
+            ("releases_ok", releases_ok),
+            ("releases_not_owner", releases_not_owner),
+            ("extends_ok", extends_ok),
+            ("extends_lost", extends_lost),
+            ("renewals_ok", renewals_ok),
+            ("renewals_lost", renewals_lost),
+            ("locks_lost", locks_lost),
+            ("handoffs_given", handoffs_given),
+            ("handoffs_received", handoffs_received),
+            ("connection_errors", connection_errors),
+            ("reconnects", reconnects),
+            ("held_now", held_now),
+            ("waiters_now", waiters_now),
+        ]
+    }
+}
+
 /// A histogram being recorded.
 #[derive(Default)]
 struct Cells {
-    count: AtomicU64,
     sum_us: AtomicU64,
     max_us: AtomicU64,
     buckets: [AtomicU64; BUCKETS],
@@ -196,7 +247,6 @@ impl Cells {
         let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         let i = BOUNDS_US.partition_point(|&b| b < us);
         self.buckets[i].fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
         self.sum_us.fetch_add(us, Relaxed);
         self.max_us.fetch_max(us, Relaxed);
     }
@@ -211,13 +261,12 @@ impl Cells {
         for (out, cell) in h.buckets.iter_mut().zip(&self.buckets) {
             *out = cell.load(Relaxed);
         }
-        // The count as the buckets have it, so that quantiles add up.
+        // The count is the buckets' sum, so that quantiles add up.
         h.count = h.buckets.iter().sum();
         h
     }
 
     fn clear(&self) {
-        self.count.store(0, Relaxed);
         self.sum_us.store(0, Relaxed);
         self.max_us.store(0, Relaxed);
         for b in &self.buckets {
@@ -443,6 +492,19 @@ mod tests {
         drop(b);
         let s = c.read();
         assert_eq!((s.waiters_now, s.held_now), (0, 1));
+    }
+
+    #[test]
+    fn counters_name_every_figure_once() {
+        let c = Counters::default();
+        c.count(Event::Reconnect);
+        c.gauge(Gauge::Waiters, 2);
+        let named = c.read().counters();
+        let names: std::collections::HashSet<_> = named.iter().map(|(n, _)| n).collect();
+        assert_eq!(names.len(), named.len());
+        assert!(named.contains(&("reconnects", 1)));
+        assert!(named.contains(&("waiters_now", 2)));
+        assert_eq!(named.iter().map(|(_, v)| v).sum::<u64>(), 3);
     }
 
     #[test]

@@ -11,55 +11,12 @@ use crate::{Histogram, Stats, BUCKET_BOUNDS};
 
 /// The dict of one client's statistics.
 pub(crate) fn to_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
-    // Destructured in full: a field added to the core fails to compile
-    // here until the binding (and its stubs) say what it becomes.
-    let Stats {
-        acquired_at_once,
-        acquired_after_wait,
-        acquired_handed_over,
-        acquire_timed_out,
-        acquire_errors,
-        releases_ok,
-        releases_not_owner,
-        extends_ok,
-        extends_lost,
-        renewals_ok,
-        renewals_lost,
-        locks_lost,
-        handoffs_given,
-        handoffs_received,
-        connection_errors,
-        reconnects,
-        held_now,
-        waiters_now,
-        wait,
-        held,
-    } = s;
     let d = PyDict::new(py);
-    for (k, v) in [
-        ("acquired_at_once", acquired_at_once),
-        ("acquired_after_wait", acquired_after_wait),
-        ("acquired_handed_over", acquired_handed_over),
-        ("acquire_timed_out", acquire_timed_out),
-        ("acquire_errors", acquire_errors),
-        ("releases_ok", releases_ok),
-        ("releases_not_owner", releases_not_owner),
-        ("extends_ok", extends_ok),
-        ("extends_lost", extends_lost),
-        ("renewals_ok", renewals_ok),
-        ("renewals_lost", renewals_lost),
-        ("locks_lost", locks_lost),
-        ("handoffs_given", handoffs_given),
-        ("handoffs_received", handoffs_received),
-        ("connection_errors", connection_errors),
-        ("reconnects", reconnects),
-        ("held_now", held_now),
-        ("waiters_now", waiters_now),
-    ] {
-        d.set_item(k, *v)?;
+    for (k, v) in s.counters() {
+        d.set_item(k, v)?;
     }
-    d.set_item("wait", histogram(py, wait)?)?;
-    d.set_item("held", histogram(py, held)?)?;
+    d.set_item("wait", histogram(py, &s.wait)?)?;
+    d.set_item("held", histogram(py, &s.held)?)?;
     Ok(d)
 }
 
