@@ -6,7 +6,8 @@ PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
 
-.PHONY: all deps build install wheel test lint test-rust test-python test-php test-demo demo demo-run bench bench-quick bench-core bench-stats clean
+.PHONY: all deps build install wheel python-env test lint test-rust test-python test-php test-demo demo demo-run \
+	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-core bench-stats clean
 
 all: build
 
@@ -37,8 +38,10 @@ wheel: deps
 
 # The wheel goes into a fresh virtualenv; pytest runs from tests/python so
 # that `import redislock` finds the installed wheel, never the source tree.
-test-python: wheel
+python-env: wheel
 	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl pytest redis mypy celery prometheus_client
+
+test-python: python-env
 	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 	tests/redis_py_suite.sh $(VENV)/bin/python
 	cd target && ../$(VENV)/bin/python -m mypy.stubtest redislock
@@ -53,6 +56,29 @@ test-rust:
 test-php:
 	$(CARGO) build
 	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit
+
+## make test-redlock: the Redlock tests of every language (Rust, C, Python, PHP)
+test-redlock: deps python-env
+	$(MAKE) --no-print-directory test-redlock-run
+
+# Without rebuilding the wheel: test-stress-redlock runs this again and again.
+test-redlock-run:
+	$(CARGO) build
+	$(CARGO) test --test redlock
+	$(CARGO) test --test fence --test c_api --test stats --test asynchronous redlock
+	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider -k redlock
+	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit --filter Redlock
+
+## make test-stress: `make test` STRESS_RUNS times in a row (default 5) with
+## both cores kept busy beside it; make test-stress-redlock: the Redlock
+## tests 20 times. STRESS_LOAD=build compiles beside them instead of spinning.
+STRESS_RUNS ?=
+test-stress: deps
+	scripts/stress.sh -n $(or $(STRESS_RUNS),5) $(MAKE) --no-print-directory test
+
+test-stress-redlock: deps python-env
+	$(CARGO) build --all-targets
+	scripts/stress.sh -n $(or $(STRESS_RUNS),20) $(MAKE) --no-print-directory test-redlock-run
 
 ## make demo: C, Python and PHP processes and `redislock run` share one lock live
 demo: deps wheel
