@@ -246,10 +246,10 @@ fn a_hand_off_keeps_the_new_holders_fence_beside_the_lock() {
     assert!(next.fence() > first);
     let stored: u64 = raw.get("{ho}:fence").unwrap();
     assert_eq!(stored, next.fence());
-    // The waiter's own TTL, on both keys.
+    // The waiter's own TTL (7 s, not the holder's 10 s), on both keys.
     for key in ["ho", "{ho}:fence"] {
         let t: i64 = redis::cmd("PTTL").arg(key).query(&mut raw).unwrap();
-        assert!(t > 6_000 && t <= 7_000, "{key}: {t}");
+        assert!(t > 3_000 && t <= 7_000, "{key}: {t}");
     }
     // Extend moves both.
     next.extend(20 * S).unwrap();
@@ -257,31 +257,50 @@ fn a_hand_off_keeps_the_new_holders_fence_beside_the_lock() {
         .arg("{ho}:fence")
         .query(&mut raw)
         .unwrap();
-    assert!(t > 19_000, "{t}");
+    assert!(t > 15_000, "{t}");
     let info = client.inspect("ho").unwrap();
     assert_eq!(info.fence, Some(next.fence()));
     next.release().unwrap();
     assert_only_counters(&mut raw, 1);
 }
 
+/// Whether `key` holds `value` on every one of `servers`.
+fn everywhere(servers: &[Server], key: &str, value: &[u8]) -> bool {
+    servers.iter().all(|s| {
+        let v: Option<Vec<u8>> = s.raw().get(key).unwrap();
+        v.as_deref() == Some(value)
+    })
+}
+
 #[test]
 fn redlock_fences_follow_the_same_rule_on_every_node() {
     let mut servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
-    let client = Client::redlock(&urls).build().unwrap();
+    // A per-node timeout no scheduling pause reaches: every node is asked
+    // every time (a node late by more than a fifth of it is skipped).
+    let client = Client::redlock(&urls).node_timeout(5 * S).build().unwrap();
     let lock = client.acquire("rl-fence", 10 * S, Wait::TryOnce).unwrap();
+    // Acquire and extend return once a majority answered: wait for the
+    // last node before reading every node.
+    wait_until("every node to grant", 10 * S, || {
+        everywhere(&servers, "rl-fence", lock.token())
+    });
     lock.extend(10 * S).unwrap();
-    let per_node: Vec<u64> = servers
-        .iter()
-        .map(|s| s.raw().get("{rl-fence}:fence").unwrap())
-        .collect();
-    assert_eq!(lock.fence(), *per_node.iter().max().unwrap());
+    let fence = lock.fence().to_string();
+    wait_until("every node to store the holder's fence", 10 * S, || {
+        everywhere(&servers, "{rl-fence}:fence", fence.as_bytes())
+    });
     assert_eq!(
         client.inspect("rl-fence").unwrap().fence,
         Some(lock.fence())
     );
     let first = lock.fence();
     lock.release().unwrap();
+    wait_until("the release to reach every node", 10 * S, || {
+        servers
+            .iter()
+            .all(|s| scan(&mut s.raw(), "*rl-fence*").is_empty())
+    });
     for s in &servers {
         assert_only_counters(&mut s.raw(), 1);
     }
@@ -302,11 +321,12 @@ fn renewal_keeps_the_holders_fence_as_long_as_the_lock() {
     let lock = client
         .acquire_with(
             "renewed",
-            redislock::AcquireOptions::new(Duration::from_millis(600)).auto_renew(true),
+            redislock::AcquireOptions::new(Duration::from_millis(1500)).auto_renew(true),
         )
         .unwrap();
-    // Three TTLs later both keys are still there, renewed together.
-    thread::sleep(Duration::from_millis(1800));
+    // Renewed every 0.5 s: after four renewals (two seconds, more than
+    // the TTL) both keys are still there, renewed together.
+    wait_until("four renewals", 20 * S, || client.stats().renewals_ok >= 4);
     assert!(!lock.is_lost());
     let stored: Option<u64> = raw.get("{renewed}:fence").unwrap();
     assert_eq!(stored, Some(lock.fence()));

@@ -236,14 +236,17 @@ static void test_expiry_and_waits(redislock_client *c) {
   CHECK(strstr(last_error(), "c:exp") != NULL, "the message names the lock: %s", last_error());
   CHECK(held(c, "c:exp"), "the new holder is spared");
 
+  /* The holder has 10 s: bounds far below that tell "at once" and "at the
+   * deadline" from "when the holder's TTL ran out", whatever pauses the
+   * machine takes meanwhile. */
   double t = now_ms();
   CHECK(redislock_acquire(c, KEY("c:exp"), 1000, 0, NULL, 0, &l) == REDISLOCK_NOT_ACQUIRED, "try once");
   double took = now_ms() - t;
-  CHECK(took < 100, "try once took %.0f ms", took);
+  CHECK(took < 5000, "try once took %.0f ms", took);
   t = now_ms();
   CHECK(redislock_acquire(c, KEY("c:exp"), 1000, 400, NULL, 0, &l) == REDISLOCK_NOT_ACQUIRED, "400 ms deadline");
   took = now_ms() - t;
-  CHECK(took >= 350 && took <= 900, "400 ms deadline took %.0f ms", took);
+  CHECK(took >= 399 && took < 5000, "400 ms deadline took %.0f ms", took);
   CHECK(l == NULL, "out written on failure");
   CHECK(redislock_release(cur) == REDISLOCK_OK, "release");
 }
@@ -322,18 +325,20 @@ static void test_dead_server(void) {
 
 static void test_auto_renew(redislock_client *c) {
   redislock_lock *l = NULL, *thief = NULL;
-  CHECK(redislock_acquire(c, KEY("c:renew"), 300, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire");
+  /* 1.5 s, renewed every 0.5 s: a second to spare for a pause of the
+   * renewal thread. */
+  CHECK(redislock_acquire(c, KEY("c:renew"), 1500, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire");
   CHECK(redislock_lock_auto_renew(l) == REDISLOCK_OK, "auto_renew");
-  sleep_ms(1000);
+  sleep_ms(2500);
   CHECK(!redislock_lock_is_lost(l), "lost while renewed");
-  CHECK(held(c, "c:renew"), "a 300 ms lock still held after 1 s");
+  CHECK(held(c, "c:renew"), "a 1.5 s lock still held after 2.5 s");
   /* Steal it: delete by token, then another owner takes it. */
   uint8_t tok[64];
   size_t n = redislock_lock_token(l, tok, sizeof tok);
   CHECK(redislock_release_token(c, KEY("c:renew"), tok, n) == REDISLOCK_OK, "release by token");
   CHECK(redislock_acquire(c, KEY("c:renew"), 30000, 0, NULL, 0, &thief) == REDISLOCK_OK, "thief");
   double t = now_ms();
-  while (!redislock_lock_is_lost(l) && now_ms() - t < 3000)
+  while (!redislock_lock_is_lost(l) && now_ms() - t < 10000)
     sleep_ms(10);
   CHECK(redislock_lock_is_lost(l), "a stolen lock is reported lost");
   CHECK(redislock_release(l) == REDISLOCK_NOT_OWNER, "release of a lost lock");

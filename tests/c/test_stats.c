@@ -182,7 +182,9 @@ static void check_histogram(const char *what, const struct redislock_histogram *
         (unsigned long long)(n))
 
 enum { AT_ONCE = 5, TRY_ONCE = 3, HANDOFFS = 3 };
-#define RENEW_TTL_MS 900
+/* Renewed every third of it: a pause of the renewal thread up to two thirds
+ * of it costs no lock. */
+#define RENEW_TTL_MS 2000
 
 static void test_scripted_run(void) {
   redislock_client *c = NULL, *other = NULL;
@@ -270,10 +272,10 @@ static void test_scripted_run(void) {
   CHECK(redislock_acquire(c, KEY("s:renew"), RENEW_TTL_MS, 0, NULL, 0, &l) == REDISLOCK_OK, "%s", last_error());
   CHECK(redislock_lock_on_lost(l, on_lost, &by_renewal) == REDISLOCK_OK, "on_lost: %s", last_error());
   CHECK(redislock_lock_auto_renew(l) == REDISLOCK_OK, "auto_renew: %s", last_error());
-  CHECK(stats_until(c, renewed, 2, 5000), "no two renewals within 5 s");
+  CHECK(stats_until(c, renewed, 2, 20000), "no two renewals within 20 s");
   double stolen_at = now_ms();
   take_over("s:renew");
-  while (atomic_load(&by_renewal.calls) == 0 && now_ms() - stolen_at < 5000)
+  while (atomic_load(&by_renewal.calls) == 0 && now_ms() - stolen_at < 20000)
     sleep_ms(1);
   CHECK(atomic_load(&by_renewal.calls) == 1, "renewal: %d calls", atomic_load(&by_renewal.calls));
   CHECK(!pthread_equal(by_renewal.thread, main_thread), "renewal: called on the main thread");
@@ -300,7 +302,8 @@ static void test_scripted_run(void) {
   EXPECT(releases_not_owner, NOT_OWNER_RELEASES);
   EXPECT(extends_ok, 1);
   EXPECT(extends_lost, 1);
-  EXPECT(renewals_ok, 2);
+  /* Two or more: one more may come between the check above and the theft. */
+  CHECK(s.renewals_ok >= 2, "renewals_ok is %llu, expected 2 or more", (unsigned long long)s.renewals_ok);
   EXPECT(renewals_lost, 1);
   EXPECT(locks_lost, 3);
   EXPECT(handoffs_given, HANDOFFS);

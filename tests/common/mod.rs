@@ -634,6 +634,31 @@ pub fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// How many times the server ran `command` (lower case, e.g. `evalsha`),
+/// from `INFO commandstats`: 0 when it never did.
+pub fn command_calls(raw: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map_or(0, |l| l.split(',').next().unwrap().parse().unwrap())
+}
+
+/// Scripts run so far: EVALSHA and EVAL calls.
+pub fn script_calls(raw: &mut redis::Connection) -> u64 {
+    command_calls(raw, "evalsha") + command_calls(raw, "eval")
+}
+
+/// A numeric field of `INFO` (e.g. `expired_keys` in `stats`).
+pub fn info_field(raw: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(raw).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|l| l.strip_prefix(':')))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Run `f`; its result and how long it took.
 pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
