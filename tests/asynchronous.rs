@@ -383,8 +383,8 @@ async fn redlock_acquires_waits_and_releases_asynchronously() {
     }
     assert_eq!(counter.load(Ordering::Relaxed), 8);
     // A wait cancelled between attempts leaves no key on any node.
-    let holder = c.acquire_async("rl", 10 * S, Wait::TryOnce).await.unwrap();
-    let _ = tokio::time::timeout(ms(250), c.acquire_async("rl", 10 * S, Wait::Forever)).await;
+    let holder = c.acquire_async("rl", 60 * S, Wait::TryOnce).await.unwrap();
+    let _ = tokio::time::timeout(ms(250), c.acquire_async("rl", 60 * S, Wait::Forever)).await;
     holder.release_async().await.unwrap();
     // The release returns once a majority answered: wait for the last node.
     wait_until("no key left on any node", 10 * S, || {

@@ -279,13 +279,13 @@ fn redlock_fences_follow_the_same_rule_on_every_node() {
     // A per-node timeout no scheduling pause reaches: every node is asked
     // every time (a node late by more than a fifth of it is skipped).
     let client = Client::redlock(&urls).node_timeout(5 * S).build().unwrap();
-    let lock = client.acquire("rl-fence", 10 * S, Wait::TryOnce).unwrap();
+    let lock = client.acquire("rl-fence", 60 * S, Wait::TryOnce).unwrap();
     // Acquire and extend return once a majority answered: wait for the
     // last node before reading every node.
     wait_until("every node to grant", 10 * S, || {
         everywhere(&servers, "rl-fence", lock.token())
     });
-    lock.extend(10 * S).unwrap();
+    lock.extend(60 * S).unwrap();
     let fence = lock.fence().to_string();
     wait_until("every node to store the holder's fence", 10 * S, || {
         everywhere(&servers, "{rl-fence}:fence", fence.as_bytes())
@@ -308,7 +308,7 @@ fn redlock_fences_follow_the_same_rule_on_every_node() {
     for s in servers.iter_mut().take(2) {
         s.restart();
     }
-    let again = client.acquire("rl-fence", 10 * S, Wait::TryOnce).unwrap();
+    let again = client.acquire("rl-fence", 60 * S, Wait::TryOnce).unwrap();
     assert!(again.fence() > first, "{} after {first}", again.fence());
     again.release().unwrap();
 }
