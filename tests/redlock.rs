@@ -126,9 +126,11 @@ fn two_dead_nodes_of_five_still_acquire_three_are_no_quorum() {
 }
 
 /// `client` once it has a pooled connection to every node.
+/// (A 60 s lock: without a per-node timeout of the client's own, the
+/// default one is 300 ms, more than a pause of the machine.)
 fn warm(client: Client) -> Client {
     client
-        .acquire("warm", S, Wait::TryOnce)
+        .acquire("warm", 60 * S, Wait::TryOnce)
         .unwrap()
         .release()
         .unwrap();
