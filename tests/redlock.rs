@@ -128,12 +128,17 @@ fn two_dead_nodes_of_five_still_acquire_three_are_no_quorum() {
 /// `client` once it has a pooled connection to every node.
 /// (A 60 s lock: without a per-node timeout of the client's own, the
 /// default one is 300 ms, more than a pause of the machine.)
-fn warm(client: Client) -> Client {
+fn warm(servers: &[Server], client: Client) -> Client {
     client
         .acquire("warm", 60 * S, Wait::TryOnce)
         .unwrap()
         .release()
         .unwrap();
+    // The release returns at a majority: a node still running it when a
+    // test stops it would count as slow, not as stopped.
+    wait_until("the warm-up released everywhere", 10 * S, || {
+        nowhere(servers, "warm")
+    });
     client
 }
 
@@ -144,7 +149,8 @@ fn five_with(node_timeout: Duration) -> (Vec<Server>, Client) {
         .node_timeout(node_timeout)
         .build()
         .unwrap();
-    (servers, warm(client))
+    let client = warm(&servers, client);
+    (servers, client)
 }
 
 /// Whether no node holds `key` (nor its fence or queue keys holding our
@@ -227,6 +233,7 @@ fn three_stopped_nodes_of_five_are_no_quorum_after_one_node_timeout() {
 fn the_default_node_timeout_is_a_small_fraction_of_the_ttl() {
     let mut servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
     let client = warm(
+        &servers,
         Client::redlock(servers.iter().map(|s| s.url()))
             .build()
             .unwrap(),
@@ -234,13 +241,12 @@ fn the_default_node_timeout_is_a_small_fraction_of_the_ttl() {
     for srv in &mut servers[..3] {
         srv.pause();
     }
-    // 10 s TTL: 50 ms per node (it was a tenth of the TTL, 1 s). The
-    // error names the timeout it applied.
+    // 10 s TTL: 50 ms per node (it was a tenth of the TTL, 1 s, which
+    // this bound rules out; 950 ms are left for pauses of the machine).
     let (r, took) = timed(|| client.acquire("default", 10 * S, Wait::TryOnce));
     let e = r.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
-    assert!(e.to_string().contains("node timeout 50ms"), "{e}");
-    assert!(took >= ms(50) && took < 2 * S, "{took:?}");
+    assert!(took >= ms(50) && took < S, "{took:?}");
     for srv in &mut servers[..3] {
         srv.resume();
     }
@@ -250,6 +256,7 @@ fn the_default_node_timeout_is_a_small_fraction_of_the_ttl() {
 fn the_node_timeout_can_be_given_in_the_urls() {
     let mut servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
     let client = warm(
+        &servers,
         Client::redlock(
             servers
                 .iter()
@@ -273,7 +280,12 @@ fn the_node_timeout_can_be_given_in_the_urls() {
 
 #[test]
 fn a_late_grant_of_a_held_lock_is_kept_and_released_with_it() {
-    let (mut servers, client) = five_with(ms(200));
+    // The node timeout only bounds how long the acquire would wait for the
+    // stopped node (it does not: a majority decides). A node whose reply
+    // the client has not read for a fifth of it counts as slow and is not
+    // asked: 5 s keeps a busy client's own delays from making node 4 slow
+    // for the extend and the release.
+    let (mut servers, client) = five_with(5 * S);
     servers[4].pause();
     let lock = client.acquire("late", 30 * S, Wait::TryOnce).unwrap();
     thread::sleep(ms(300));
@@ -299,6 +311,7 @@ fn a_late_grant_of_a_held_lock_is_kept_and_released_with_it() {
 fn a_lock_whose_validity_was_used_up_by_slow_nodes_is_not_acquired_and_cleaned_up() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let client = warm(
+        &servers,
         Client::redlock(servers.iter().map(|s| s.url()))
             .node_timeout(3 * S)
             .build()
