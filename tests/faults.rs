@@ -415,10 +415,13 @@ fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
     // Writes are paused, so the release the runner sends when its command
     // ends waits for its reply; meanwhile the runner is stopped and
     // continued five times, then writes resume. The command ends when told
-    // to, once writes are paused.
+    // to, once writes are paused (on its own after 30 s).
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    let script = format!("while [ ! -e {} ]; do sleep 0.02; done", go.display());
+    let script = format!(
+        "for i in $(seq 1500); do [ -e {} ] && break; sleep 0.02; done",
+        go.display()
+    );
     let mut runner = run_cli(&["--url", &srv.url(), "released", "--", "sh", "-c", &script]);
     common::wait_until("the runner holds the lock", 10 * S, || {
         client.inspect("released").unwrap().holder.is_some()
