@@ -39,7 +39,7 @@ fn expire_now(raw: &mut redis::Connection, key: &str) {
 /// Hand the lock `key`, held by `client`, to a waiter thread of the same
 /// client; returns once the waiter has it and released it.
 fn hand_over(client: &Client, key: &str) {
-    let holder = client.acquire(key, 10 * S, Wait::TryOnce).unwrap();
+    let holder = client.acquire(key, 30 * S, Wait::TryOnce).unwrap();
     let c = client.clone();
     let k = key.to_string();
     let waiter = thread::spawn(move || {
@@ -164,7 +164,7 @@ fn a_handoff_that_meets_the_waiters_retry_is_still_a_handoff() {
     let client = Client::open(&srv.url()).unwrap();
     let rounds = 160u64;
     for i in 0..rounds {
-        let holder = client.acquire("race", 10 * S, Wait::TryOnce).unwrap();
+        let holder = client.acquire("race", 30 * S, Wait::TryOnce).unwrap();
         let c = client.clone();
         let waiter = thread::spawn(move || {
             c.acquire("race", 10 * S, Wait::Timeout(10 * S))
