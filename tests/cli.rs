@@ -3,11 +3,13 @@
 
 mod common;
 
+use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{wait_until, Server};
 use redis::Commands;
 
 const BIN: &str = env!("CARGO_BIN_EXE_redislock");
@@ -70,6 +72,71 @@ fn signal(child: &Child, sig: libc::c_int) {
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
 }
 
+/// Wait until `run` has started its command, a process `name` (as it
+/// shows in /proc) whose parent is `run`: from then on `run` forwards
+/// signals to it.
+fn wait_for_command(run: &Child, name: &str) {
+    let parent = run.id().to_string();
+    wait_until(
+        &format!("redislock to start {name}"),
+        Duration::from_secs(10),
+        || {
+            std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+                let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+                // pid (comm) state ppid ...
+                let Some((head, rest)) = stat.rsplit_once(')') else {
+                    return false;
+                };
+                head.split_once(" (").map(|(_, comm)| comm) == Some(name)
+                    && rest.split_whitespace().nth(1) == Some(parent.as_str())
+            })
+        },
+    );
+}
+
+/// Wait until `key`'s TTL goes up: only a renewal raises it.
+fn wait_for_renewal(srv: &Server, key: &str) {
+    let mut raw = srv.raw();
+    let mut last: i64 = raw.pttl(key).unwrap();
+    wait_until(
+        &format!("a renewal of {key}"),
+        Duration::from_secs(10),
+        || {
+            let now: i64 = raw.pttl(key).unwrap();
+            let up = now > last;
+            last = now;
+            up
+        },
+    );
+}
+
+/// What `from` writes, as it comes.
+fn watch(mut from: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait until what came from `rx` (gathered in `seen`) holds every text of
+/// `want`.
+fn wait_for_text(rx: &mpsc::Receiver<Vec<u8>>, seen: &mut String, want: &[&str]) {
+    let t = Instant::now();
+    while !want.iter().all(|w| seen.contains(w)) {
+        let left = Duration::from_secs(10).saturating_sub(t.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+            Err(e) => panic!("no {want:?} ({e}) in: {seen:?}"),
+        }
+    }
+}
+
 #[test]
 fn run_holds_the_lock_while_the_command_runs_and_exits_with_its_status() {
     let srv = Server::start();
@@ -127,9 +194,10 @@ fn a_held_lock_exits_75_and_says_who_holds_it() {
     assert_eq!(code, 75);
     assert!(t.elapsed() >= ms(280));
     // SIGTERM to redislock reaches the command: sleep dies of it.
+    wait_for_command(&first, "sleep");
     signal(&first, libc::SIGTERM);
     assert_eq!(
-        exit_code(&mut first, Duration::from_secs(5)),
+        exit_code(&mut first, Duration::from_secs(10)),
         128 + libc::SIGTERM
     );
     let mut raw = srv.raw();
@@ -145,24 +213,31 @@ fn forwarded_signals_reach_the_command_and_its_status_is_kept() {
     let srv = Server::start();
     let dir = tempfile::tempdir().unwrap();
     let got = dir.path().join("got");
+    // `ready` once the trap is set.
+    let ready = dir.path().join("ready");
     let script = format!(
-        "trap 'echo $0 > {} ; exit 4' HUP INT; while :; do sleep 0.05; done",
-        got.display()
+        "trap 'echo $0 > {} ; exit 4' HUP INT; : > {}; for i in $(seq 600); do sleep 0.05; done",
+        got.display(),
+        ready.display()
     );
     for sig in [libc::SIGHUP, libc::SIGINT] {
         let mut child = redislock(&srv, &["run", "sig", "--", "sh", "-c", &script, "trapped"])
             .spawn()
             .unwrap();
-        wait_for_key(&srv, "sig");
-        sleep(ms(100));
+        wait_until(
+            "the command to set its trap",
+            Duration::from_secs(10),
+            || ready.exists(),
+        );
         signal(&child, sig);
         assert_eq!(
-            exit_code(&mut child, Duration::from_secs(5)),
+            exit_code(&mut child, Duration::from_secs(10)),
             4,
             "signal {sig}"
         );
         assert_eq!(std::fs::read_to_string(&got).unwrap().trim(), "trapped");
         std::fs::remove_file(&got).unwrap();
+        std::fs::remove_file(&ready).unwrap();
     }
     // Killed by a signal of its own: 128 + N.
     let (code, _, _) = output(redislock(
@@ -176,20 +251,26 @@ fn forwarded_signals_reach_the_command_and_its_status_is_kept() {
 fn a_lost_lock_stops_the_command_and_exits_70_or_warns() {
     let srv = Server::start();
     let mut raw = srv.raw();
+    // Renewed every second: a busy machine's pauses do not make it expire.
     let mut child = redislock(
         &srv,
         &[
-            "run", "--ttl", "600ms", "--grace", "1s", "lost", "--", "sleep", "30",
+            "run", "--ttl", "3s", "--grace", "1s", "lost", "--", "sleep", "30",
         ],
     )
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    wait_for_key(&srv, "lost");
-    sleep(ms(700)); // renewal keeps it past its TTL
-    assert!(raw.get::<_, Option<String>>("lost").unwrap().is_some());
+    let token = wait_for_key(&srv, "lost");
+    // Renewal keeps it past its TTL.
+    wait_for_renewal(&srv, "lost");
+    assert_eq!(
+        raw.get::<_, Option<Vec<u8>>>("lost").unwrap(),
+        Some(token),
+        "renewed, yet not held by the runner"
+    );
     let _: () = raw.set("lost", "thief").unwrap();
-    assert_eq!(exit_code(&mut child, Duration::from_secs(5)), 70);
+    assert_eq!(exit_code(&mut child, Duration::from_secs(10)), 70);
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(err.contains("lost the lock"), "{err}");
@@ -199,32 +280,40 @@ fn a_lost_lock_stops_the_command_and_exits_70_or_warns() {
         "the thief's key was touched"
     );
 
-    // --on-lost warn: the command finishes, its status is kept.
+    // --on-lost warn: the command finishes (when told to, once the warning
+    // is out; on its own after 30 s), its status is kept.
     let _: () = raw.del("lost").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!(
+        "for i in $(seq 1500); do [ -e {} ] && break; sleep 0.02; done; exit 5",
+        go.display()
+    );
     let mut child = redislock(
         &srv,
         &[
             "run",
             "--ttl",
-            "600ms",
+            "3s",
             "--on-lost",
             "warn",
             "lost",
             "--",
             "sh",
             "-c",
-            "sleep 1.5; exit 5",
+            &script,
         ],
     )
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
+    let err = watch(child.stderr.take().unwrap());
     wait_for_key(&srv, "lost");
     let _: () = raw.set("lost", "thief").unwrap();
-    assert_eq!(exit_code(&mut child, Duration::from_secs(5)), 5);
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(err.contains("warning: lost the lock"), "{err}");
+    let mut seen = String::new();
+    wait_for_text(&err, &mut seen, &["warning: lost the lock"]);
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(exit_code(&mut child, Duration::from_secs(10)), 5, "{seen}");
 }
 
 #[test]
@@ -253,7 +342,7 @@ fn status_shows_the_holder_ttl_and_fence() {
         if out.contains("fencing number") {
             break out;
         }
-        assert!(start.elapsed() < Duration::from_secs(5), "{out}");
+        assert!(start.elapsed() < Duration::from_secs(10), "{out}");
         std::thread::sleep(Duration::from_millis(100));
     };
     let fence: String = srv.raw().get("{st}:fence").unwrap();
@@ -271,17 +360,18 @@ fn status_shows_the_holder_ttl_and_fence() {
         assert!(start.elapsed() < Duration::from_secs(10), "{out}");
         std::thread::sleep(Duration::from_millis(50));
     }
+    wait_for_command(&child, "sleep");
     signal(&child, libc::SIGTERM);
-    exit_code(&mut child, Duration::from_secs(5));
+    exit_code(&mut child, Duration::from_secs(10));
     // The waiter got it at once and finished.
-    assert_eq!(exit_code(&mut waiter, Duration::from_secs(5)), 0);
+    assert_eq!(exit_code(&mut waiter, Duration::from_secs(10)), 0);
     // A lock taken by another client shows its token.
     let mut raw = srv.raw();
     let _: () = redis::cmd("SET")
         .arg("st")
         .arg("59")
         .arg("PX")
-        .arg(5000)
+        .arg(30_000)
         .query(&mut raw)
         .unwrap();
     let (code, out, _) = output(redislock(&srv, &["status", "st"]));
@@ -301,9 +391,13 @@ fn waiting_forever_gets_the_lock_when_it_is_released() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    sleep(ms(300));
+    let client = redislock::Client::open(&srv.url()).unwrap();
+    wait_until("the second run to queue", Duration::from_secs(10), || {
+        client.inspect("w").unwrap().waiters == 1
+    });
+    wait_for_command(&first, "sleep");
     signal(&first, libc::SIGTERM);
-    exit_code(&mut first, Duration::from_secs(5));
+    exit_code(&mut first, Duration::from_secs(10));
     let out = second.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     // stderr is not a terminal: no status line.
@@ -317,19 +411,31 @@ fn a_terminal_gets_a_status_line_while_waiting() {
         .spawn()
         .unwrap();
     wait_for_key(&srv, "tty");
-    // util-linux script(1) gives the command a pseudo-terminal.
-    let cmd = format!("{BIN} run --wait 700ms tty -- true");
-    let out = Command::new("script")
+    // util-linux script(1) gives the command a pseudo-terminal. It waits
+    // until the status line was seen, then gets the lock.
+    let cmd = format!("{BIN} run --wait 30s tty -- true");
+    let mut waiting = Command::new("script")
         .args(["-qfec", &cmd, "/dev/null"])
         .env("REDISLOCK_URL", srv.url())
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("script(1) from util-linux");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("waiting for \"tty\""), "{text}");
-    assert!(text.contains("redislock run on host"), "{text}");
+    let out = watch(waiting.stdout.take().unwrap());
+    let mut text = String::new();
+    wait_for_text(
+        &out,
+        &mut text,
+        &["waiting for \"tty\"", "redislock run on host"],
+    );
+    wait_for_command(&first, "sleep");
     signal(&first, libc::SIGTERM);
-    exit_code(&mut first, Duration::from_secs(5));
+    exit_code(&mut first, Duration::from_secs(10));
+    assert_eq!(
+        exit_code(&mut waiting, Duration::from_secs(10)),
+        0,
+        "the waiting run did not get the lock: {text:?}"
+    );
 }
 
 #[test]

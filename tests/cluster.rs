@@ -7,12 +7,13 @@
 mod common;
 
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{
-    cluster_url, shared_tls, start_cluster, start_cluster_with_replicas, start_tls_cluster, Server,
+    cluster_url, shared_tls, start_cluster, start_cluster_with_replicas, start_tls_cluster,
+    wait_until, Server,
 };
-use redislock::{Client, ErrorKind, Wait};
+use redislock::{Client, ErrorKind, Stats, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -87,11 +88,26 @@ fn replica_of(servers: &[Server], master: usize) -> usize {
 }
 
 /// `key` as a replica has it (READONLY: a replica answers for its master's
-/// slots).
+/// slots). A replica learns that its master took over a slot by gossip, a
+/// moment after the masters: until then it answers MOVED, and is asked
+/// again.
 fn on_replica(replica: &Server, key: &str) -> Option<Vec<u8>> {
     let mut con = replica.raw();
     let _: () = redis::cmd("READONLY").query(&mut con).unwrap();
-    redis::cmd("GET").arg(key).query(&mut con).unwrap()
+    let mut value = None;
+    wait_until(
+        &format!("replica {} to serve {key:?}", replica.port),
+        10 * S,
+        || match redis::cmd("GET").arg(key).query(&mut con) {
+            Ok(v) => {
+                value = Some(v);
+                true
+            }
+            Err(e) if e.code() == Some("MOVED") => false,
+            Err(e) => panic!("GET {key} on replica {}: {e}", replica.port),
+        },
+    );
+    value.unwrap()
 }
 
 fn reset_stats(servers: &[Server]) {
@@ -135,6 +151,31 @@ fn node_id(srv: &Server) -> String {
         .arg("MYID")
         .query(&mut srv.raw())
         .unwrap()
+}
+
+/// Wait until `client` has `n` waiters queued: ENQUEUE found the lock held
+/// and queued them, their subscriber is up.
+fn until_waiters(client: &Client, n: u64) {
+    wait_until("the waiter to queue", 10 * S, || {
+        client.stats().waiters_now == n
+    });
+}
+
+/// Since `before`, one release of `client` handed its lock straight to a
+/// waiter of `client`, which took it so: neither found it free by a retry
+/// (the statistics count what happened, whatever the clock says).
+fn assert_one_hand_off(client: &Client, before: &Stats, what: &str) {
+    let s = client.stats();
+    assert_eq!(
+        (
+            s.handoffs_given - before.handoffs_given,
+            s.acquired_handed_over - before.acquired_handed_over,
+            s.acquired_after_wait - before.acquired_after_wait,
+        ),
+        (1, 1, 0),
+        "{what}: (hand-offs given, acquisitions handed over, acquisitions by a retry) \
+         since the waiter queued"
+    );
 }
 
 /// The server that owns `slot`.
@@ -195,23 +236,14 @@ fn names_over_many_slots_hash_tags_and_fences() {
         let c2 = client.clone();
         let n = name.to_string();
         let waiter = thread::spawn(move || c2.acquire(n, 30 * S, Wait::Timeout(20 * S)).unwrap());
-        thread::sleep(S / 5);
-        for s in &servers {
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query(&mut s.raw())
-                .unwrap();
-        }
-        let released = Instant::now();
+        until_waiters(&client, 1);
+        reset_stats(&servers);
+        let before = client.stats();
         lock.release().unwrap();
         let next = waiter.join().unwrap();
         // Handed over by the release script on the slot's node (PUBLISH
-        // reached the waiter; the key was never deleted), not found by a retry.
-        assert!(
-            released.elapsed() < S,
-            "{name}: the waiter took {:?}",
-            released.elapsed()
-        );
+        // went out; the key was never deleted), not found by a retry.
+        assert_one_hand_off(&client, &before, name);
         assert_eq!(
             calls(&servers, "del"),
             0,
@@ -288,9 +320,11 @@ fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
         c2.acquire("migrating", 30 * S, Wait::Timeout(20 * S))
             .unwrap()
     });
-    thread::sleep(S / 5);
+    until_waiters(client, 1);
+    let before = client.stats();
     first.release().unwrap();
     waiter.join().unwrap().release().unwrap();
+    assert_one_hand_off(client, &before, "before the move");
     let lock = client.acquire(name, 30 * S, Wait::TryOnce).unwrap();
     let first_fence = lock.fence();
     let src = owner(servers, slot);
@@ -334,12 +368,12 @@ fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
         c2.acquire("migrating", 30 * S, Wait::Timeout(20 * S))
             .unwrap()
     });
-    thread::sleep(S / 5);
-    let released = Instant::now();
+    until_waiters(client, 1);
+    let before = client.stats();
     again.release().unwrap();
     // Owned for real: its release succeeds.
     waiter.join().unwrap().release().unwrap();
-    assert!(released.elapsed() < 2 * S, "{:?}", released.elapsed());
+    assert_one_hand_off(client, &before, "after the move");
 }
 
 #[test]
@@ -385,16 +419,12 @@ fn many_slots_and_hand_offs(servers: &[Server], client: &Client, n: usize) {
         let c2 = client.clone();
         let n = name.to_string();
         let waiter = thread::spawn(move || c2.acquire(n, 30 * S, Wait::Timeout(20 * S)).unwrap());
-        thread::sleep(S / 5);
+        until_waiters(client, 1);
         reset_stats(servers);
-        let released = Instant::now();
+        let before = client.stats();
         lock.release().unwrap();
         let next = waiter.join().unwrap();
-        assert!(
-            released.elapsed() < S,
-            "{name}: the waiter took {:?}",
-            released.elapsed()
-        );
+        assert_one_hand_off(client, &before, name);
         assert_eq!(calls(servers, "del"), 0, "{name}: not handed off");
         assert!(next.fence() > first, "{name}");
         next.release().unwrap();
@@ -436,7 +466,12 @@ fn tls_to_every_node_redirections_waiters_and_a_slot_migration() {
 fn wait_replicas_waits_on_the_master_of_the_lock_slot() {
     let servers = start_cluster_with_replicas(3, 1);
     let url = cluster_url(&servers);
-    let waiting = Client::open(&format!("{url}?wait_replicas=1&wait_timeout=2s")).unwrap();
+    // A replica that a busy machine keeps waiting a while still counts (the
+    // command timeout bounds the WAIT too).
+    let waiting = Client::open(&format!(
+        "{url}?wait_replicas=1&wait_timeout=5s&command_timeout=10s"
+    ))
+    .unwrap();
     // Names on every master: the replica of each name's master has the
     // lock when the acquire returns.
     let mut masters = std::collections::HashSet::new();

@@ -7,16 +7,97 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{wait_until, Server};
 use redis::Commands;
 use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
+/// The server's process id (INFO server).
+fn server_pid(srv: &Server) -> libc::pid_t {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut srv.raw())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .expect("INFO server names the process")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The server with this process id stopped (SIGSTOP) until this is dropped
+/// (SIGCONT): its port still takes connections and requests, but nothing
+/// is read or answered meanwhile.
+struct Stopped(libc::pid_t);
+
+impl Stopped {
+    /// Returns once the process is stopped (state T): a request that
+    /// reached it between the signal and the stop would be read early.
+    fn new(pid: libc::pid_t) -> Stopped {
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        let stopped = Stopped(pid);
+        wait_until("the server to stop", 10 * S, || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            // pid (comm) state ...
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                == Some("T")
+        });
+        stopped
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// The connections to the server on `port` (by their client's address)
+/// that hold requests it has not read yet: its ends' receive queues, as
+/// /proc/net/tcp shows them.
+fn unread_connections(port: u16) -> Vec<String> {
+    let ours = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .expect("/proc/net/tcp")
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            // sl local remote state tx_queue:rx_queue ...
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let unread = f.len() > 4
+                && f[1].ends_with(&ours)
+                && f[3] == "01"
+                && f[4]
+                    .split_once(':')
+                    .and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok())
+                    .is_some_and(|rx| rx > 0);
+            unread.then(|| f[2].to_string())
+        })
+        .collect()
+}
+
+/// How many connections to the server on `port` hold unread requests,
+/// leaving out those that did at `before` (a connection being closed may
+/// still hold its last bytes, a TLS alert).
+fn new_unread(port: u16, before: &[String]) -> usize {
+    unread_connections(port)
+        .iter()
+        .filter(|c| !before.contains(c))
+        .count()
+}
+
 #[test]
 fn a_release_whose_reply_was_cut_is_unconfirmed_not_not_owner() {
-    let srv = Server::start_with(&["--enable-debug-command", "local"]);
-    let client = Client::open(&srv.url()).unwrap();
+    let srv = Server::start();
+    let pid = server_pid(&srv);
+    // A command timeout that the stop below never reaches.
+    let client = Client::builder(&srv.url())
+        .command_timeout(30 * S)
+        .build()
+        .unwrap();
     // The scripts are loaded (a release that meets NOSCRIPT first would
     // lose only that refusal).
     client
@@ -28,31 +109,39 @@ fn a_release_whose_reply_was_cut_is_unconfirmed_not_not_owner() {
         // The acquisition leaves its connection in the pool; the release
         // takes it again.
         let lock = client.acquire("cut", 10 * S, Wait::TryOnce).unwrap();
-        let url = srv.url();
-        // Connected before the stall: it must not wait for the server.
+        // Connected before the stop: it must not wait for the server.
         let mut killer = srv.raw();
-        // Stall the server; queue the release; then a CLIENT KILL that the
-        // server reads after it, so the release runs and its connection is
-        // closed before the reply leaves.
-        let stall = thread::spawn(move || {
-            let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
-            let _ = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg("0.6")
-                .query::<()>(&mut raw);
-        });
-        thread::sleep(S / 5);
+        // The server waits for requests once more (a PING on another
+        // connection) before it stops: its level-triggered epoll lists a
+        // connection that just sent a request until the next wait, and a
+        // connection listed early would be read first.
+        let _: String = redis::cmd("PING").query(&mut srv.raw()).unwrap();
+        // Stop the server; queue the release; then a CLIENT KILL behind
+        // it. Continued, the server reads both in the order they came, so
+        // the release runs and its connection is closed before the reply
+        // leaves.
+        let stopped = Stopped::new(pid);
+        let before = unread_connections(srv.port);
         let release = thread::spawn(move || lock.release());
-        thread::sleep(S / 5);
-        let _: () = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("normal")
-            .arg("SKIPME")
-            .arg("yes")
-            .query(&mut killer)
-            .unwrap();
-        stall.join().unwrap();
+        wait_until("the release to reach the stopped server", 10 * S, || {
+            new_unread(srv.port, &before) == 1
+        });
+        let kill = thread::spawn(move || {
+            let _: () = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("normal")
+                .arg("SKIPME")
+                .arg("yes")
+                .query(&mut killer)
+                .unwrap();
+            killer
+        });
+        wait_until("the CLIENT KILL to queue behind it", 10 * S, || {
+            new_unread(srv.port, &before) == 2
+        });
+        drop(stopped);
+        let mut killer = kill.join().unwrap();
         let e = release.join().unwrap().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unconfirmed, "round {round}: {e}");
         assert!(e.to_string().contains("unconfirmed"), "{e}");
@@ -68,11 +157,26 @@ fn a_release_whose_reply_was_cut_is_unconfirmed_not_not_owner() {
     assert_eq!(lock.release().unwrap_err().kind(), ErrorKind::NotOwner);
 }
 
+/// The scripts the server refused while loading (LOADING), from
+/// commandstats' `rejected_calls`.
+fn scripts_refused(srv: &Server) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut srv.raw())
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| l.split("rejected_calls=").nth(1))
+        .map(|v| v.split(',').next().unwrap().parse::<i64>().unwrap())
+        .sum()
+}
+
 #[test]
 fn a_loading_server_is_waited_for_within_the_budget() {
     let mut srv = Server::start_with(&["--enable-debug-command", "local"]);
     let mut raw = srv.raw();
-    // 20,000 keys loaded at 100 µs each: about 2 s of LOADING.
+    // 20,000 keys loaded at 100 µs each: at least 2 s of LOADING, in which
+    // the two acquisitions below start.
     let _: () = redis::cmd("DEBUG")
         .arg("POPULATE")
         .arg(20_000)
@@ -86,7 +190,6 @@ fn a_loading_server_is_waited_for_within_the_budget() {
         "--loading-process-events-interval-bytes",
         "1024",
     ]);
-    let started = Instant::now();
     // A try-once acquisition with a short command timeout: the state is named.
     let impatient = Client::builder(&srv.url())
         .command_timeout(Duration::from_millis(300))
@@ -97,15 +200,17 @@ fn a_loading_server_is_waited_for_within_the_budget() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Server, "{e}");
     assert!(e.to_string().contains("LOADING"), "{e}");
-    // A waiting acquisition gets the lock once loading ends, within its budget.
+    // A waiting acquisition gets the lock once loading ends, within its
+    // budget, after the server refused its script (LOADING) at least once.
+    let refused = scripts_refused(&srv);
     let client = Client::open(&srv.url()).unwrap();
     let lock = client
         .acquire("boot", 10 * S, Wait::Timeout(20 * S))
         .unwrap();
-    let waited = started.elapsed();
+    let refused_since = scripts_refused(&srv) - refused;
     assert!(
-        waited > S / 2,
-        "loading took only {waited:?}: the test proves nothing"
+        refused_since > 0,
+        "loading was over before the acquisition: the test proves nothing"
     );
     lock.release().unwrap();
     let n: i64 = redis::cmd("DBSIZE").query(&mut srv.raw()).unwrap();
@@ -139,7 +244,7 @@ fn install_handler(sig: libc::c_int, restart: bool) {
 }
 
 /// Run `f` on a thread of its own while `sig` is sent to that thread every
-/// 20 ms for `during`; its result.
+/// 20 ms until it returns (or `during` has passed); its result.
 fn under_signals<T: Send + 'static>(
     sig: libc::c_int,
     during: Duration,
@@ -161,16 +266,21 @@ fn under_signals<T: Send + 'static>(
 
 #[test]
 fn signals_never_break_a_wait_an_acquire_or_a_release() {
-    let srv = Server::start_with(&["--enable-debug-command", "local"]);
-    ride_out_signals(&srv, Client::open(&srv.url()).unwrap());
+    let srv = Server::start();
+    let client = Client::builder(&srv.url())
+        .command_timeout(30 * S)
+        .build()
+        .unwrap();
+    ride_out_signals(&srv, client);
 }
 
 #[test]
 fn signals_never_break_a_wait_an_acquire_or_a_release_over_tls() {
-    let srv = Server::start_tls_with(&["--enable-debug-command", "local"]);
+    let srv = Server::start_tls();
     let ca = std::fs::read(&srv.tls.as_ref().unwrap().ca).unwrap();
     let client = Client::builder(&srv.url())
         .tls_root_cert(ca)
+        .command_timeout(30 * S)
         .build()
         .unwrap();
     ride_out_signals(&srv, client);
@@ -178,8 +288,11 @@ fn signals_never_break_a_wait_an_acquire_or_a_release_over_tls() {
 
 #[test]
 fn signals_never_break_a_wait_an_acquire_or_a_release_in_a_cluster() {
-    let servers = common::start_cluster_with(3, &["--enable-debug-command", "local"]);
-    let client = Client::open(&common::cluster_url(&servers)).unwrap();
+    let servers = common::start_cluster(3);
+    let client = Client::builder(&common::cluster_url(&servers))
+        .command_timeout(30 * S)
+        .build()
+        .unwrap();
     // The node serving the name's slot (the others answer MOVED).
     let node = servers
         .iter()
@@ -188,51 +301,80 @@ fn signals_never_break_a_wait_an_acquire_or_a_release_in_a_cluster() {
     ride_out_signals(node, client);
 }
 
+/// `f` on a thread of its own under `sig` (see [`under_signals`]) while the
+/// server (`srv`, process `pid`) is stopped: from before `f` sends its
+/// request until that request has waited there 200 ms. Its result.
+fn held_up<T: Send + 'static>(
+    srv: &Server,
+    pid: libc::pid_t,
+    sig: libc::c_int,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let stopped = Stopped::new(pid);
+    let port = srv.port;
+    let before = unread_connections(port);
+    let resume = thread::spawn(move || {
+        let t = Instant::now();
+        let mut arrived = false;
+        while !arrived && t.elapsed() < 10 * S {
+            thread::sleep(Duration::from_millis(10));
+            arrived = new_unread(port, &before) > 0;
+        }
+        // Signals arrive meanwhile; then the reply comes.
+        thread::sleep(S / 5);
+        drop(stopped);
+        arrived
+    });
+    let (out, took) = under_signals(sig, 30 * S, move || {
+        let t = Instant::now();
+        let out = f();
+        (out, t.elapsed())
+    });
+    assert!(
+        resume.join().unwrap(),
+        "the request never reached the stopped server"
+    );
+    // It sent its request, then waited for the server to go on.
+    assert!(took >= S / 5, "the reply was not held up: it took {took:?}");
+    out
+}
+
 /// A wait, a release and an acquisition of `client` (on `srv`, the server
-/// that holds the name) under
-/// signals with handlers, with and without SA_RESTART.
+/// that holds the name) under signals with handlers, with and without
+/// SA_RESTART. The client's command timeout outlasts the server's stops.
 fn ride_out_signals(srv: &Server, client: Client) {
+    let pid = server_pid(srv);
     for (sig, restart) in [(libc::SIGUSR1, false), (libc::SIGUSR2, true)] {
         install_handler(sig, restart);
         // A wait: the waiter sits in its subscriber while signals arrive.
-        let holder = client.acquire("sig", 10 * S, Wait::TryOnce).unwrap();
+        let holder = client.acquire("sig", 30 * S, Wait::TryOnce).unwrap();
+        let watch = client.clone();
         let releaser = thread::spawn(move || {
+            wait_until("the waiter to queue", 10 * S, || {
+                watch.stats().waiters_now == 1
+            });
+            // Signals reach the queued waiter meanwhile.
             thread::sleep(S / 2);
             holder.release().unwrap();
         });
         let c = client.clone();
-        let got = under_signals(sig, S, move || {
+        let got = under_signals(sig, 30 * S, move || {
             c.acquire("sig", 10 * S, Wait::Timeout(20 * S))
         });
         releaser.join().unwrap();
         let lock = got.unwrap_or_else(|e| panic!("wait, SA_RESTART {restart}: {e}"));
         // A release and an acquisition whose replies are held up by a
-        // stalled server while signals arrive.
-        let mut raws = [srv.raw(), srv.raw()].into_iter();
-        let mut stall = move || {
-            let mut raw = raws.next().unwrap();
-            move || {
-                let _: () = redis::cmd("DEBUG")
-                    .arg("SLEEP")
-                    .arg("0.4")
-                    .query(&mut raw)
-                    .unwrap();
-            }
-        };
-        let stalled = thread::spawn(stall());
-        thread::sleep(S / 10);
-        let released = under_signals(sig, S / 2, move || lock.release());
-        stalled.join().unwrap();
+        // stopped server while signals arrive.
+        let released = held_up(srv, pid, sig, move || lock.release());
         // Its true outcome: released, not "unconfirmed" nor a connection
         // error (the reply was on its way all along).
         released.unwrap_or_else(|e| panic!("release, SA_RESTART {restart}: {e}"));
         let held: Option<Vec<u8>> = srv.raw().get("sig").unwrap();
         assert_eq!(held, None);
-        let stalled = thread::spawn(stall());
-        thread::sleep(S / 10);
         let c = client.clone();
-        let taken = under_signals(sig, S / 2, move || c.acquire("sig", 10 * S, Wait::TryOnce));
-        stalled.join().unwrap();
+        let taken = held_up(srv, pid, sig, move || {
+            c.acquire("sig", 10 * S, Wait::TryOnce)
+        });
         let lock = taken.unwrap_or_else(|e| panic!("acquire, SA_RESTART {restart}: {e}"));
         let held: Option<Vec<u8>> = srv.raw().get("sig").unwrap();
         assert_eq!(held.as_deref(), Some(lock.token()));
@@ -272,13 +414,21 @@ fn a_stopped_and_continued_releaser_gets_its_true_outcome() {
     let client = Client::open(&srv.url()).unwrap();
     // Writes are paused, so the release the runner sends when its command
     // ends waits for its reply; meanwhile the runner is stopped and
-    // continued five times, then writes resume.
-    let mut runner = run_cli(&["--url", &srv.url(), "released", "--", "sleep", "0.2"]);
+    // continued five times, then writes resume. The command ends when told
+    // to, once writes are paused (on its own after 30 s).
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!(
+        "for i in $(seq 1500); do [ -e {} ] && break; sleep 0.02; done",
+        go.display()
+    );
+    let mut runner = run_cli(&["--url", &srv.url(), "released", "--", "sh", "-c", &script]);
     common::wait_until("the runner holds the lock", 10 * S, || {
         client.inspect("released").unwrap().holder.is_some()
     });
     let mut raw = srv.raw();
     common::pause_writes(&mut raw, true);
+    std::fs::write(&go, "").unwrap();
     common::wait_until("the release is sent and held up", 10 * S, || {
         !common::held_up_scripts(&mut raw).is_empty()
     });

@@ -14,6 +14,23 @@ use redislock::{AcquireOptions, Client, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
+/// The TTL of the renewed locks: renewed every ~700 ms, so that a renewal
+/// thread a busy machine holds up for a second still renews in time.
+const RENEWED_TTL: Duration = Duration::from_secs(2);
+
+/// Wait until `client` (of this process) has renewed `n` more locks than
+/// `since`: true, or false after 10 s.
+fn renewed(client: &Client, since: u64, n: u64) -> bool {
+    let t = std::time::Instant::now();
+    while client.stats().renewals_ok < since + n {
+        if t.elapsed() > 10 * S {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 /// Run `body` in a forked child; returns its pid. The child never returns:
 /// it leaves with `_exit` (0 when `body` returned true) so that nothing of
 /// the parent (the test server above all) is dropped in it.
@@ -84,10 +101,7 @@ fn a_lock_inherited_by_a_child_is_inert_there() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();
     let lock = client
-        .acquire_with(
-            "parent",
-            AcquireOptions::new(Duration::from_millis(300)).auto_renew(true),
-        )
+        .acquire_with("parent", AcquireOptions::new(RENEWED_TTL).auto_renew(true))
         .unwrap();
     let token = lock.token().to_vec();
 
@@ -126,8 +140,12 @@ fn a_lock_inherited_by_a_child_is_inert_there() {
         "the child's release released the parent's lock"
     );
 
-    // The parent's renewal thread kept going all along.
-    thread::sleep(Duration::from_millis(700));
+    // The parent's renewal thread kept going all along, and goes on.
+    let since = client.stats().renewals_ok;
+    assert!(
+        renewed(&client, since, 2),
+        "the parent's lock was not renewed after the children"
+    );
     assert!(!lock.is_lost());
     assert!(lock.owned().unwrap());
     lock.release().unwrap();
@@ -140,21 +158,15 @@ fn a_child_can_renew_its_own_locks() {
     let client = Client::open(&srv.url()).unwrap();
     // The parent renews one lock, so the renewal set is not empty at fork.
     let parent = client
-        .acquire_with(
-            "p-renew",
-            AcquireOptions::new(Duration::from_millis(300)).auto_renew(true),
-        )
+        .acquire_with("p-renew", AcquireOptions::new(RENEWED_TTL).auto_renew(true))
         .unwrap();
     let c = client.clone();
     let pid = fork_child(move || {
         let mine = c
-            .acquire_with(
-                "c-renew",
-                AcquireOptions::new(Duration::from_millis(300)).auto_renew(true),
-            )
+            .acquire_with("c-renew", AcquireOptions::new(RENEWED_TTL).auto_renew(true))
             .unwrap();
-        thread::sleep(Duration::from_millis(900));
-        let ok = mine.owned().unwrap() && !mine.is_lost();
+        // The child's statistics are its own: these are its renewals.
+        let ok = renewed(&c, 0, 2) && mine.owned().unwrap() && !mine.is_lost();
         mine.release().unwrap();
         ok
     });
@@ -224,7 +236,7 @@ fn a_child_never_uses_the_async_connections_of_its_parent() {
             .unwrap();
         rt.block_on(async {
             let mine = c
-                .acquire_async("c-async", 5 * S, Wait::TryOnce)
+                .acquire_async("c-async", 30 * S, Wait::TryOnce)
                 .await
                 .unwrap();
             // A wait of the child's own, handed over through its own subscriber.
@@ -235,10 +247,19 @@ fn a_child_never_uses_the_async_connections_of_its_parent() {
                         .await
                 })
             };
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let t = std::time::Instant::now();
+            while c.stats().waiters_now != 1 {
+                if t.elapsed() > 10 * S {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             mine.release_async().await.unwrap();
             let second = second.await.unwrap().unwrap();
             second.release_async().await.unwrap();
+            if c.stats().acquired_handed_over != 1 {
+                return false;
+            }
             // The parent's lock is still its own, and still held.
             !c.acquire_async("a-fork", 5 * S, Wait::TryOnce)
                 .await

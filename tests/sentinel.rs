@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{shared_tls, wait_until, Server, Tls};
 use redis::Commands;
-use redislock::{Client, ErrorKind, Wait};
+use redislock::{Client, ErrorKind, Stats, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -71,9 +71,11 @@ fn deployment(tls: Option<&Tls>) -> (Server, Server, Vec<Server>) {
     wait_until("replication", 10 * S, || {
         info(&replica, "replication").contains("master_link_status:up")
     });
+    // A master that does not answer for 2 s is down: a busy machine's
+    // pauses never fail over a live master, a dead one is soon replaced.
     let conf = format!(
         "sentinel monitor mymaster 127.0.0.1 {} 2\n\
-         sentinel down-after-milliseconds mymaster 500\n\
+         sentinel down-after-milliseconds mymaster 2000\n\
          sentinel failover-timeout mymaster 4000",
         master.port
     );
@@ -130,7 +132,7 @@ fn lock_wait_and_fail_over(
     lock.release().unwrap();
 
     // Opt-in WAIT: one replica acknowledges; two cannot.
-    let waiting = open(&format!("{url}wait_replicas=1&wait_timeout=2s"));
+    let waiting = open(&format!("{url}wait_replicas=1&wait_timeout=5s"));
     let lock = waiting.acquire("job", 10 * S, Wait::TryOnce).unwrap();
     let on_replica: Option<Vec<u8>> = replica.raw().get("job").unwrap();
     assert_eq!(
@@ -152,6 +154,14 @@ fn lock_wait_and_fail_over(
     let fenced = client.acquire("fenced", 30 * S, Wait::TryOnce).unwrap();
     let fence_before = fenced.fence();
     fenced.release().unwrap();
+    // Replication is asynchronous: the replica acknowledges all of it
+    // before the master dies, so what the new master has is known.
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query(&mut master.raw())
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
     master.kill();
     wait_until("the failover", 30 * S, || {
         master_port(&sentinels[0]) == Some(replica.port)
@@ -160,8 +170,9 @@ fn lock_wait_and_fail_over(
     let lock = loop {
         match client.acquire("after", 10 * S, Wait::Timeout(5 * S)) {
             Ok(l) => break l,
-            // The promoted replica may refuse writes for a moment.
-            Err(e) if t.elapsed() < 10 * S && e.kind() != ErrorKind::InvalidArgument => {
+            // The promoted replica may refuse writes for a moment, and the
+            // other sentinels may still name the dead master.
+            Err(e) if t.elapsed() < 30 * S && e.kind() != ErrorKind::InvalidArgument => {
                 sleep(S / 5)
             }
             Err(e) => panic!("no lock after the failover: {e}"),
@@ -182,8 +193,37 @@ fn lock_wait_and_fail_over(
     drop(old);
 }
 
+/// Timeouts that a busy machine does not run out (the command timeout
+/// also bounds `wait_timeout`'s WAIT), yet far below a hang: refusals and
+/// TLS errors come at once.
 fn timeouts(url: &str) -> redislock::ClientBuilder {
-    Client::builder(url).connect_timeout(S).command_timeout(S)
+    Client::builder(url)
+        .connect_timeout(10 * S)
+        .command_timeout(10 * S)
+}
+
+/// Wait until `client` has one waiter queued: ENQUEUE found the lock held
+/// and queued it, its subscriber is up.
+fn until_one_waiter(client: &Client) {
+    wait_until("the waiter to queue", 10 * S, || {
+        client.stats().waiters_now == 1
+    });
+}
+
+/// Since `before`, one release of `client` handed its lock straight to a
+/// waiter of `client`, which took it so, not by a retry.
+fn assert_one_hand_off(client: &Client, before: &Stats) {
+    let s = client.stats();
+    assert_eq!(
+        (
+            s.handoffs_given - before.handoffs_given,
+            s.acquired_handed_over - before.acquired_handed_over,
+            s.acquired_after_wait - before.acquired_after_wait,
+        ),
+        (1, 1, 0),
+        "(hand-offs given, acquisitions handed over, acquisitions by a retry) since \
+         the waiter queued"
+    );
 }
 
 #[test]
@@ -296,15 +336,18 @@ fn sentinels_with_a_password_of_their_own_beside_the_masters() {
     let client = timeouts(&format!("{base}?sentinel_password=s3nt%40%26%2Bpw"))
         .build()
         .unwrap();
-    let lock = client.acquire("job", 5 * S, Wait::TryOnce).unwrap();
+    let lock = client.acquire("job", 30 * S, Wait::TryOnce).unwrap();
     let on_master: Option<Vec<u8>> = raw_as(&master, &["master-pw"]).get("job").unwrap();
     assert_eq!(on_master.as_deref(), Some(lock.token()));
-    // A waiter's subscriber reaches the master with the master's password.
+    // A waiter's subscriber reaches the master with the master's password:
+    // the release hands the lock over through it.
     let c2 = client.clone();
-    let waiter = std::thread::spawn(move || c2.acquire("job", 5 * S, Wait::Timeout(5 * S)));
-    sleep(S / 5);
+    let waiter = std::thread::spawn(move || c2.acquire("job", 5 * S, Wait::Timeout(20 * S)));
+    until_one_waiter(&client);
+    let before = client.stats();
     lock.release().unwrap();
     waiter.join().unwrap().unwrap().release().unwrap();
+    assert_one_hand_off(&client, &before);
 
     // No sentinel password: the sentinels' refusal, naming one, typed.
     let e = refusal(&base);
@@ -428,7 +471,7 @@ async fn the_async_api_through_tls_sentinels_with_passwords() {
     );
     let client = timeouts(&url).build().unwrap();
     let lock = client
-        .acquire_async("job", 10 * S, Wait::TryOnce)
+        .acquire_async("job", 30 * S, Wait::TryOnce)
         .await
         .unwrap();
     let on_master: Option<Vec<u8>> = raw_as(&master, &["master-pw"]).get("job").unwrap();
@@ -436,13 +479,17 @@ async fn the_async_api_through_tls_sentinels_with_passwords() {
     // A waiting task is handed the lock over the TLS subscriber.
     let c2 = client.clone();
     let waiter =
-        tokio::spawn(async move { c2.acquire_async("job", 10 * S, Wait::Timeout(5 * S)).await });
-    tokio::time::sleep(S / 5).await;
+        tokio::spawn(async move { c2.acquire_async("job", 10 * S, Wait::Timeout(20 * S)).await });
+    let queued = Instant::now();
+    while client.stats().waiters_now != 1 {
+        assert!(queued.elapsed() < 10 * S, "the waiter did not queue");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let first = lock.fence();
-    let released = Instant::now();
+    let before = client.stats();
     lock.release_async().await.unwrap();
     let next = waiter.await.unwrap().unwrap();
-    assert!(released.elapsed() < S, "{:?}", released.elapsed());
+    assert_one_hand_off(&client, &before);
     assert!(next.fence() > first);
     next.release_async().await.unwrap();
     // Without the CA: the certificate error, typed, from the async API too.
