@@ -13,20 +13,6 @@ use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
-/// The server's process id (INFO server).
-fn server_pid(srv: &Server) -> libc::pid_t {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut srv.raw())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .expect("INFO server names the process")
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// The server with this process id stopped (SIGSTOP) until this is dropped
 /// (SIGCONT): its port still takes connections and requests, but nothing
 /// is read or answered meanwhile.
@@ -38,13 +24,7 @@ impl Stopped {
     fn new(pid: libc::pid_t) -> Stopped {
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
         let stopped = Stopped(pid);
-        wait_until("the server to stop", 10 * S, || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-            // pid (comm) state ...
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                == Some("T")
-        });
+        common::wait_stopped(pid);
         stopped
     }
 }
@@ -92,7 +72,7 @@ fn new_unread(port: u16, before: &[String]) -> usize {
 #[test]
 fn a_release_whose_reply_was_cut_is_unconfirmed_not_not_owner() {
     let srv = Server::start();
-    let pid = server_pid(&srv);
+    let pid = srv.pid();
     // A command timeout that the stop below never reaches.
     let client = Client::builder(&srv.url())
         .command_timeout(30 * S)
@@ -343,7 +323,7 @@ fn held_up<T: Send + 'static>(
 /// that holds the name) under signals with handlers, with and without
 /// SA_RESTART. The client's command timeout outlasts the server's stops.
 fn ride_out_signals(srv: &Server, client: Client) {
-    let pid = server_pid(srv);
+    let pid = srv.pid();
     for (sig, restart) in [(libc::SIGUSR1, false), (libc::SIGUSR2, true)] {
         install_handler(sig, restart);
         // A wait: the waiter sits in its subscriber while signals arrive.

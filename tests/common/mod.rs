@@ -512,9 +512,16 @@ impl Server {
     }
 
     /// SIGSTOP: the port still accepts connections but nothing answers.
+    /// Returns once the process is stopped (see [`wait_stopped`]).
     pub fn pause(&mut self) {
         signal(self.child.as_ref().expect("running"), libc::SIGSTOP);
         self.paused = true;
+        wait_stopped(self.pid());
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> libc::pid_t {
+        self.child.as_ref().expect("running").id() as libc::pid_t
     }
 
     /// SIGCONT.
@@ -528,6 +535,21 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Wait until the kernel shows process `pid` stopped (state T): a SIGSTOP
+/// takes effect when the process next runs, and until then it may still
+/// read and answer a request.
+pub fn wait_stopped(pid: libc::pid_t) {
+    let stat = format!("/proc/{pid}/stat");
+    wait_until("the process to stop", Duration::from_secs(10), || {
+        // "pid (comm) state ...": the state follows the last ')'.
+        std::fs::read_to_string(&stat).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                == Some("T")
+        })
+    });
 }
 
 fn signal(child: &Child, sig: libc::c_int) {
