@@ -13,7 +13,7 @@ use common::{
     cluster_url, shared_tls, start_cluster, start_cluster_with_replicas, start_tls_cluster,
     wait_until, Server,
 };
-use redislock::{Client, ErrorKind, Stats, Wait};
+use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -161,23 +161,6 @@ fn until_waiters(client: &Client, n: u64) {
     });
 }
 
-/// Since `before`, one release of `client` handed its lock straight to a
-/// waiter of `client`, which took it so: neither found it free by a retry
-/// (the statistics count what happened, whatever the clock says).
-fn assert_one_hand_off(client: &Client, before: &Stats, what: &str) {
-    let s = client.stats();
-    assert_eq!(
-        (
-            s.handoffs_given - before.handoffs_given,
-            s.acquired_handed_over - before.acquired_handed_over,
-            s.acquired_after_wait - before.acquired_after_wait,
-        ),
-        (1, 1, 0),
-        "{what}: (hand-offs given, acquisitions handed over, acquisitions by a retry) \
-         since the waiter queued"
-    );
-}
-
 /// The server that owns `slot`.
 fn owner(servers: &[Server], slot: u16) -> usize {
     servers
@@ -243,7 +226,7 @@ fn names_over_many_slots_hash_tags_and_fences() {
         let next = waiter.join().unwrap();
         // Handed over by the release script on the slot's node (PUBLISH
         // went out; the key was never deleted), not found by a retry.
-        assert_one_hand_off(&client, &before, name);
+        common::assert_one_hand_off(&client, &before, name);
         assert_eq!(
             calls(&servers, "del"),
             0,
@@ -324,7 +307,7 @@ fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
     let before = client.stats();
     first.release().unwrap();
     waiter.join().unwrap().release().unwrap();
-    assert_one_hand_off(client, &before, "before the move");
+    common::assert_one_hand_off(client, &before, "before the move");
     let lock = client.acquire(name, 30 * S, Wait::TryOnce).unwrap();
     let first_fence = lock.fence();
     let src = owner(servers, slot);
@@ -373,7 +356,7 @@ fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
     again.release().unwrap();
     // Owned for real: its release succeeds.
     waiter.join().unwrap().release().unwrap();
-    assert_one_hand_off(client, &before, "after the move");
+    common::assert_one_hand_off(client, &before, "after the move");
 }
 
 #[test]
@@ -424,7 +407,7 @@ fn many_slots_and_hand_offs(servers: &[Server], client: &Client, n: usize) {
         let before = client.stats();
         lock.release().unwrap();
         let next = waiter.join().unwrap();
-        assert_one_hand_off(client, &before, name);
+        common::assert_one_hand_off(client, &before, name);
         assert_eq!(calls(servers, "del"), 0, "{name}: not handed off");
         assert!(next.fence() > first, "{name}");
         next.release().unwrap();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{shared_tls, wait_until, Server, Tls};
 use redis::Commands;
-use redislock::{Client, ErrorKind, Stats, Wait};
+use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -210,22 +210,6 @@ fn until_one_waiter(client: &Client) {
     });
 }
 
-/// Since `before`, one release of `client` handed its lock straight to a
-/// waiter of `client`, which took it so, not by a retry.
-fn assert_one_hand_off(client: &Client, before: &Stats) {
-    let s = client.stats();
-    assert_eq!(
-        (
-            s.handoffs_given - before.handoffs_given,
-            s.acquired_handed_over - before.acquired_handed_over,
-            s.acquired_after_wait - before.acquired_after_wait,
-        ),
-        (1, 1, 0),
-        "(hand-offs given, acquisitions handed over, acquisitions by a retry) since \
-         the waiter queued"
-    );
-}
-
 #[test]
 fn the_master_is_found_through_sentinel_and_refound_after_a_failover() {
     let (mut master, replica, sentinels) = deployment(None);
@@ -347,7 +331,7 @@ fn sentinels_with_a_password_of_their_own_beside_the_masters() {
     let before = client.stats();
     lock.release().unwrap();
     waiter.join().unwrap().unwrap().release().unwrap();
-    assert_one_hand_off(&client, &before);
+    common::assert_one_hand_off(&client, &before, "the hand-off");
 
     // No sentinel password: the sentinels' refusal, naming one, typed.
     let e = refusal(&base);
@@ -489,7 +473,7 @@ async fn the_async_api_through_tls_sentinels_with_passwords() {
     let before = client.stats();
     lock.release_async().await.unwrap();
     let next = waiter.await.unwrap().unwrap();
-    assert_one_hand_off(&client, &before);
+    common::assert_one_hand_off(&client, &before, "the hand-off");
     assert!(next.fence() > first);
     next.release_async().await.unwrap();
     // Without the CA: the certificate error, typed, from the async API too.

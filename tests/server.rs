@@ -88,10 +88,11 @@ fn the_same_client_works_again_after_a_restart() {
     wait_until("the waiter queued", 10 * S, || {
         client.inspect("r").unwrap().waiters == 1
     });
-    let handed = client.stats().acquired_handed_over;
+    let before = client.stats();
     lock.release().unwrap();
-    waiter.join().unwrap().unwrap().release().unwrap();
-    assert_eq!(client.stats().acquired_handed_over, handed + 1);
+    let next = waiter.join().unwrap().unwrap();
+    common::assert_one_hand_off(&client, &before, "after the restart");
+    next.release().unwrap();
 }
 
 #[test]
@@ -123,14 +124,10 @@ fn connections_closed_by_the_server_are_replaced() {
     wait_until("the waiter queued", 10 * S, || {
         client.inspect("killed").unwrap().waiters == 1
     });
-    let handed = client.stats().acquired_handed_over;
+    let before = client.stats();
     held.release().unwrap();
     let lock = waiter.join().unwrap().unwrap();
-    assert_eq!(
-        client.stats().acquired_handed_over,
-        handed + 1,
-        "the waiter was not handed the lock"
-    );
+    common::assert_one_hand_off(&client, &before, "replaced connections");
     lock.release().unwrap();
 }
 
@@ -195,9 +192,11 @@ fn tls_with_a_private_ca() {
     wait_until("the waiter queued", 10 * S, || {
         client.inspect("secure").unwrap().waiters == 1
     });
+    let before = client.stats();
     lock.release().unwrap();
-    waiter.join().unwrap().unwrap().release().unwrap();
-    assert_eq!(client.stats().acquired_handed_over, 1);
+    let next = waiter.join().unwrap().unwrap();
+    common::assert_one_hand_off(&client, &before, "over TLS");
+    next.release().unwrap();
     // The CA file can come from the URL as well.
     let url = format!("{}?tls_ca_file={}", srv.url(), tls.ca.display());
     let client = Client::open(&url).unwrap();

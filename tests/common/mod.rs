@@ -681,6 +681,23 @@ pub fn info_field(raw: &mut redis::Connection, section: &str, field: &str) -> u6
         .unwrap()
 }
 
+/// Since `before`, one release of `client` handed its lock straight to a
+/// waiter of `client`, which took it so: neither found it free by a retry
+/// (the statistics count what happened, whatever the clock says).
+pub fn assert_one_hand_off(client: &redislock::Client, before: &redislock::Stats, what: &str) {
+    let s = client.stats();
+    assert_eq!(
+        (
+            s.handoffs_given - before.handoffs_given,
+            s.acquired_handed_over - before.acquired_handed_over,
+            s.acquired_after_wait - before.acquired_after_wait,
+        ),
+        (1, 1, 0),
+        "{what}: (hand-offs given, acquisitions handed over, acquisitions by a retry) \
+         since the waiter queued"
+    );
+}
+
 /// Run `f`; its result and how long it took.
 pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
