@@ -29,19 +29,30 @@ def in_thread(body):
 
 
 @pytest.mark.parametrize("restart", [False, True])
-def test_a_wait_rides_out_signals_with_a_handler(client, restart):
+def test_a_wait_rides_out_signals_with_a_handler(client, raw, restart):
     seen = []
     old = signal.signal(signal.SIGALRM, lambda *_: seen.append(1))
     signal.siginterrupt(signal.SIGALRM, not restart)
-    holder = client.lock("sig", ttl=10.0)
+    holder = client.lock("sig", ttl=60.0)
     assert holder.acquire(blocking=False)
     first = holder.fence
+    # The main thread waits behind another waiter: it does not retry before
+    # the holder's TTL, so no retry's log line calls into Python, and only
+    # the wait itself can run the handler.
+    ahead, got = client.lock("sig", ttl=10.0), []
+
+    def wait_ahead():
+        got.append(ahead.acquire(timeout=60))
+        ahead.release()
+
+    t_ahead, errors_ahead = in_thread(wait_ahead)
+    wait_until(lambda: queued(raw, "sig") == 1, what="the other waiter to queue")
 
     def signal_then_release():
         # Signals every 20 ms from the moment the main thread waits; the
         # holder lets go once the handler ran a few times during the wait.
         try:
-            wait_until(lambda: client.stats()["waiters_now"] == 1, what="the main thread to wait")
+            wait_until(lambda: queued(raw, "sig") == 2, what="the main thread to wait")
             signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
             wait_until(lambda: len(seen) > 5, what="the handler to run during the wait")
         finally:
@@ -50,12 +61,14 @@ def test_a_wait_rides_out_signals_with_a_handler(client, restart):
     t, errors = in_thread(signal_then_release)
     try:
         lock = client.lock("sig", ttl=10.0)
-        assert lock.acquire(timeout=30)
+        assert lock.acquire(timeout=60)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         t.join(30)
-    assert not errors, errors
+        t_ahead.join(30)
+    assert not errors + errors_ahead, errors + errors_ahead
+    assert got == [True]
     assert len(seen) > 5  # the signals did arrive during the wait
     assert lock.fence > first
     lock.release()
