@@ -51,7 +51,9 @@ class RedisServer:
             try:
                 if redis.Redis(port=self.port, socket_timeout=1).ping():
                     return True
-            except redis.exceptions.ConnectionError:
+            # Not listening yet, or (a busy machine) slow to answer: ask again
+            # until the deadline.
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 time.sleep(0.01)
         raise RuntimeError(f"redis-server on port {self.port} did not answer")
 
