@@ -226,23 +226,36 @@ def test_redis_py_lock_and_redislock_exclude_each_other(client, raw):
     ours.release()
 
 
-def test_the_gil_is_released_while_waiting(client):
+def test_the_gil_is_released_while_waiting(client, raw):
     holder = client.lock("gil", ttl=30.0)
     assert holder.acquire()
+    # The waiter watched waits behind another one: it does not retry before
+    # the holder's TTL, so no retry's log line runs Python (which would let
+    # this thread in now and then even if the wait held the GIL).
+    ahead, first = client.lock("gil", ttl=5.0), []
+
+    def wait_ahead():
+        first.append(ahead.acquire(timeout=30.0))
+        ahead.release()
+
+    t_ahead = threading.Thread(target=wait_ahead)
+    t_ahead.start()
+    wait_until(lambda: queued(raw, "gil") == 1 or first, what="the first waiter to queue")
     waiter = client.lock("gil", ttl=5.0)
     result = []
     t = threading.Thread(target=lambda: result.append(waiter.acquire(timeout=10.0)))
     t.start()
-    wait_until(lambda: client.stats()["waiters_now"] == 1 or result, what="the thread to wait")
+    wait_until(lambda: queued(raw, "gil") == 2 or result, what="the second waiter to queue")
     # This thread runs Python while the other waits. A wait holding the GIL
     # would let it run only once the wait was over (10 s, timed out).
     ticks = 0
-    while ticks < 100000:
+    while ticks < 1000000:
         ticks += 1
     assert not result, "the wait ended before this thread could run: it held the GIL"
     holder.release()
     t.join(30)
-    assert result == [True]
+    t_ahead.join(30)
+    assert first == [True] and result == [True]
     waiter.release()
 
 
