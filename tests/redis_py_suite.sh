@@ -119,6 +119,24 @@ EXPECTED_FAILURES = {
         "patches redis-py's clock (asyncio), counts polling sleeps",
 }
 
+# Tests that pass against redislock but race the clock by their own design,
+# as they do against redis-py's Lock: a pause longer than the window below
+# at the wrong moment (a busy machine pauses for 50-300 ms) fails them. They
+# are run and checked like every other test; a failure says so, to tell this
+# from a fault of redislock. (Their windows cover a round trip or two more
+# with redislock: extend reads PTTL first, and the asyncio class releases
+# and extends through another thread.)
+TIMING_DEPENDENT = {
+    "tests.test_lock.TestLock.test_extend_lock_float":
+        "asserts PTTL within 500 ms of the TTL set, twice",
+    "tests.test_asyncio.test_lock.TestLock.test_extend_lock_float":
+        "asserts PTTL within 500 ms of the TTL set, twice",
+    "tests.test_lock.TestLock.test_context_manager_not_raise_on_release_lock_error":
+        "releases a 100 ms lock by hand inside its with-block: it must not expire first",
+    "tests.test_asyncio.test_lock.TestLock.test_context_manager_not_raise_on_release_lock_error":
+        "releases a 100 ms lock by hand inside its with-block: it must not expire first",
+}
+
 suite, work, python = os.environ["SUITE"], os.environ["WORK"], os.environ["PY"]
 files = ["tests/test_lock.py"]
 try:
@@ -169,7 +187,9 @@ for module in sorted({n.rsplit(".", 2)[0] for n in outcomes}, key=len):
         if outcome == "failed" and why:
             print(f"  expected failure: {name[len(module) + 1:]}: {why}")
         elif outcome == "failed":
-            bad.append(f"unexpected failure: {name}")
+            racy = TIMING_DEPENDENT.get(name.split("[")[0])
+            bad.append(f"unexpected failure: {name}" +
+                       (f" (a test with a timing window of its own: {racy})" if racy else ""))
         elif outcome == "passed" and why:
             bad.append(f"listed as an expected failure but passes (update the list): {name}")
 if bad:

@@ -4,6 +4,10 @@ Broker, result backend and locks: the throwaway redis-server whose URL is in
 REDISLOCK_CELERY_TEST_URL. Each task records its run in Redis (the raw
 client): a shared "running" counter (a second copy inside the body would push
 it above 1), start/end times, the worker's pid and the lock's fencing number.
+
+The locks' TTLs are long enough that a busy machine's pauses never let one
+expire between two renewals: only the theft in test_stolen_lock_is_reported
+loses a lock.
 """
 import json
 import os
@@ -34,13 +38,13 @@ def raw():
     return _raw[1]
 
 
-def _body(task, tag, i, sleep):
+def _body(task, tag, i, hold):
     r = raw()
     start = time.time()
     now = r.incr(f"{tag}:running")
     if now > 1:
         r.incr(f"{tag}:overlaps")
-    time.sleep(sleep)
+    hold()
     r.decr(f"{tag}:running")
     r.rpush(f"{tag}:runs", json.dumps({
         "i": i, "start": start, "end": time.time(), "pid": os.getpid(),
@@ -49,18 +53,38 @@ def _body(task, tag, i, sleep):
     return i
 
 
-@app.task(bind=True, base=Singleton, lock_on=["group"], on_duplicate="wait", lock_ttl=3.0)
+class CountingSkips(Singleton):
+    """A Singleton that counts its skipped calls in Redis (skip:skipped)."""
+
+    def on_skip(self, key, args, kwargs):
+        raw().incr("skip:skipped")
+        return super().on_skip(key, args, kwargs)
+
+
+@app.task(bind=True, base=Singleton, lock_on=["group"], on_duplicate="wait", lock_ttl=10.0)
 def waiting(self, i, group="g", sleep=0.1):
-    return _body(self, "wait", i, sleep)
+    return _body(self, "wait", i, lambda: time.sleep(sleep))
 
 
-@app.task(bind=True, base=Singleton, lock_on=["group"], on_duplicate="skip", lock_ttl=3.0)
-def skipping(self, i, group="g", sleep=1.0):
-    return _body(self, "skip", i, sleep)
+def _until_skipped(sleep, limit):
+    """Sleep; the first run then holds on until a copy was skipped (at most
+    `limit` s, so that with skipping broken the runs still end in time for
+    the test to say so)."""
+    time.sleep(sleep)
+    r, t0 = raw(), time.monotonic()
+    if r.incr("skip:holders") > 1:
+        return
+    while not r.get("skip:skipped") and time.monotonic() - t0 < limit:
+        time.sleep(0.01)
 
 
-@app.task(bind=True, base=Singleton, lock_on=[], lock_ttl=0.9)
-def stealable(self, limit=15.0):
+@app.task(bind=True, base=CountingSkips, lock_on=["group"], on_duplicate="skip", lock_ttl=10.0)
+def skipping(self, i, group="g", sleep=1.0, limit=10.0):
+    return _body(self, "skip", i, lambda: _until_skipped(sleep, limit))
+
+
+@app.task(bind=True, base=Singleton, lock_on=[], lock_ttl=3.0)
+def stealable(self, limit=30.0):
     """Runs until told its lock is lost (or `limit` seconds)."""
     r = raw()
     r.set("steal:token", self.lock.token)
@@ -70,7 +94,7 @@ def stealable(self, limit=15.0):
         try:
             self.check_lock()
         except Exception as e:  # LockLost
-            r.set("steal:lost_after", time.monotonic() - t0)
+            r.set("steal:lost_at", time.time())
             return f"lost: {type(e).__name__}"
         time.sleep(0.02)
     return "finished"

@@ -12,6 +12,8 @@ import tempfile
 import time
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 def free_port() -> int:
@@ -49,7 +51,9 @@ class RedisServer:
             try:
                 if redis.Redis(port=self.port, socket_timeout=1).ping():
                     return True
-            except redis.exceptions.ConnectionError:
+            # Not listening yet, or (a busy machine) slow to answer: ask again
+            # until the deadline.
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 time.sleep(0.01)
         raise RuntimeError(f"redis-server on port {self.port} did not answer")
 
@@ -59,10 +63,15 @@ class RedisServer:
 
     def restart(self):
         """SHUTDOWN NOSAVE, then start again on the same port with no data."""
+        # Not retried: a retry would only find the port closed, after
+        # seconds of backing off.
+        once = redis.Redis(port=self.port, socket_timeout=2, retry=Retry(NoBackoff(), 0))
         try:
-            redis.Redis(port=self.port, socket_timeout=2).shutdown(nosave=True)
+            once.shutdown(nosave=True)
         except redis.exceptions.ConnectionError:
             pass  # the server closes the connection as it goes
+        finally:
+            once.close()
         self.proc.wait(timeout=10)
         deadline = time.monotonic() + 10
         while not self._launch():

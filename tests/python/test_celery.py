@@ -17,6 +17,7 @@ import pytest
 import redis
 
 import redislock
+from helpers import wait_until
 from redis_server import RedisServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,7 +44,7 @@ def celery_env():
                 cwd=HERE, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True))
             log.close()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a busy machine starts six processes slowly
         while True:
             for w in workers:
                 assert w.poll() is None, f"a celery worker exited early; logs in {logdir}"
@@ -81,7 +82,7 @@ def test_wait_runs_every_task_one_at_a_time(celery_env):
     app, raw, _ = celery_env
     t0 = time.monotonic()
     results = [app.waiting.delay(i) for i in range(N)]
-    assert sorted(r.get(timeout=40) for r in results) == list(range(N))  # none lost
+    assert sorted(r.get(timeout=60) for r in results) == list(range(N))  # none lost
     took = time.monotonic() - t0
     done = runs(raw, "wait")
     assert len(done) == N
@@ -98,12 +99,14 @@ def test_wait_runs_every_task_one_at_a_time(celery_env):
 def test_skip_drops_duplicates(celery_env):
     app, raw, _ = celery_env
     results = [app.skipping.delay(i) for i in range(N)]
-    values = [r.get(timeout=40) for r in results]
+    values = [r.get(timeout=60) for r in results]
     ran = [v for v in values if v is not None]
     skipped = values.count(None)
     done = runs(raw, "skip")
     assert len(done) == len(ran) >= 1
-    assert skipped == N - len(ran) and skipped >= 1
+    # The first run holds the lock until a copy was skipped: at least one is.
+    assert skipped == N - len(ran) and skipped >= 1, f"{len(ran)} ran, {skipped} skipped"
+    assert int(raw.get("skip:skipped") or 0) == skipped
     assert int(raw.get("skip:overlaps") or 0) == 0
     for a, b in zip(done, done[1:]):
         assert a["end"] <= b["start"], (a, b)
@@ -116,20 +119,21 @@ def test_skip_drops_duplicates(celery_env):
 def test_stolen_lock_is_reported_to_the_task(celery_env):
     app, raw, _ = celery_env
     result = app.stealable.delay()
-    deadline = time.monotonic() + 20
-    while not raw.get("steal:started"):
-        assert time.monotonic() < deadline, "stealable never started"
-        time.sleep(0.02)
+    wait_until(lambda: raw.get("steal:started"), what="the task to start")
     key = app.stealable.singleton_key()
     assert raw.get(key) == raw.get("steal:token")
     # Someone deletes the lock (a plain DEL, as celery-once would) and a
     # second owner takes it.
+    stolen_at = time.time()
     raw.delete(key)
     thief = redislock.Client(f"redis://127.0.0.1:{raw.connection_pool.connection_kwargs['port']}/0")
     lock = thief.lock(key, ttl=20.0, timeout=0)
     assert lock.acquire()
-    assert result.get(timeout=20) == "lost: LockLost"
-    assert float(raw.get("steal:lost_after")) < 5
+    # Told before its 30 s run ended ("finished")...
+    assert result.get(timeout=60) == "lost: LockLost"
+    # ... by the renewal (every 1 s of its 3 s TTL): within a TTL.
+    lost_after = float(raw.get("steal:lost_at")) - stolen_at
+    assert lost_after < 3.0, f"told {lost_after:.3f} s after the theft"
     # The task's owner-checked release left the new owner's lock alone.
     assert raw.get(key) == lock.token
     lock.release()

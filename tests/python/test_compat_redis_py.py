@@ -17,6 +17,7 @@ from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock as RedisPyLock
 
 import redislock
+from helpers import assert_ttl_set, info_stat, queued, wait_until, wait_until_async
 from redislock.compat import redis_py
 from redislock.compat.redis_py import Lock, client_for, set_client, url_from_connection_kwargs
 
@@ -24,9 +25,10 @@ from redislock.compat.redis_py import Lock, client_for, set_client, url_from_con
 def test_lock_class_argument_and_wire_format(raw):
     lock = raw.lock("foo", timeout=10, lock_class=Lock)
     assert isinstance(lock, Lock)
+    t = time.monotonic()
     assert lock.acquire(blocking=False)
     assert raw.get("foo") == lock.local.token  # the key holds the token alone
-    assert 9000 < raw.pttl("foo") <= 10000
+    assert_ttl_set(raw, "foo", 10.0, since=t)
     assert lock.locked() and lock.owned()
     lock.release()
     assert raw.get("foo") is None
@@ -69,7 +71,7 @@ def test_excludes_redis_py_lock_both_ways_and_releases_only_its_own(raw):
     ours = raw.lock("foo", timeout=10, thread_local=False, lock_class=Lock)
     assert ours.acquire(blocking=False)
     threading.Timer(0.2, ours.release).start()
-    assert theirs.acquire(blocking_timeout=5)
+    assert theirs.acquire(blocking_timeout=20)
     theirs.release()
 
 
@@ -89,36 +91,46 @@ def test_release_wakes_a_waiter_by_hand_off(raw):
 
     t = threading.Thread(target=waiter)
     t.start()
-    time.sleep(0.3)
+    wait_until(lambda: queued(raw, "foo") == 1, what="the waiter to queue")
     released_at = time.monotonic()
     holder.release()
-    t.join(10)
-    assert got["ok"]
-    assert got["at"] - released_at < 1.0
+    t.join(30)
+    assert got.get("ok"), got
+    # Handed over by the release, not found by a retry or a poll.
+    assert client_for(raw).stats()["acquired_handed_over"] == 1
+    assert got["at"] - released_at < 5.0, "not woken before a 5 s poll would have"
 
 
 def test_waiter_gets_a_redis_py_lock_when_it_expires(raw):
     theirs = raw.lock("foo", timeout=0.3)
     assert theirs.acquire(blocking=False)
-    ours = raw.lock("foo", timeout=5, blocking_timeout=5, lock_class=Lock)
+    ours = raw.lock("foo", timeout=5, blocking_timeout=20, lock_class=Lock)
     t0 = time.monotonic()
     assert ours.acquire()
-    assert time.monotonic() - t0 < 3
+    took = time.monotonic() - t0
+    # Taken by a retry once theirs expired (nobody released it).
+    assert client_for(raw).stats()["acquired_after_wait"] == 1
+    assert info_stat(raw, "expired_keys") == 1
+    assert took < 10, f"took {took:.3f} s, for a 0.3 s lock"
     ours.release()
 
 
 def test_blocking_timeout_and_non_blocking(raw):
     holder = raw.lock("foo", timeout=30, lock_class=Lock)
     assert holder.acquire()
+    # Upper bounds far below the 60 s sleep of a polling lock and the
+    # holder's 30 s.
     lock = raw.lock("foo", timeout=30, blocking_timeout=0.3, sleep=60, lock_class=Lock)
     t0 = time.monotonic()
     assert not lock.acquire()
-    assert 0.25 <= time.monotonic() - t0 < 2.0
+    took = time.monotonic() - t0
+    assert 0.25 <= took < 5.0, f"a 0.3 s wait took {took:.3f} s"
     t0 = time.monotonic()
     assert not lock.acquire(blocking=False)
     assert not lock.acquire(blocking_timeout=0)
     assert not lock.acquire(blocking_timeout=-1)
-    assert time.monotonic() - t0 < 0.5
+    took = time.monotonic() - t0
+    assert took < 5.0, f"three tries without waiting took {took:.3f} s"
     nb = raw.lock("foo", blocking=False, lock_class=Lock)
     assert not nb.acquire()
     with pytest.raises(LockError) as e:
@@ -172,14 +184,17 @@ def test_not_thread_local_hands_the_lock_to_another_thread(raw):
 
 def test_extend_adds_and_replace_ttl_sets(raw):
     lock = raw.lock("foo", timeout=10, lock_class=Lock)
+    t = time.monotonic()
     assert lock.acquire()
-    assert lock.extend(10) is True
-    assert 19000 < raw.pttl("foo") <= 20000
+    assert lock.extend(10) is True  # 10 s more than it had left
+    assert_ttl_set(raw, "foo", 20.0, since=t)
+    t = time.monotonic()
     assert lock.extend(5, replace_ttl=True) is True
-    assert 4000 < raw.pttl("foo") <= 5000
+    assert_ttl_set(raw, "foo", 5.0, since=t)
     assert raw.pexpire("foo", 1000)
+    t = time.monotonic()
     assert lock.reacquire() is True
-    assert 9000 < raw.pttl("foo") <= 10000
+    assert_ttl_set(raw, "foo", 10.0, since=t)
     lock.release()
 
 
@@ -203,11 +218,16 @@ def test_extend_and_reacquire_errors(raw):
 
 
 def test_no_timeout_is_a_renewed_lock(raw, monkeypatch):
-    monkeypatch.setattr(redis_py, "NO_TIMEOUT_TTL", 1.0)
+    # Renewed every 0.5 s: it expires only if the renewal thread stalls
+    # for a whole second.
+    ttl = 1.5
+    monkeypatch.setattr(redis_py, "NO_TIMEOUT_TTL", ttl)
     lock = raw.lock("foo", lock_class=Lock)
+    t = time.monotonic()
     assert lock.acquire()
-    assert 0 < raw.pttl("foo") <= 1000
-    time.sleep(1.5)  # outlives its TTL: renewed in the background
+    assert_ttl_set(raw, "foo", ttl, since=t)
+    time.sleep(ttl + 0.5)  # outlives its TTL: renewed in the background
+    assert raw.get("foo") == lock.local.token, "expired: not renewed"
     assert lock.owned() and not lock.lost
     with pytest.raises(LockError):
         lock.extend(10)
@@ -228,12 +248,15 @@ def test_release_errors_and_context_manager(raw, caplog):
         assert raw.get("foo") == held.local.token
     assert raw.get("foo") is None
 
+    def expired():
+        wait_until(lambda: not raw.exists("foo"), what="the 0.1 s lock to expire")
+
     with pytest.raises(LockNotOwnedError):
         with raw.lock("foo", timeout=0.1, lock_class=Lock):
-            time.sleep(0.2)
+            expired()
     with caplog.at_level(logging.WARNING):
         with raw.lock("foo", timeout=0.1, raise_on_release_error=False, lock_class=Lock):
-            time.sleep(0.2)
+            expired()
     assert "no longer owned" in caplog.text
 
 
@@ -394,7 +417,7 @@ def test_cluster_client_without_pool_is_refused():
 
 # -- redis.asyncio (pytest-asyncio is not needed: each test runs its own loop) --
 
-def test_asyncio_lock_class_hand_off_and_errors(server):
+def test_asyncio_lock_class_hand_off_and_errors(server, raw):
     import asyncio
 
     import redis.asyncio as aredis
@@ -427,21 +450,28 @@ def test_asyncio_lock_class_hand_off_and_errors(server):
 
         t = asyncio.create_task(ticker())
         w = asyncio.create_task(waiter())
-        await asyncio.sleep(0.3)
-        assert ticks > 10  # the wait does not block the loop
+        await wait_until_async(lambda: queued(raw, "foo") == 1 or w.done(), what="the waiter to queue")
+        # A wait that blocked the loop would end (timed out) before the
+        # ticker ticked again.
+        start = ticks
+        await wait_until_async(lambda: ticks > start + 10 or w.done(), what="ticks while it waits")
+        assert not w.done(), "the wait blocked the loop"
         released = time.monotonic()
         await holder.release()
-        assert await w - released < 1.0
+        assert await w - released < 5.0, "not woken before a 5 s poll would have"
+        assert client_for(r).stats()["acquired_handed_over"] == 1  # by the release
         t.cancel()
 
         lock = r.lock("foo", timeout=10, lock_class=ALock)
         with pytest.raises(LockError):
             await lock.release()
+        since = time.monotonic()
         assert await lock.acquire()
         assert await lock.extend(10) is True
-        assert 19000 < await r.pttl("foo") <= 20000
+        assert_ttl_set(raw, "foo", 20.0, since)
+        since = time.monotonic()
         assert await lock.reacquire() is True
-        assert 9000 < await r.pttl("foo") <= 10000
+        assert_ttl_set(raw, "foo", 10.0, since)
         await r.set("foo", "other")
         with pytest.raises(LockNotOwnedError):
             await lock.release()

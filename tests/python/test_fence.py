@@ -2,7 +2,8 @@
 left on the server once it is released, and fences keep growing across a
 restart that lost the counters."""
 import threading
-import time
+
+from helpers import queued, wait_until
 
 MAX_FENCE = 2**53
 
@@ -31,20 +32,17 @@ def test_a_waiter_served_by_hand_off_leaves_nothing(client, raw):
     got = []
 
     def wait():
-        with client.lock("handed", ttl=10.0, timeout=10.0) as lock:
+        with client.lock("handed", ttl=10.0, timeout=30.0) as lock:
             got.append(lock.fence)
 
     t = threading.Thread(target=wait)
     t.start()
-    # The waiter is queued once the queue key exists.
-    for _ in range(500):
-        if raw.exists("{handed}:queue"):
-            break
-        time.sleep(0.01)
+    wait_until(lambda: queued(raw, "handed") == 1, what="the waiter to queue")
     first = holder.fence
     holder.release()
-    t.join(10)
-    assert got and got[0] > first
+    t.join(30)
+    assert got and got[0] > first, (got, first)
+    assert client.stats()["acquired_handed_over"] == 1
     assert [k.decode() for k in raw.scan_iter()] == [k.decode() for k in raw.scan_iter("redislock:fence:*")]
 
 

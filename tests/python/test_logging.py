@@ -3,9 +3,9 @@ a level set after import; the uncontended path logs nothing."""
 import asyncio
 import logging
 import threading
-import time
 
 import redislock  # imported before any level is set, as an application does
+from helpers import DEADLINE, wait_until
 
 
 def lines(caplog, logger=None):
@@ -59,15 +59,12 @@ def test_hand_offs_and_losses_are_logged(client, raw, caplog):
     caplog.set_level(logging.DEBUG, logger="redislock")
     holder = client.lock("relay", ttl=10.0)
     assert holder.acquire(blocking=False)
-    waiter = client.lock("relay", ttl=10.0, timeout=10.0)
+    waiter = client.lock("relay", ttl=10.0, timeout=30.0)
     t = threading.Thread(target=waiter.acquire)
     t.start()
-    deadline = time.monotonic() + 10
-    while client.stats()["waiters_now"] == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: client.stats()["waiters_now"] == 1, what="the thread to wait")
     holder.release()
-    t.join(10)
+    t.join(30)
     assert any("handed over" in r.getMessage() for r in lines(caplog, "redislock.deploy.wait"))
     waiter.release()
 
@@ -75,7 +72,7 @@ def test_hand_offs_and_losses_are_logged(client, raw, caplog):
     lock = client.lock("renewed", ttl=0.6, auto_renew=True, on_lost=lost.set)
     assert lock.acquire(blocking=False)
     raw.set("renewed", "thief")
-    assert lost.wait(5)
+    assert lost.wait(DEADLINE)
     renew_lines = lines(caplog, "redislock.renew")
     assert any(r.getMessage().startswith("lost:") for r in renew_lines), caplog.text
     assert all(r.thread != threading.get_ident() for r in renew_lines)

@@ -3,13 +3,13 @@ equals client.stats(), under the names every language exports."""
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from helpers import wait_until
 from redislock import Client
 from redislock.metrics import RedislockCollector
 
@@ -98,10 +98,7 @@ def test_a_scrape_of_running_clients_equals_their_stats(server, raw):
     waiter = main.lock("busy", ttl=30.0, timeout=30.0)
     t = threading.Thread(target=waiter.acquire)
     t.start()
-    deadline = time.monotonic() + 10
-    while main.stats()["waiters_now"] != 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: main.stats()["waiters_now"] == 1, what="the thread to wait")
 
     collector = RedislockCollector(main, labels={"client": "main"})
     collector.add(jobs, labels={"client": "jobs"})
@@ -139,7 +136,7 @@ def test_a_scrape_of_running_clients_equals_their_stats(server, raw):
         assert 'redislock_held_seconds_bucket{client="main",le="+Inf"}' in text
     finally:
         holder.release()
-        t.join(10)
+        t.join(30)
         waiter.release()
 
 

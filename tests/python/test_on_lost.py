@@ -17,16 +17,10 @@ import time
 
 import pytest
 
+from helpers import DEADLINE, wait_until, wait_until_async
 from redislock import LockNotOwned
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def wait_until(predicate, timeout=10.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def run_guarded(url, body, timeout=30):
@@ -56,15 +50,17 @@ def test_renewal_finds_it_lost_and_runs_the_callback_once_on_its_thread(client, 
         calls.append((threading.get_ident(), time.monotonic()))
         fired.set()
 
-    ttl = 1.0
+    # Renewed every 0.5 s: found lost at the next renewal.
+    ttl = 1.5
     lock = client.lock("job", ttl=ttl, auto_renew=True, on_lost=on_lost)
     assert lock.acquire(blocking=False)
     stolen_at = time.monotonic()
     raw.set("job", "thief")
-    assert fired.wait(5), "on_lost did not run"
+    assert fired.wait(DEADLINE), "on_lost did not run"
     (ident, at), = calls
     assert ident != threading.get_ident()
-    assert at - stolen_at < ttl
+    assert client.stats()["renewals_lost"] == 1  # the renewal found it
+    assert at - stolen_at < ttl, f"found lost {at - stolen_at:.3f} s after, not within a TTL"
     assert lock.lost
     # Finding it lost again (release, extend) does not run it again.
     with pytest.raises(LockNotOwned):
@@ -109,16 +105,16 @@ def test_an_exception_in_the_callback_is_logged_and_renewal_goes_on(client, raw,
     def boom():
         raise RuntimeError("boom from on_lost")
 
-    ttl = 1.0
-    doomed = client.lock("doomed", ttl=ttl, auto_renew=True, on_lost=boom)
-    kept = client.lock("kept", ttl=ttl, auto_renew=True)
+    doomed = client.lock("doomed", ttl=1.0, auto_renew=True, on_lost=boom)
+    # Renewed every 0.5 s: lost only if the renewal thread stalled for 1 s.
+    kept = client.lock("kept", ttl=1.5, auto_renew=True)
     assert doomed.acquire(blocking=False) and kept.acquire(blocking=False)
     raw.set("doomed", "thief")
 
     def logged():
         return [r for r in caplog.records if r.name == "redislock" and r.exc_info]
 
-    wait_until(lambda: logged(), timeout=5, what="the callback's exception to be logged")
+    wait_until(lambda: logged(), what="the callback's exception to be logged")
     record, = logged()
     assert record.levelno == logging.ERROR
     assert record.exc_info[0] is RuntimeError
@@ -126,8 +122,8 @@ def test_an_exception_in_the_callback_is_logged_and_renewal_goes_on(client, raw,
     assert "doomed" in record.getMessage()
     # The same renewal thread goes on renewing the client's other lock.
     renewed = client.stats()["renewals_ok"]
-    time.sleep(ttl * 1.5)
-    assert client.stats()["renewals_ok"] >= renewed + 2
+    wait_until(lambda: client.stats()["renewals_ok"] >= renewed + 2,
+               what="two more renewals of the other lock")
     assert not kept.lost and kept.owned()
     assert raw.pttl("kept") > 0
     kept.release()
@@ -156,7 +152,7 @@ def test_a_callback_that_calls_its_lock_on_the_renewal_thread_does_not_deadlock(
         lock = client.lock("job", ttl=1.0, auto_renew=True, on_lost=on_lost)
         assert lock.acquire(blocking=False)
         raw.set("job", "thief")
-        assert done.wait(10)
+        assert done.wait(20)
         # The main thread meanwhile uses the same Lock and client.
         seen["after"] = lock.lost
         print(json.dumps(seen))
@@ -199,7 +195,7 @@ def test_other_threads_keep_running_while_the_callback_and_waits_run(server):
         assert holder.acquire(blocking=False)
         got = []
         t = threading.Thread(target=lambda: got.append(
-            client.lock("busy", ttl=5.0, timeout=2.0).acquire()))
+            client.lock("busy", ttl=5.0, timeout=20.0).acquire()))
         t.start()
         done = threading.Event()
         def on_lost():
@@ -212,7 +208,7 @@ def test_other_threads_keep_running_while_the_callback_and_waits_run(server):
         while not done.is_set():
             spins += 1
         holder.release()
-        t.join(10)
+        t.join(30)
         print(json.dumps({"spins": spins > 0, "got": got}))
     """)
     assert out == {"spins": True, "got": [True]}
@@ -227,10 +223,7 @@ def test_async_with_runs_the_callback_when_renewal_finds_it_lost(client, raw):
         with pytest.raises(LockNotOwned):
             async with lock:
                 raw.set("task", "thief")
-                for _ in range(300):
-                    if calls:
-                        break
-                    await asyncio.sleep(0.01)
+                await wait_until_async(lambda: calls, what="the renewal to find it lost")
                 assert lock.lost
 
     asyncio.run(main())
@@ -258,7 +251,7 @@ def test_a_lock_whose_callback_refers_to_it_is_collected_and_released(client, ra
 
     make()
     gc.collect()
-    wait_until(lambda: raw.get("cycle") is None, timeout=5, what="the collected lock's release")
+    wait_until(lambda: raw.get("cycle") is None, what="the collected lock's release")
     assert client.stats()["held_now"] == 0
 
 
@@ -274,7 +267,7 @@ def test_synchronized_passes_on_lost(client, raw):
     @client.synchronized("sync-job", ttl=1.0, on_lost=lambda: calls.append(1))
     def work():
         raw.set("sync-job", "thief")
-        wait_until(lambda: calls, timeout=5, what="on_lost")
+        wait_until(lambda: calls, what="on_lost")
 
     with pytest.raises(LockNotOwned):
         work()

@@ -33,7 +33,7 @@ def test_exclusion_across_threads_and_result(client):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(60)
     assert overlaps == []
     assert results == {i: i * 2 for i in range(8)}
     assert work.__name__ == "work"  # functools.wraps
@@ -98,12 +98,18 @@ def test_name_from_arguments(client, raw):
 
 
 def test_renewed_beyond_ttl(client, raw):
-    @client.synchronized("sync:long", ttl=0.6)
-    def long():
-        time.sleep(1.5)
-        return raw.exists("sync:long")
+    # Renewed every 0.5 s: it expires only if the renewal thread stalls
+    # for a whole second.
+    ttl = 1.5
 
-    assert long() == 1  # auto_renew kept it past its TTL
+    @client.synchronized("sync:long", ttl=ttl)
+    def long():
+        time.sleep(ttl + 0.5)
+        return raw.exists("sync:long"), client.stats()["renewals_ok"]
+
+    exists, renewals = long()
+    assert exists == 1, "expired: auto_renew did not keep it past its TTL"
+    assert renewals >= 1
     assert not raw.exists("sync:long")
 
 
