@@ -17,6 +17,7 @@ mod aio;
 mod lost;
 mod stats;
 
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -102,6 +103,41 @@ fn connection_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         .map(|t| t.bind(py))
 }
 
+thread_local! {
+    /// Set while this thread runs a call of the core without the GIL (see
+    /// [`detached`]).
+    static IN_CALL: Cell<bool> = const { Cell::new(false) };
+    /// The first exception raised inside a log line of that call.
+    static RAISED: RefCell<Option<PyErr>> = const { RefCell::new(None) };
+}
+
+/// `py.detach(f)`, then the exception raised inside one of the core's log
+/// lines meanwhile, if any. Those lines reach `logging` on the calling
+/// thread (see [`Logs`]): a signal handler that runs there (Ctrl-C's
+/// KeyboardInterrupt) or a logging handler that raises makes the call
+/// raise it, once `f` is done. A value made meanwhile (a lock) is dropped.
+fn detached<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: pyo3::marker::Ungil + FnOnce() -> T,
+    T: pyo3::marker::Ungil,
+{
+    let outer = IN_CALL.replace(true);
+    let r = py.detach(f);
+    IN_CALL.set(outer);
+    match take_raised() {
+        Some(e) => {
+            drop(r);
+            Err(e)
+        }
+        None => Ok(r),
+    }
+}
+
+/// The exception a log line of this thread's call raised, if any.
+fn take_raised() -> Option<PyErr> {
+    RAISED.with(|r| r.borrow_mut().take())
+}
+
 /// Acquire with the GIL released. While it waits, Python's pending signal
 /// handlers run between the slices of the wait (at least every 100 ms, and
 /// at once when a signal arrives): an exception they raise, such as
@@ -116,22 +152,23 @@ fn acquire_interruptibly(
     let raised: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
     let stash = Arc::clone(&raised);
     let opts = opts.interrupt(Interrupt::new(move || {
-        Python::attach(|py| match py.check_signals() {
-            Ok(()) => false,
-            Err(e) => {
-                *locked(&stash) = Some(e);
-                true
+        Python::attach(|py| {
+            // A handler that ran inside a log line of this wait raised
+            // already (see `detached`); otherwise one may be pending.
+            match take_raised().map_or_else(|| py.check_signals(), Err) {
+                Ok(()) => false,
+                Err(e) => {
+                    *locked(&stash) = Some(e);
+                    true
+                }
             }
         })
     }));
-    let r = py.detach(|| client.acquire_with(name, opts));
+    let r = detached(py, || client.acquire_with(name, opts));
     let pending = locked(&raised).take();
     match pending {
-        Some(e) => {
-            drop(r);
-            Err(e)
-        }
-        None => Ok(r),
+        Some(e) => Err(e),
+        None => r,
     }
 }
 
@@ -300,8 +337,7 @@ impl Client {
         let name = bytes_arg(name, "name")?;
         let token = bytes_arg(token, "token")?;
         let client = &self.client;
-        py.detach(|| client.release_token(&name, &token))
-            .map_err(|e| to_py(py, e))
+        detached(py, || client.release_token(&name, &token))?.map_err(|e| to_py(py, e))
     }
 
     fn __repr__(&self) -> String {
@@ -537,7 +573,7 @@ impl Lock {
     /// (the new holder's key is left alone), or was not held.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let mut shared = self.take_held()?;
-        let (r, lost) = py.detach(|| {
+        let (r, lost) = detached(py, || {
             // Another thread's extend or owned on this acquisition ends
             // within its round trip.
             let lock = loop {
@@ -550,7 +586,7 @@ impl Lock {
                 }
             };
             deferring(|| lock.release())
-        });
+        })?;
         fire_all(lost);
         r.map_err(|e| to_py(py, e))
     }
@@ -560,7 +596,7 @@ impl Lock {
     fn extend(&self, py: Python<'_>, ttl: f64) -> PyResult<()> {
         let ttl = seconds(ttl, "ttl")?;
         let lock = self.current().ok_or_else(|| self.not_held())?;
-        let (r, lost) = py.detach(|| deferring(|| lock.extend(ttl)));
+        let (r, lost) = detached(py, || deferring(|| lock.extend(ttl)))?;
         drop(lock);
         fire_all(lost);
         r.map_err(|e| to_py(py, e))
@@ -569,8 +605,7 @@ impl Lock {
     /// Whether anyone holds the lock (asks Redis).
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let (client, name) = (&self.client, &self.name);
-        py.detach(|| client.is_locked(name))
-            .map_err(|e| to_py(py, e))
+        detached(py, || client.is_locked(name))?.map_err(|e| to_py(py, e))
     }
 
     /// Whether this object holds the lock right now (asks Redis).
@@ -578,7 +613,7 @@ impl Lock {
         let Some(lock) = self.current() else {
             return Ok(false);
         };
-        py.detach(|| lock.owned()).map_err(|e| to_py(py, e))
+        detached(py, || lock.owned())?.map_err(|e| to_py(py, e))
     }
 
     /// True once renewal or an extend found the lock gone.
@@ -707,7 +742,13 @@ impl Drop for Lock {
     fn drop(&mut self) {
         let held = std::mem::take(self.held.get_mut().unwrap_or_else(|e| e.into_inner()));
         if !held.is_empty() {
-            Python::attach(|py| py.detach(move || drop(held)));
+            Python::attach(|py| {
+                if let Err(e) = detached(py, move || drop(held)) {
+                    // Nothing can raise from here: shown as Python shows
+                    // an exception in __del__.
+                    e.write_unraisable(py, None);
+                }
+            });
         }
     }
 }
@@ -740,8 +781,49 @@ fn forward_logs(py: Python<'_>) -> PyResult<()> {
         .filter_target("redislock".to_owned(), log::LevelFilter::Debug);
     // Only fails when a logger is already installed in this library, which
     // then keeps its place.
-    let _ = logger.install();
+    if log::set_boxed_logger(Box::new(Logs(logger))).is_ok() {
+        log::set_max_level(log::LevelFilter::Debug);
+    }
     Ok(())
+}
+
+/// pyo3-log's logger, and what to do with an exception raised inside
+/// `logging` (by a handler, or by a signal handler that Python runs there):
+/// pyo3-log leaves it set on the thread, where the interpreter would later
+/// find it as a SystemError, or where it is silently dropped. On a thread inside a call of ours it is kept
+/// for that call to raise ([`detached`]); on the library's own threads
+/// (renewal, the async runtime) it is shown as an exception in `__del__`
+/// is, since nothing there can raise it.
+struct Logs(pyo3_log::Logger);
+
+impl log::Log for Logs {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.0.enabled(record.metadata()) {
+            return;
+        }
+        // One attach around pyo3-log's own: on a thread Python does not
+        // know, the exception would go with the thread state made for it.
+        Python::attach(|py| {
+            self.0.log(record);
+            if let Some(e) = PyErr::take(py) {
+                if IN_CALL.get() {
+                    RAISED.with(|r| {
+                        r.borrow_mut().get_or_insert(e);
+                    });
+                } else {
+                    e.write_unraisable(py, None);
+                }
+            }
+        });
+    }
+
+    fn flush(&self) {
+        self.0.flush()
+    }
 }
 
 /// The native module.

@@ -2,7 +2,11 @@
 a level set after import; the uncontended path logs nothing."""
 import asyncio
 import logging
+import sys
 import threading
+import time
+
+import pytest
 
 import redislock  # imported before any level is set, as an application does
 from helpers import DEADLINE, wait_until
@@ -91,3 +95,69 @@ def test_asyncio_waits_are_logged_from_the_runtime(client, caplog):
               if "queued to wait for it" in r.getMessage()]
     assert len(queued) == 1 and queued[0].thread != threading.get_ident()
     holder.release()
+
+
+def test_an_exception_raised_inside_a_log_line_is_what_the_call_raises(client, caplog):
+    """A log line of a wait runs Python on the waiting thread: a signal
+    handler (Ctrl-C) or a logging handler that raises there makes the wait
+    raise that exception, at once, instead of waiting out its timeout and
+    then failing as a SystemError ("returned a result with an exception
+    set")."""
+    caplog.set_level(logging.DEBUG, logger="redislock")
+    holder = client.lock("raising", ttl=30.0)
+    assert holder.acquire(blocking=False)
+
+    class Interrupted(Exception):
+        pass
+
+    class Raising(logging.Handler):
+        def emit(self, record):
+            if "queued to wait for it" in record.getMessage():
+                raise Interrupted("raised inside a log line")
+
+    handler = Raising()
+    logger = logging.getLogger("redislock")
+    logger.addHandler(handler)
+    try:
+        started = time.monotonic()
+        with pytest.raises(Interrupted):
+            client.lock("raising", ttl=5.0).acquire(timeout=20.0)
+        assert time.monotonic() - started < 10.0, "the wait ran on to its timeout"
+    finally:
+        logger.removeHandler(handler)
+    # It left the queue: the release frees the lock instead of handing it over.
+    assert client.stats()["waiters_now"] == 0
+    holder.release()
+    assert not holder.locked()
+
+
+def test_an_exception_raised_inside_a_log_line_of_a_library_thread_is_unraisable(
+        client, raw, monkeypatch, caplog):
+    """On the renewal thread nothing can raise it: it goes to
+    sys.unraisablehook, and the thread goes on."""
+    caplog.set_level(logging.DEBUG, logger="redislock")
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+
+    class Raising(logging.Handler):
+        def emit(self, record):
+            raise RuntimeError(f"raised inside {record.getMessage()!r}")
+
+    handler = Raising()
+    logger = logging.getLogger("redislock")
+    logger.addHandler(handler)
+    try:
+        lost = client.lock("stolen", ttl=1.5, auto_renew=True)
+        assert lost.acquire(blocking=False)
+        raw.set("stolen", "thief")  # renewal finds it lost, and logs so
+        wait_until(lambda: lost.lost, what="renewal to find the lock lost")
+        wait_until(lambda: seen, what="the exception to reach sys.unraisablehook")
+        assert isinstance(seen[0], RuntimeError), seen
+        # Renewal goes on for other locks.
+        kept = client.lock("kept", ttl=1.5, auto_renew=True)
+        assert kept.acquire(blocking=False)
+        renewed = client.stats()["renewals_ok"]
+        wait_until(lambda: client.stats()["renewals_ok"] > renewed, what="another renewal")
+        kept.release()
+    finally:
+        logger.removeHandler(handler)
