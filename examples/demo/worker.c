@@ -1,7 +1,9 @@
 /*
- * make demo: a C worker. Until the deadline: take the lock, increment the
- * counter non-atomically (GET, then SET, over a plain socket), release.
- * Prints "fence acquired_ns release_ns" per acquisition (CLOCK_MONOTONIC).
+ * make demo: a C worker. Once, then until the deadline: take the lock,
+ * increment the counter non-atomically (GET, then SET, over a plain
+ * socket), release. Prints "fence value acquired_ns release_ns" per
+ * acquisition: the counter as read, CLOCK_MONOTONIC after the acquisition
+ * and before the release.
  *
  *   worker REDIS_PORT SECONDS
  */
@@ -63,9 +65,10 @@ int main(int argc, char **argv) {
   if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
     return 1;
   static const char get[] = "*2\r\n$3\r\nGET\r\n$12\r\ndemo:counter\r\n";
-  while (now_ns() < end) {
+  do {
+    /* A TTL and a wait no pause of a busy machine comes near. */
     redislock_lock *lock = NULL;
-    redislock_status s = redislock_acquire(client, (const uint8_t *)"demo:lock", 9, 5000, 10000, NULL, 0, &lock);
+    redislock_status s = redislock_acquire(client, (const uint8_t *)"demo:lock", 9, 30000, 30000, NULL, 0, &lock);
     if (s != REDISLOCK_OK) {
       fprintf(stderr, "c worker: %s\n", redislock_status_str(s));
       return 1;
@@ -80,8 +83,8 @@ int main(int argc, char **argv) {
     long long release = now_ns();
     if (redislock_release(lock) != REDISLOCK_OK)
       return 1;
-    printf("%llu %lld %lld\n", fence, acquired, release);
-  }
+    printf("%llu %lld %lld %lld\n", fence, v, acquired, release);
+  } while (now_ns() < end);
   close(fd);
   redislock_client_free(client);
   return 0;

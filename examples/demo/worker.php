@@ -1,8 +1,9 @@
 <?php
-// make demo: a PHP worker (the package over FFI). Until the deadline: take
-// the lock, increment the counter non-atomically (GET, then SET, with
-// phpredis), release. Prints "fence acquired_ns release_ns" per acquisition
-// (hrtime: CLOCK_MONOTONIC).
+// make demo: a PHP worker (the package over FFI). Once, then until the
+// deadline: take the lock, increment the counter non-atomically (GET, then
+// SET, with phpredis), release. Prints "fence value acquired_ns release_ns"
+// per acquisition: the counter as read, hrtime (CLOCK_MONOTONIC) after the
+// acquisition and before the release.
 //
 //   php worker.php REDIS_PORT SECONDS
 declare(strict_types=1);
@@ -15,14 +16,15 @@ $raw = new Redis();
 $raw->connect('127.0.0.1', $port);
 $end = hrtime(true) + (int)($seconds * 1e9);
 $out = [];
-while (hrtime(true) < $end) {
-    $lock = $client->acquire('demo:lock', ttlMs: 5000, waitMs: 10000);
+do {
+    // A TTL and a wait no pause of a busy machine comes near.
+    $lock = $client->acquire('demo:lock', ttlMs: 30000, waitMs: 30000);
     $acquired = hrtime(true);
     $value = (int)$raw->get('demo:counter');
     $raw->set('demo:counter', (string)($value + 1));
     $fence = $lock->fence();
     $release = hrtime(true);
     $lock->release();
-    $out[] = "$fence $acquired $release";
-}
+    $out[] = "$fence $value $acquired $release";
+} while (hrtime(true) < $end);
 echo implode("\n", $out), "\n";

@@ -146,14 +146,14 @@ final class LaravelTest extends TestCase
     public function testTheKeyAndValueAreThoseOfLaravelsOwnLock(string $client): void
     {
         $cache = $this->app($client)['cache'];
-        $theirs = $cache->store('laravel')->lock('report', 10, 'owner-1');
+        $theirs = $cache->store('laravel')->lock('report', 60, 'owner-1');
         $this->assertTrue($theirs->get());
         $laravelKeys = $this->keys();
         $laravelValue = $this->raw->get($laravelKeys[0]);
         $this->assertTrue($theirs->release());
         $this->assertSame([], $this->keys());
 
-        $ours = $cache->store('locks')->lock('report', 10, 'owner-1');
+        $ours = $cache->store('locks')->lock('report', 60, 'owner-1');
         $this->assertInstanceOf(Lock::class, $ours);
         $this->assertTrue($ours->get());
         // Laravel 8: the store prefix gets a ':'; the connection's prefix comes first.
@@ -161,8 +161,9 @@ final class LaravelTest extends TestCase
         $this->assertSame($laravelKeys, $this->keys());
         $this->assertSame($laravelValue, $this->raw->get('db_app:report'));
         $this->assertSame('owner-1', $laravelValue);
+        // Seconds, as Laravel's: bounds seconds apart from the call.
         $pttl = $this->raw->pttl('db_app:report');
-        $this->assertTrue($pttl > 9000 && $pttl <= 10000, "pttl $pttl");
+        $this->assertTrue($pttl > 30000 && $pttl <= 60000, "a 60 s lock: pttl $pttl");
         $this->assertTrue($ours->release());
         $this->assertSame([], $this->keys());
     }
@@ -215,15 +216,14 @@ final class LaravelTest extends TestCase
     {
         $store = $this->app('predis')['cache']->store('locks');
         $this->assertTrue($store->lock('handoff', 30, 'holder')->get());
+        $before = $store->getStore()->lockClient()->stats();
         $port = $this->server->port;
-        // A child waits until the parent queues, then releases the holder's
-        // lock by owner and notes the time.
+        // A child waits until the parent queues (10 s at most), then 100 ms
+        // more, releases the holder's lock by owner, having noted the time.
         $pid = self::child(function () use ($store, $port) {
             $r = new Redis();
             $r->connect('127.0.0.1', $port);
-            for ($i = 0; $i < 500 && !$r->exists('{db_app:handoff}:queue'); $i++) {
-                usleep(10000);
-            }
+            $r->set('queued', waitUntil(fn () => $r->exists('{db_app:handoff}:queue') > 0, 10) ? 'yes' : 'no');
             usleep(100000);
             $lock = $store->restoreLock('handoff', 'holder');
             $t = hrtime(true);
@@ -233,7 +233,7 @@ final class LaravelTest extends TestCase
         try {
             $waiter = $store->lock('handoff', 30, 'waiter');
             $t0 = hrtime(true);
-            [$at, $heldBy, $fenceBeside] = $waiter->block(5, fn () => [
+            [$at, $heldBy, $fenceBeside] = $waiter->block(20, fn () => [
                 hrtime(true),
                 $this->raw->get('db_app:handoff'),
                 $this->raw->get('{db_app:handoff}:fence'),
@@ -241,36 +241,54 @@ final class LaravelTest extends TestCase
         } finally {
             pcntl_waitpid($pid, $status);
         }
+        $this->assertSame('yes', $this->raw->get('queued'), "block() did not join the lock's queue: it polls");
         $released = $this->raw->get('released-at');
         $this->assertIsNumeric($released, 'the child released the lock');
-        $latency = ($at - (int)$released) / 1e6;
         $this->assertGreaterThan(100, ($at - $t0) / 1e6, 'block() waited for the release');
-        $this->assertGreaterThanOrEqual(0, $latency);
-        $this->assertLessThan(200, $latency, "woken $latency ms after the release (Laravel polls every 250 ms)");
+        // CLOCK_MONOTONIC is the machine's: taken before the release, the
+        // child's time comes before the callback's unless two held the lock.
+        $this->assertGreaterThanOrEqual(0, $at - (int)$released, 'the callback ran before the release');
+        // Woken by the release's hand-off, not by polling as Laravel's
+        // block() does every 250 ms (its tries would find the lock free).
+        $after = $store->getStore()->lockClient()->stats();
+        $this->assertSame(1, $after['acquired_handed_over'] - $before['acquired_handed_over'], 'handed over by the release');
+        $this->assertSame(0, $after['acquired_at_once'] - $before['acquired_at_once'], 'found free by a try');
         $this->assertSame('waiter', $heldBy);
         // Handed over by the release script: the new holder's fence is kept beside the lock.
         $this->assertSame((string)$waiter->fence(), $fenceBeside);
-        $this->assertSame(['released-at'], $this->keys(), 'released after the callback');
+        $this->assertSame(['queued', 'released-at'], $this->keys(), 'released after the callback');
     }
 
     public function testBlockNoticesAReleaseByLaravelsOwnLock(): void
     {
         $app = $this->app('predis');
         $this->assertTrue($app['cache']->store('laravel')->lock('mixed', 30, 'old-process')->get());
-        // A child with its own Laravel releases it with Laravel's lock (no hand-off).
-        $pid = self::child(function () {
+        $client = $app['cache']->store('locks')->getStore()->lockClient();
+        $before = $client->stats();
+        // A child with its own Laravel waits until this process is queued
+        // (10 s at most), then 300 ms more, and releases it with Laravel's
+        // lock (no hand-off).
+        $port = $this->server->port;
+        $pid = self::child(function () use ($port) {
+            $r = new Redis();
+            $r->connect('127.0.0.1', $port);
+            $r->set('queued', waitUntil(fn () => $r->exists('{db_app:mixed}:queue') > 0, 10) ? 'yes' : 'no');
             usleep(300000);
             $this->app('predis')['cache']->store('laravel')->restoreLock('mixed', 'old-process')->release();
         });
         try {
             $t = hrtime(true);
-            $this->assertTrue($app['cache']->store('locks')->lock('mixed', 30, 'new-process')->block(5));
+            $this->assertTrue($app['cache']->store('locks')->lock('mixed', 30, 'new-process')->block(20));
             $ms = (hrtime(true) - $t) / 1e6;
         } finally {
             pcntl_waitpid($pid, $status);
         }
-        $this->assertGreaterThan(250, $ms);
-        $this->assertLessThan(3000, $ms, 'the waiter retried on its own');
+        $this->assertSame('yes', $this->raw->get('queued'), "block() did not join the lock's queue: it polls");
+        $this->assertGreaterThan(300, $ms, 'block() returned before the release');
+        // Taken by the waiter's own retry, long before the holder's 30 s TTL.
+        $after = $client->stats();
+        $this->assertSame(1, $after['acquired_after_wait'] - $before['acquired_after_wait'], 'taken by a retry after a wait');
+        $this->assertLessThan(10000, $ms, 'the waiter retried on its own');
         $this->assertSame('new-process', $this->raw->get('db_app:mixed'));
     }
 
@@ -279,23 +297,27 @@ final class LaravelTest extends TestCase
     {
         $store = $this->app($client)['cache']->store('locks');
         $this->assertTrue($store->lock('busy', 30, 'holder')->get());
+        // Laravel's own block() would sleep this long between its tries:
+        // the bounds below are seconds away from it and from the TTL.
+        $sleepMs = 6000;
         $ran = false;
         $t = hrtime(true);
         try {
-            $store->lock('busy', 30)->block(0, function () use (&$ran) {
+            $store->lock('busy', 30)->betweenBlockedAttemptsSleepFor($sleepMs)->block(0, function () use (&$ran) {
                 $ran = true;
             });
             $this->fail('block(0) took a held lock');
         } catch (LockTimeoutException $e) {
-            $this->assertLessThan(500, (hrtime(true) - $t) / 1e6, 'block(0) tries once');
+            $ms = (hrtime(true) - $t) / 1e6;
+            $this->assertLessThan(3000, $ms, "block(0) tries once: it took $ms ms");
         }
         $t = hrtime(true);
         try {
-            $store->lock('busy', 30)->block(0.4);
+            $store->lock('busy', 30)->betweenBlockedAttemptsSleepFor($sleepMs)->block(0.4);
             $this->fail('block(0.4) took a held lock');
         } catch (LockTimeoutException $e) {
             $ms = (hrtime(true) - $t) / 1e6;
-            $this->assertTrue($ms >= 350 && $ms < 2000, "a 0.4 s wait took $ms ms");
+            $this->assertTrue($ms >= 350 && $ms < 3000, "a 0.4 s wait took $ms ms");
             $this->assertInstanceOf(RedisLock\LockTimeout::class, $e->getPrevious());
         }
         $this->assertFalse($ran);
@@ -337,13 +359,15 @@ final class LaravelTest extends TestCase
         $store = $this->app($client)['cache']->store('locks');
         $lock = $store->lock('r', 10, 'me');
         $this->assertTrue($lock->get());
+        // Bounds seconds apart from the call (a busy machine pauses), and
+        // from the other TTLs (10 s, 100 s, 5 s).
         $this->assertTrue($lock->refresh(100));
-        $this->assertGreaterThan(99000, $this->raw->pttl('db_app:r'));
+        $this->assertGreaterThan(50000, $this->raw->pttl('db_app:r'), 'refresh(100) gives 100 s');
         $this->assertFalse($store->restoreLock('r', 'other')->refresh(5));
-        $this->assertGreaterThan(90000, $this->raw->pttl('db_app:r'));
+        $this->assertGreaterThan(50000, $this->raw->pttl('db_app:r'), "another owner's refresh changed the TTL");
         $this->assertTrue($lock->refresh());
         $pttl = $this->raw->pttl('db_app:r');
-        $this->assertTrue($pttl > 9000 && $pttl <= 10000, "refresh() gives the lock's own 10 s: $pttl");
+        $this->assertTrue($pttl > 5000 && $pttl <= 10000, "refresh() gives the lock's own 10 s: $pttl");
         $this->assertTrue($store->restoreLock('r', 'me')->refresh(), 'a restored lock (seconds = 0) refreshes to 30 days');
         $this->assertGreaterThan((Lock::MAX_SECONDS - 60) * 1000, $this->raw->pttl('db_app:r'));
         $this->assertTrue($lock->release());
@@ -430,7 +454,7 @@ final class LaravelTest extends TestCase
         $key = 'db_app:laravel_unique_job:' . LaravelTestJob::class . '42';
         $this->assertSame([$key], $this->keys());
         $pttl = $this->raw->pttl($key);
-        $this->assertTrue($pttl > 59000 && $pttl <= 60000, "uniqueFor 60: pttl $pttl");
+        $this->assertTrue($pttl > 30000 && $pttl <= 60000, "uniqueFor 60: pttl $pttl");
         // ...and released by the worker (Laravel 8's CallQueuedHandler).
         $cache->lock('laravel_unique_job:' . LaravelTestJob::class . '42')->forceRelease();
         $this->assertSame([], $this->keys());
@@ -464,7 +488,9 @@ final class LaravelTest extends TestCase
                 $this->assertStringContainsString('cannot reach Redis', $e->getMessage());
             }
         }
-        $this->assertLessThan(3000, (hrtime(true) - $t) / 1e6, 'no hang');
+        // Refused at once; a hang would last block()'s 10 s.
+        $ms = (hrtime(true) - $t) / 1e6;
+        $this->assertLessThan(5000, $ms, "no hang: $ms ms");
         // lock_url: the locks go there rather than to lock_connection's server.
         $this->app('predis', [], ['lock_url' => 'redis://127.0.0.1:' . RedisServer::freePort()]);
         $this->expectException(ConnectionException::class);

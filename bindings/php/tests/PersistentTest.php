@@ -45,10 +45,8 @@ final class PersistentTest extends TestCase
         $own->acquire('p', ttlMs: 5000, waitMs: 0)->release();
         $this->assertSame($base + 3, $this->connected());
         $own->close();
-        $deadline = microtime(true) + 2;
-        while ($this->connected() > $base + 2 && microtime(true) < $deadline) {
-            usleep(10000);
-        }
+        // The server notices the closed socket on its next event loop.
+        waitUntil(fn() => $this->connected() <= $base + 2, 10);
         $this->assertSame($base + 2, $this->connected(), 'close() left its connection open');
     }
 
@@ -71,12 +69,16 @@ final class PersistentTest extends TestCase
     public function testExtendAndOwnershipByToken(): void
     {
         $client = new Client($this->server->url());
-        $this->assertTrue($client->acquireToken('job', 'owner-1', 300));
+        // TTLs far apart, and far longer than a busy machine pauses: held
+        // for 10 s, extended to 60 s.
+        $this->assertTrue($client->acquireToken('job', 'owner-1', 10000));
         $this->assertTrue($client->isOwnedBy('job', 'owner-1'));
         $this->assertFalse($client->isOwnedBy('job', 'owner-2'));
-        $this->assertFalse($client->extendToken('job', 'owner-2', 10000));
-        $this->assertTrue($client->extendToken('job', 'owner-1', 10000));
-        $this->assertGreaterThan(9000, $this->raw->pttl('job'));
+        $this->assertFalse($client->extendToken('job', 'owner-2', 60000));
+        $this->assertLessThanOrEqual(10000, $this->raw->pttl('job'), "another owner's extend changed the TTL");
+        $this->assertTrue($client->extendToken('job', 'owner-1', 60000));
+        $pttl = $this->raw->pttl('job');
+        $this->assertTrue($pttl > 30000 && $pttl <= 60000, "extended to 60 s: pttl $pttl");
         $this->assertTrue($client->releaseToken('job', 'owner-1'));
         $this->assertFalse($client->extendToken('job', 'owner-1', 10000));
         $this->assertSame(0, $this->raw->exists('job'), 'an extend after release re-created the lock');

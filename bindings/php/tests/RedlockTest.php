@@ -5,7 +5,16 @@ use PHPUnit\Framework\TestCase;
 use RedisLock\Client;
 use RedisLock\NoQuorum;
 
-/** Redlock from PHP: new Client([...]) over three throwaway servers. */
+/**
+ * Redlock from PHP: new Client([...]) over three throwaway servers.
+ *
+ * A Redlock call returns once a majority answered: the node beyond the
+ * majority may be written a moment later, so a check of every node waits
+ * for it (everyNode) instead of reading at once. The URLs give each node
+ * 2 s to answer (?node_timeout=2s): the default, 1/200 of the TTL (50 ms
+ * for a 10 s lock), is less than a busy machine may pause, and these tests
+ * are about majorities, not about slow nodes.
+ */
 final class RedlockTest extends TestCase
 {
     /** @var list<RedisServer> */
@@ -25,24 +34,45 @@ final class RedlockTest extends TestCase
         }
     }
 
+    private static function url(string $url): string
+    {
+        return "$url?node_timeout=2s";
+    }
+
+    /**
+     * Wait until $ok($raw) holds on every node (10 s at most), then assert
+     * it, naming the nodes where it did not and what $show($raw) read there.
+     *
+     * @param list<Redis> $raws
+     */
+    private function assertEveryNode(array $raws, callable $ok, callable $show, string $what): void
+    {
+        $failing = fn() => array_keys(array_filter($raws, fn(Redis $r) => !$ok($r)));
+        waitUntil(fn() => $failing() === [], 10);
+        $bad = [];
+        foreach ($failing() as $i) {
+            $bad[] = "node $i: " . var_export($show($raws[$i]), true);
+        }
+        $this->assertSame([], $bad, "$what, 10 s after the call");
+    }
+
     public function testAMajorityHoldsTheLockAndReleaseReachesEveryNode(): void
     {
-        $urls = array_map(fn(RedisServer $s) => $s->url(), $this->servers);
+        $urls = array_map(fn(RedisServer $s) => self::url($s->url()), $this->servers);
         $raws = array_map(fn(RedisServer $s) => $s->raw(), $this->servers);
         $client = new Client($urls);
         $lock = $client->acquire('rl', ttlMs: 10000, waitMs: 0);
-        foreach ($raws as $r) {
-            $this->assertSame($lock->token(), $r->get('rl'));
-        }
+        $token = $lock->token();
+        $this->assertEveryNode($raws, fn(Redis $r) => $r->get('rl') === $token, fn(Redis $r) => $r->get('rl'),
+            'the lock is not on every node');
         $this->assertNull($client->tryAcquire('rl'));
         $lock->extend(20000);
-        foreach ($raws as $r) {
-            $this->assertGreaterThan(19000, $r->pttl('rl'));
-        }
+        // Not extended: at most the 10 s it was taken for.
+        $this->assertEveryNode($raws, fn(Redis $r) => $r->pttl('rl') > 10000, fn(Redis $r) => $r->pttl('rl'),
+            'the extend did not reach every node (pttl)');
         $lock->release();
-        foreach ($raws as $r) {
-            $this->assertFalse($r->get('rl'));
-        }
+        $this->assertEveryNode($raws, fn(Redis $r) => $r->exists('rl') === 0, fn(Redis $r) => $r->get('rl'),
+            'the release did not reach every node');
         // The request-id helper works the same way over Redlock.
         $tool = new RedisLock\Compat\RedisTool($client);
         $this->assertTrue($tool->tryGetLock('rl', '59', 5000));
@@ -52,16 +82,22 @@ final class RedlockTest extends TestCase
 
     public function testOneDeadNodeIsToleratedTwoAreNoQuorum(): void
     {
-        $dead = 'redis://127.0.0.1:' . RedisServer::freePort();
-        $ok = new Client([$this->servers[0]->url(), $this->servers[1]->url(), $dead]);
+        $dead = self::url('redis://127.0.0.1:' . RedisServer::freePort());
+        $live = self::url($this->servers[0]->url());
+        $ok = new Client([$live, self::url($this->servers[1]->url()), $dead]);
         $ok->acquire('rl', ttlMs: 5000, waitMs: 0)->release();
-        $bad = new Client([$this->servers[0]->url(), $dead, $dead]);
+        $bad = new Client([$live, $dead, $dead]);
         try {
-            $bad->acquire('rl', ttlMs: 5000, waitMs: 1000);
+            // A TTL far longer than the wait below: the key cannot go by expiry.
+            $bad->acquire('rl', ttlMs: 60000, waitMs: 1000);
             $this->fail('acquired without a majority');
         } catch (NoQuorum $e) {
             $this->assertStringContainsString('majority', $e->getMessage());
         }
-        $this->assertFalse($this->servers[0]->raw()->get('rl'), 'left behind');
+        // The live node's grant may come after the two refusals decided the
+        // attempt: it is then taken back as it arrives, after the call.
+        $raw = $this->servers[0]->raw();
+        $this->assertTrue(waitUntil(fn() => $raw->exists('rl') === 0, 10),
+            'left behind on the live node: ' . var_export($raw->get('rl'), true) . ', pttl ' . $raw->pttl('rl'));
     }
 }

@@ -30,6 +30,63 @@ final class SignalTest extends TestCase
         return ['SA_RESTART' => [true], 'no SA_RESTART' => [false]];
     }
 
+    /** Whether $signo was sent to process $pid and not yet delivered. */
+    private static function pending(int $pid, int $signo): bool
+    {
+        $status = (string)@file_get_contents("/proc/$pid/status");
+        foreach (['ShdPnd', 'SigPnd'] as $field) {
+            if (preg_match("/^$field:\\s*([0-9a-f]+)/m", $status, $m)
+                && (hexdec(substr($m[1], -8)) & (1 << ($signo - 1)))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Send SIGUSR1 to $pid $n times, 20 ms apart, each once the one before
+     * was delivered: on a busy machine $pid may not run for a while, and
+     * signals sent meanwhile would merge into one.
+     */
+    private static function sendSignals(int $pid, int $n): void
+    {
+        for ($i = 0; $i < $n; $i++) {
+            posix_kill($pid, SIGUSR1);
+            waitUntil(fn() => !self::pending($pid, SIGUSR1), 5);
+            usleep(20000);
+        }
+    }
+
+    /**
+     * Run $body in a pcntl_fork() child, which then dies by SIGKILL when
+     * $body returned true and by SIGTERM otherwise (also when it threw), so
+     * that no PHP shutdown (PHPUnit's) runs in it. Returns its pid.
+     */
+    private static function child(callable $body): int
+    {
+        $pid = pcntl_fork();
+        if ($pid === 0) {
+            $ok = false;
+            try {
+                $ok = (bool)$body();
+            } catch (\Throwable $e) {
+                fwrite(STDERR, "child: $e\n");
+            } finally {
+                posix_kill(posix_getpid(), $ok ? SIGKILL : SIGTERM);
+            }
+        }
+        return $pid;
+    }
+
+    /** Wait for the child $pid to end (also through signals); its status. */
+    private static function reap(int $pid): int
+    {
+        do {
+            $r = pcntl_waitpid($pid, $status);
+        } while ($r === -1 && pcntl_get_last_error() === PCNTL_EINTR);
+        return $status;
+    }
+
     /** Count SIGUSR1 in $seen, delivered as soon as it arrives. */
     private static function countSignals(int &$seen, bool $restart): void
     {
@@ -43,33 +100,35 @@ final class SignalTest extends TestCase
     public function testAWaitRidesOutSignalsWithAHandler(bool $restart): void
     {
         $client = new Client($this->server->url());
-        $holder = $client->acquire('sig', ttlMs: 10000, waitMs: 0);
+        $holder = $client->acquire('sig', ttlMs: 30000, waitMs: 0);
         $seen = 0;
         self::countSignals($seen, $restart);
         $parent = getmypid();
-        // A child sends SIGUSR1 to this process every 20 ms for 0.5 s, then
-        // releases the holder's lock by its token.
-        $pid = pcntl_fork();
-        if ($pid === 0) {
-            for ($i = 0; $i < 25; $i++) {
-                posix_kill($parent, SIGUSR1);
-                usleep(20000);
-            }
+        // A child waits until this process is queued, sends it SIGUSR1 25
+        // times, 20 ms apart, then releases the holder's lock by its token.
+        $port = $this->server->port;
+        $token = $holder->token();
+        $pid = self::child(function () use ($port, $parent, $token) {
             $r = new Redis();
-            $r->connect('127.0.0.1', $this->server->port);
+            $r->connect('127.0.0.1', $port);
+            $queued = waitUntil(fn() => $r->exists('{sig}:queue') > 0, 10);
+            if ($queued) {
+                self::sendSignals($parent, 25);
+            }
             $r->eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-                ['sig', $holder->token()], 1);
-            posix_kill(getmypid(), SIGKILL);
-        }
+                ['sig', $token], 1);
+            return $queued;
+        });
         try {
             $lock = $client->acquire('sig', ttlMs: 10000, waitMs: 20000);
             $this->assertGreaterThan(0, $lock->fence());
             $lock->release();
         } finally {
-            pcntl_waitpid($pid, $status);
+            $status = self::reap($pid);
             pcntl_signal(SIGUSR1, SIG_DFL);
         }
-        $this->assertGreaterThan(5, $seen, 'the signals did arrive');
+        $this->assertSame(SIGKILL, pcntl_wtermsig($status), 'the child never saw this process queued');
+        $this->assertSame(25, $seen, 'the signals did arrive, each on its own');
         unset($holder);
     }
 
@@ -89,41 +148,40 @@ final class SignalTest extends TestCase
     /** @dataProvider restarts */
     public function testAReleaseHeldUpByTheServerRidesOutSignals(bool $restart): void
     {
-        $client = new Client($this->server->url());
-        $lock = $client->acquire('sig-release', ttlMs: 10000, waitMs: 0);
+        // The release may wait 30 s for its reply (the default is 2 s): the
+        // signals below take longer than that on a busy machine.
+        $client = new Client($this->server->url() . '?command_timeout=30s');
+        $lock = $client->acquire('sig-release', ttlMs: 60000, waitMs: 0);
         $seen = 0;
         self::countSignals($seen, $restart);
         $parent = getmypid();
         $r = $this->server->raw();
-        $r->rawCommand('CLIENT', 'PAUSE', '10000', 'WRITE');
+        $r->rawCommand('CLIENT', 'PAUSE', '30000', 'WRITE');
         // A child waits until the release is held up, then sends SIGUSR1
-        // every 20 ms for 0.5 s, checks that the same connection is still
+        // 25 times, 20 ms apart, checks that the same connection is still
         // waiting (the release was not given up and sent again), and lets
         // writes resume. Its exit status is the check.
-        $pid = pcntl_fork();
-        if ($pid === 0) {
+        $port = $this->server->port;
+        $pid = self::child(function () use ($port, $parent) {
             $w = new Redis();
-            $w->connect('127.0.0.1', $this->server->port);
-            for ($i = 0; $i < 1000 && self::heldUp($w) === []; $i++) {
-                usleep(10000);
+            $w->connect('127.0.0.1', $port);
+            try {
+                waitUntil(fn() => self::heldUp($w) !== [], 10);
+                $before = self::heldUp($w);
+                self::sendSignals($parent, 25);
+                return $before !== [] && self::heldUp($w) === $before;
+            } finally {
+                $w->rawCommand('CLIENT', 'UNPAUSE');
             }
-            $before = self::heldUp($w);
-            for ($i = 0; $i < 25; $i++) {
-                posix_kill($parent, SIGUSR1);
-                usleep(20000);
-            }
-            $same = $before !== [] && self::heldUp($w) === $before;
-            $w->rawCommand('CLIENT', 'UNPAUSE');
-            posix_kill(getmypid(), $same ? SIGKILL : SIGTERM);
-        }
+        });
         try {
             $lock->release(); // no exception: released
         } finally {
-            pcntl_waitpid($pid, $status);
+            $status = self::reap($pid);
             pcntl_signal(SIGUSR1, SIG_DFL);
         }
         $this->assertSame(SIGKILL, pcntl_wtermsig($status), 'the same connection waited for the reply');
-        $this->assertGreaterThan(5, $seen, 'the signals did arrive');
+        $this->assertSame(25, $seen, 'the signals did arrive, each on its own');
         $this->assertFalse($r->get('sig-release'));
     }
 
@@ -134,31 +192,30 @@ final class SignalTest extends TestCase
         $parent = getmypid();
         // A child waits until this process is queued, stops and continues
         // it five times, then releases the holder's lock by its token.
-        $pid = pcntl_fork();
-        if ($pid === 0) {
+        $port = $this->server->port;
+        $token = $holder->token();
+        $pid = self::child(function () use ($port, $parent, $token) {
             $r = new Redis();
-            $r->connect('127.0.0.1', $this->server->port);
-            for ($i = 0; $i < 1000 && !$r->exists('{stopped}:queue'); $i++) {
-                usleep(10000);
-            }
-            for ($i = 0; $i < 5; $i++) {
+            $r->connect('127.0.0.1', $port);
+            $queued = waitUntil(fn() => $r->exists('{stopped}:queue') > 0, 10);
+            for ($i = 0; $queued && $i < 5; $i++) {
                 posix_kill($parent, SIGSTOP);
                 usleep(50000);
                 posix_kill($parent, SIGCONT);
                 usleep(50000);
             }
             $r->eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-                ['stopped', $holder->token()], 1);
-            posix_kill(getmypid(), SIGKILL);
-        }
+                ['stopped', $token], 1);
+            return $queued;
+        });
         try {
             $lock = $client->acquire('stopped', ttlMs: 10000, waitMs: 20000);
             $this->assertGreaterThan($holder->fence(), $lock->fence());
             $lock->release();
         } finally {
-            pcntl_waitpid($pid, $status);
+            $status = self::reap($pid);
         }
-        $this->assertSame(SIGKILL, pcntl_wtermsig($status));
+        $this->assertSame(SIGKILL, pcntl_wtermsig($status), 'the child never saw this process queued');
         unset($holder);
     }
 }

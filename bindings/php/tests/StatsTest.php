@@ -69,14 +69,7 @@ final class StatsTest extends TestCase
     /** Wait until $ok() holds; false after $seconds. */
     private static function until(callable $ok, float $seconds): bool
     {
-        $deadline = microtime(true) + $seconds;
-        while (!$ok()) {
-            if (microtime(true) > $deadline) {
-                return false;
-            }
-            usleep(2000);
-        }
-        return true;
+        return waitUntil($ok, $seconds);
     }
 
     private function queued(string $key): bool
@@ -89,7 +82,9 @@ final class StatsTest extends TestCase
         $atOnce = 5;
         $tryOnce = 3;
         $handoffs = 3;
-        $ttl = 900;
+        // Renewed every third of it: a pause of 2 s in the renewal thread,
+        // far more than a busy machine makes, before it could expire.
+        $ttl = 3000;
         $url = $this->server->url();
 
         // Acquisitions at once, held together, one extended.
@@ -132,6 +127,7 @@ final class StatsTest extends TestCase
                 if (!self::until(fn () => $raw->lLen('{s:recv}:queue') > 0, 10)) {
                     return false;
                 }
+                usleep(20000); // the parent's wait lasts at least this
                 $lock->release();
                 return true;
             });
@@ -167,14 +163,18 @@ final class StatsTest extends TestCase
         }
         $this->raw->del('s:extend');
 
-        // Background renewal finds it taken over, within one TTL.
+        // Background renewal finds it taken over, within one TTL (it
+        // renews every third of it). How many renewals succeeded before
+        // the theft depends on the scheduler: at least two, then none.
         $lock = $this->client->acquire('s:renew', ttlMs: $ttl, autoRenew: true);
-        $this->assertTrue(self::until(fn () => $this->client->stats()['renewals_ok'] >= 2, 5), 'no two renewals');
+        $this->assertTrue(self::until(fn () => $this->client->stats()['renewals_ok'] >= 2, 15), 'no two renewals');
         $stolen = hrtime(true);
         $this->raw->set('s:renew', 'intruder');
-        $this->assertTrue(self::until(fn () => $lock->isLost(), 5), 'renewal never found the theft');
+        $this->assertTrue(self::until(fn () => $lock->isLost(), 10), 'renewal never found the theft');
         $ms = (hrtime(true) - $stolen) / 1e6;
         $this->assertLessThanOrEqual($ttl, $ms, "found lost $ms ms after the theft");
+        $renewals = $this->client->stats()['renewals_ok'];
+        $this->assertGreaterThanOrEqual(2, $renewals);
         try {
             $lock->release();
             $this->fail('released a lost lock');
@@ -194,7 +194,7 @@ final class StatsTest extends TestCase
             'releases_not_owner' => 3,
             'extends_ok' => 1,
             'extends_lost' => 1,
-            'renewals_ok' => 2,
+            'renewals_ok' => $renewals,
             'renewals_lost' => 1,
             'locks_lost' => 3,
             'handoffs_given' => $handoffs,
@@ -209,8 +209,9 @@ final class StatsTest extends TestCase
         }
         $this->assertHistogram($s['wait'], $taken + $handoffs + $tryOnce);
         $this->assertHistogram($s['held'], $taken + $handoffs);
-        // Our waits for a hand-off lasted until the child saw us queued.
-        $this->assertGreaterThan(0.001, $s['wait']['max']);
+        // Our waits for a hand-off lasted until the child saw us queued,
+        // and then 20 ms.
+        $this->assertGreaterThan(0.02, $s['wait']['max']);
 
         $o = $other->stats();
         $this->assertSame([1, 1, 0], [$o['acquired_at_once'], $o['releases_ok'], $o['acquire_timed_out']]);
@@ -427,7 +428,7 @@ final class StatsTest extends TestCase
         try {
             $this->client->synchronized('renewed', function ($lock) {
                 $this->raw->set('renewed', 'intruder');
-                $this->assertTrue(self::until(fn () => $lock->isLost(), 5), 'renewal never found the theft');
+                $this->assertTrue(self::until(fn () => $lock->isLost(), 10), 'renewal never found the theft');
                 return 'done';
             }, ttlMs: 300, autoRenew: true);
             $this->fail('synchronized returned after renewal found its lock lost');
@@ -448,8 +449,9 @@ final class StatsTest extends TestCase
         }
         $this->assertSame('intruder', $this->raw->get('thrown'));
 
-        // Not lost: the value, and the lock released.
-        $this->assertSame(42, $this->client->synchronized('kept', fn () => 42, ttlMs: 300, autoRenew: true));
+        // Not lost: the value, and the lock released (a TTL that no pause
+        // of a busy machine runs out).
+        $this->assertSame(42, $this->client->synchronized('kept', fn () => 42, ttlMs: 10000, autoRenew: true));
         $this->assertFalse($this->raw->get('kept'));
         // Three releases found another owner's key (also the one after the
         // throw); two of them found the lock lost, the third freed it.

@@ -75,13 +75,16 @@ final class SymfonyTest extends TestCase
         $this->assertTrue($lock->isAcquired());
         $token = $key->getState(Store::class);
         $this->assertSame($token, $this->raw->get('reports'));
+        // Bounds seconds apart from the call (a busy machine pauses) and
+        // from the other TTLs (the store's initial 300 s, the refresh's 10 s).
         $pttl = $this->raw->pttl('reports');
-        $this->assertTrue($pttl > 29000 && $pttl <= 30000, "the Lock's 30 s TTL was not applied: pttl $pttl");
+        $this->assertTrue($pttl > 20000 && $pttl <= 30000, "the Lock's 30 s TTL was not applied: pttl $pttl");
 
-        $lock->refresh(5.0);
+        $lock->refresh(10.0);
         $pttl = $this->raw->pttl('reports');
-        $this->assertTrue($pttl > 4000 && $pttl <= 5000, "refresh(5) gave pttl $pttl");
-        $this->assertEqualsWithDelta(5.0, $lock->getRemainingLifetime(), 0.5);
+        $this->assertTrue($pttl > 5000 && $pttl <= 10000, "refresh(10) gave pttl $pttl");
+        $left = $lock->getRemainingLifetime();
+        $this->assertTrue($left > 5.0 && $left <= 10.0, "refresh(10) left a lifetime of $left s");
         $this->assertFalse($lock->isExpired());
 
         $lock->release();
@@ -96,9 +99,12 @@ final class SymfonyTest extends TestCase
         $mine = $this->factory->createLock('shared', 30.0);
         $theirs = $this->otherFactory()->createLock('shared', 30.0);
         $this->assertTrue($mine->acquire());
+        $scripts = $this->scriptCalls();
         $t = hrtime(true);
         $this->assertFalse($theirs->acquire());
-        $this->assertLessThan(200, (hrtime(true) - $t) / 1e6, 'a non-blocking acquire waited');
+        $ms = (hrtime(true) - $t) / 1e6;
+        $this->assertSame(1, $this->scriptCalls() - $scripts, 'a non-blocking acquire runs one script');
+        $this->assertLessThan(3000, $ms, "a non-blocking acquire took $ms ms: it waited (the holder has 30 s)");
         $this->assertFalse($theirs->isAcquired());
         $this->assertTrue($mine->isAcquired());
         // A failed owner's release must not free the holder's lock.
@@ -117,7 +123,7 @@ final class SymfonyTest extends TestCase
         $this->assertTrue($lock->acquire());
         $token = $key->getState(Store::class);
         $fence = $this->store->fence($key);
-        $this->raw->pExpire('again', 2000);
+        $this->raw->pExpire('again', 10000);
         $this->assertTrue($lock->acquire(), 'a second acquire() of a held lock failed');
         $this->assertTrue($lock->acquire(true), 'a blocking acquire() of a held lock failed');
         $this->assertSame($token, $this->raw->get('again'));
@@ -165,13 +171,17 @@ final class SymfonyTest extends TestCase
         return $out;
     }
 
-    /** How many scripts (EVAL, EVALSHA) the server ran so far. */
+    /**
+     * How many scripts (EVAL, EVALSHA) the server ran so far, not counting
+     * the calls that failed (an EVALSHA of a script it did not know yet).
+     */
     private function scriptCalls(): int
     {
         $n = 0;
         foreach ($this->raw->info('commandstats') as $name => $stats) {
-            if (in_array($name, ['cmdstat_eval', 'cmdstat_evalsha'], true) && preg_match('/calls=(\d+)/', $stats, $m)) {
-                $n += (int)$m[1];
+            if (in_array($name, ['cmdstat_eval', 'cmdstat_evalsha'], true)
+                && preg_match('/(?:^|,)calls=(\d+)/', $stats, $calls)) {
+                $n += (int)$calls[1] - (preg_match('/failed_calls=(\d+)/', $stats, $failed) ? (int)$failed[1] : 0);
             }
         }
         return $n;
@@ -183,28 +193,40 @@ final class SymfonyTest extends TestCase
         $this->assertTrue($holder->acquire());
         $url = $this->server->url();
         $pid = $this->inChild(function () use ($url) {
-            $lock = (new LockFactory(new Store(new Client($url))))->createLock('wake', 10.0);
+            $client = new Client($url);
+            $lock = (new LockFactory(new Store($client)))->createLock('wake', 10.0);
             $lock->acquire(true);
             $at = microtime(true);
             $lock->release();
-            return sprintf('%.6f', $at);
+            return sprintf('%.6f %d', $at, $client->stats()['acquired_handed_over']);
         });
-        usleep(300000);
+        // Once the child is queued, skip its first quick retries (the head
+        // of the queue backs off from 25 ms, doubling, each pause jittered
+        // down to half: retries 12-25, 37-75, 87-175, 187-375 ms after it
+        // queued), then count its scripts for a second. Its next retries
+        // come 0.2-0.4, 0.4-0.8 and 0.8-1.6 s apart: at most three, even if
+        // a busy machine stretches the second to 2.5 s. Symfony's fallback
+        // for stores that cannot block polls save() every ~100 ms instead.
+        $this->assertTrue(waitUntil(fn() => $this->raw->lLen('{wake}:queue') > 0, 10), 'the child never queued');
+        usleep(400000);
         $scripts = $this->scriptCalls();
-        usleep(600000);
+        $t = hrtime(true);
+        usleep(1000000);
         $scripts = $this->scriptCalls() - $scripts;
+        $window = (hrtime(true) - $t) / 1e6;
         $this->assertSame(0, pcntl_waitpid($pid, $status, WNOHANG), 'the child did not wait for the held lock');
-        // Symfony's fallback for stores that cannot block polls save() every
-        // ~100 ms; the waiter's queue heartbeat is far rarer.
-        $this->assertLessThan(4, $scripts, "the waiter ran $scripts scripts in 600 ms: it polls");
+        $this->assertLessThan(5, $scripts, "the waiter ran $scripts scripts in $window ms: it polls");
         $this->assertTrue($holder->isAcquired());
         $releasedAt = microtime(true);
         $holder->release();
         $got = $this->childResult($pid);
-        $this->assertMatchesRegularExpression('/^\d+\.\d+$/', $got, 'the child did not get the lock');
-        $ms = ((float)$got - $releasedAt) * 1000;
+        $this->assertMatchesRegularExpression('/^\d+\.\d+ \d+$/', $got, 'the child did not get the lock');
+        [$at, $handed] = explode(' ', $got);
+        $this->assertSame('1', $handed, 'the child was not handed the lock by the release');
+        $ms = ((float)$at - $releasedAt) * 1000;
         $this->assertGreaterThanOrEqual(0, $ms, 'the child got the lock before the holder released it');
-        $this->assertLessThan(1000, $ms, "the child got the lock $ms ms after the release (TTL 30 s: no hand-off)");
+        // Long before the holder's 30 s TTL (a busy machine adds pauses, not seconds).
+        $this->assertLessThan(10000, $ms, "the child got the lock $ms ms after the release (TTL 30 s: no hand-off)");
         $this->assertSame([], $this->keysOf('wake'));
     }
 
@@ -234,9 +256,12 @@ final class SymfonyTest extends TestCase
 
     public function testRefreshingAnExpiredLockThrowsAndNeverRecreatesIt(): void
     {
-        $lock = $this->factory->createLock('brief', 0.2);
+        // The server expires the locks (PEXPIRE 1 ms): a lock made to
+        // expire by a short TTL could already be expired when acquire()
+        // returns on a busy machine.
+        $lock = $this->factory->createLock('brief', 30.0);
         $this->assertTrue($lock->acquire());
-        usleep(400000);
+        $this->expire('brief');
         $this->assertFalse($lock->isAcquired());
         try {
             $lock->refresh();
@@ -246,9 +271,9 @@ final class SymfonyTest extends TestCase
         $this->assertFalse($this->raw->get('brief'), 'refresh re-created the key');
 
         // Taken over by another owner: a conflict, and the new holder keeps it.
-        $lock = $this->factory->createLock('taken', 0.2);
+        $lock = $this->factory->createLock('taken', 30.0);
         $this->assertTrue($lock->acquire());
-        usleep(400000);
+        $this->expire('taken');
         $theirs = $this->otherFactory()->createLock('taken', 30.0);
         $this->assertTrue($theirs->acquire());
         try {
@@ -259,6 +284,13 @@ final class SymfonyTest extends TestCase
         $this->assertTrue($theirs->isAcquired());
         $lock->release();
         $this->assertTrue($theirs->isAcquired(), "a release removed another owner's lock");
+    }
+
+    /** Let the server expire $name now, and wait until it has. */
+    private function expire(string $name): void
+    {
+        $this->assertTrue($this->raw->pExpire($name, 1));
+        $this->assertTrue(waitUntil(fn() => $this->raw->exists($name) === 0, 10), "$name did not expire");
     }
 
     public function testAStoreCallThatOutlastsTheTtlIsExpired(): void
@@ -360,7 +392,8 @@ final class SymfonyTest extends TestCase
             $this->fail('acquired a held lock');
         } catch (LockConflictedException $e) {
             $ms = (hrtime(true) - $t) / 1e6;
-            $this->assertTrue($ms >= 250 && $ms < 1500, "a 0.3 s wait took $ms ms");
+            // Far from the holder's 30 s.
+            $this->assertTrue($ms >= 250 && $ms < 3000, "a 0.3 s wait took $ms ms");
             $this->assertInstanceOf(\RedisLock\LockTimeout::class, $e->getPrevious());
         }
         $this->assertTrue($holder->isAcquired());
@@ -371,14 +404,16 @@ final class SymfonyTest extends TestCase
     {
         // The holder's TTL runs out while the waiter waits (no release to
         // hand off): the waiter gets the lock after more than its store's
-        // initial TTL and must not take it for expired.
-        $this->client->acquire('slow', ttlMs: 700)->forget();
-        $store = new Store(new Client($this->server->url()), initialTtl: 0.3);
+        // initial TTL and must not take it for expired. The initial TTL is
+        // 1 s: what the checks after the wait have, on a busy machine too.
+        $t = hrtime(true);
+        $this->client->acquire('slow', ttlMs: 1500)->forget();
+        $store = new Store(new Client($this->server->url()), initialTtl: 1.0);
         $key = new Key('slow');
         $lock = (new LockFactory($store))->createLockFromKey($key, null);
-        $t = hrtime(true);
         $this->assertTrue($lock->acquire(true));
-        $this->assertGreaterThan(500, (hrtime(true) - $t) / 1e6);
+        $ms = (hrtime(true) - $t) / 1e6;
+        $this->assertGreaterThan(1000, $ms, 'the wait was not longer than the initial TTL');
         $this->assertFalse($lock->isExpired());
         $this->assertTrue($lock->isAcquired());
         $this->assertSame($key->getState(Store::class), $this->raw->get('slow'));

@@ -6,6 +6,24 @@ declare(strict_types=1);
 
 require __DIR__ . '/../autoload.php';
 
+/**
+ * Poll $ok until it holds; false once $seconds have passed without it. The
+ * tests wait for events this way, with a deadline generous enough for a
+ * busy machine (scheduling pauses of 50-300 ms are normal while a compiler
+ * runs), instead of sleeping a fixed time or reading at once.
+ */
+function waitUntil(callable $ok, float $seconds = 10.0): bool
+{
+    $deadline = microtime(true) + $seconds;
+    while (!$ok()) {
+        if (microtime(true) > $deadline) {
+            return false;
+        }
+        usleep(2000);
+    }
+    return true;
+}
+
 final class RedisServer
 {
     public int $port = 0;
