@@ -91,10 +91,13 @@ test-demo:
 	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1
 
 DEMO_SECONDS ?= 5
+# The library, the command line and the demo in one build: built apart, the
+# example's dev-dependencies change the library's features and each build
+# would redo the other.
 demo-run:
-	$(CARGO) build --release --quiet
+	$(CARGO) build --release --quiet --lib --bins --example demo
 	scripts/install.sh $(CURDIR)/target/demo-prefix target/release >/dev/null
-	$(CARGO) run --release --quiet --example demo -- --seconds $(DEMO_SECONDS) \
+	target/release/examples/demo --seconds $(DEMO_SECONDS) \
 		--python $(VENV)/bin/python --prefix $(CURDIR)/target/demo-prefix --cli target/release/redislock
 
 ## make bench: redislock against redis-py, python-redis-lock, pottery, predis, phpredis
