@@ -355,6 +355,69 @@ fn a_release_wakes_a_waiter_long_before_the_ttl() {
     assert!(fence > holder_fence);
 }
 
+/// The head of a queue retries on its own (backing off from 25 ms), so its
+/// hand-off may come by the release's message or by a retry that meets it
+/// (both count as handed over). A waiter behind the head does not retry
+/// before the holder's TTL (30 s here): when the head releases, that waiter
+/// can only be woken by the message, at once and without a script of its
+/// own.
+#[test]
+fn a_waiter_behind_the_head_is_woken_by_the_release_message() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let holder = client.acquire("relay", 30 * S, Wait::TryOnce).unwrap();
+    let (got, has_it) = std::sync::mpsc::channel();
+    let (go, let_go) = std::sync::mpsc::channel::<()>();
+    let head = {
+        let client = client.clone();
+        thread::spawn(move || {
+            let lock = client
+                .acquire("relay", 30 * S, Wait::Timeout(60 * S))
+                .unwrap();
+            got.send(()).unwrap();
+            let_go.recv().unwrap();
+            lock.release().unwrap();
+        })
+    };
+    wait_until("the head queued", 10 * S, || {
+        client.inspect("relay").unwrap().waiters == 1
+    });
+    let behind = {
+        let client = client.clone();
+        thread::spawn(move || {
+            let lock = client
+                .acquire("relay", 30 * S, Wait::Timeout(60 * S))
+                .unwrap();
+            (Instant::now(), lock)
+        })
+    };
+    wait_until("the second waiter queued", 10 * S, || {
+        client.inspect("relay").unwrap().waiters == 2
+    });
+    holder.release().unwrap();
+    has_it
+        .recv_timeout(20 * S)
+        .expect("the head was handed the lock");
+    let scripts = script_calls(&mut raw);
+    let released_at = Instant::now();
+    go.send(()).unwrap();
+    head.join().unwrap();
+    let (woke_at, lock) = behind.join().unwrap();
+    let woke = woke_at - released_at;
+    assert_eq!(
+        script_calls(&mut raw) - scripts,
+        1,
+        "the second waiter ran a script: it took the lock by a retry, not by the message"
+    );
+    assert!(
+        woke < 10 * S,
+        "woken {woke:?} after the release (its retry: 30 s)"
+    );
+    assert_eq!(client.stats().acquired_handed_over, 2);
+    lock.release().unwrap();
+}
+
 #[test]
 fn waiters_are_served_in_arrival_order() {
     let srv = Server::start();
