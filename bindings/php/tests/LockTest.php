@@ -66,34 +66,18 @@ final class LockTest extends TestCase
         $this->assertFalse($this->raw->get($key));
     }
 
-    /**
-     * How many scripts (EVAL, EVALSHA) the server ran so far, not counting
-     * the calls that failed (an EVALSHA of a script it did not know yet).
-     */
-    private function scriptCalls(): int
-    {
-        $n = 0;
-        foreach ($this->raw->info('commandstats') as $name => $stats) {
-            if (in_array($name, ['cmdstat_eval', 'cmdstat_evalsha'], true)
-                && preg_match('/(?:^|,)calls=(\d+)/', $stats, $calls)) {
-                $n += (int)$calls[1] - (preg_match('/failed_calls=(\d+)/', $stats, $failed) ? (int)$failed[1] : 0);
-            }
-        }
-        return $n;
-    }
-
     public function testTryAcquireAndATimeoutWithinBounds(): void
     {
         // The holder's 30 s TTL is what a try that waited would wait for;
         // the upper bounds below are far from it (a busy machine pauses
         // for 50-300 ms, not seconds).
         $held = $this->client->acquire('busy', ttlMs: 30000);
-        $scripts = $this->scriptCalls();
+        $scripts = scriptCalls($this->raw);
         $t = hrtime(true);
         $this->assertNull($this->client->tryAcquire('busy'));
         $ms = (hrtime(true) - $t) / 1e6;
         $this->assertLessThan(3000, $ms, "a try-once took $ms ms: it waited");
-        $this->assertSame(1, $this->scriptCalls() - $scripts, 'a try-once runs one script (a wait queues and retries)');
+        $this->assertSame(1, scriptCalls($this->raw) - $scripts, 'a try-once runs one script (a wait queues and retries)');
         $t = hrtime(true);
         try {
             $this->client->acquire('busy', ttlMs: 5000, waitMs: 400);

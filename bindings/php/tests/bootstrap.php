@@ -24,6 +24,23 @@ function waitUntil(callable $ok, float $seconds = 10.0): bool
     return true;
 }
 
+/**
+ * How many scripts (EVAL, EVALSHA) the server behind $raw ran so far, not
+ * counting the calls that failed (an EVALSHA of a script it did not know
+ * yet): what a test counts instead of timing a call.
+ */
+function scriptCalls(Redis $raw): int
+{
+    $n = 0;
+    foreach ($raw->info('commandstats') as $name => $stats) {
+        if (in_array($name, ['cmdstat_eval', 'cmdstat_evalsha'], true)
+            && preg_match('/(?:^|,)calls=(\d+)/', $stats, $calls)) {
+            $n += (int)$calls[1] - (preg_match('/failed_calls=(\d+)/', $stats, $failed) ? (int)$failed[1] : 0);
+        }
+    }
+    return $n;
+}
+
 final class RedisServer
 {
     public int $port = 0;
