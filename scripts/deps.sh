@@ -52,9 +52,12 @@ need=()
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 # Debian names PHP's own extensions by version (php8.2-opcache; FFI is in -common).
 php_ver=$(php -r 'echo PHP_MAJOR_VERSION, ".", PHP_MINOR_VERSION;')
-php -m | grep -qx redis          || need+=(php-redis)
-php -m | grep -qx 'Zend OPcache' || need+=("php$php_ver-opcache")
-php -m | grep -qx FFI            || need+=("php$php_ver-common")
+# Read once: `php -m | grep -q` under pipefail fails when grep quits before
+# php has written everything (php dies of SIGPIPE), now and then.
+php_mods=$(php -m)
+grep -qx redis          <<<"$php_mods" || need+=(php-redis)
+grep -qx 'Zend OPcache' <<<"$php_mods" || need+=("php$php_ver-opcache")
+grep -qx FFI            <<<"$php_mods" || need+=("php$php_ver-common")
 install "${need[@]+"${need[@]}"}"
 
 if ! have cargo; then

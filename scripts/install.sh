@@ -13,7 +13,7 @@ prefix=${1:?usage: scripts/install.sh PREFIX [BUILD_DIR]}
 build=${2:-target/release}
 libdir=${LIBDIR:-$prefix/lib}
 includedir=${INCLUDEDIR:-$prefix/include}
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+version=$(sed -n '0,/^version = "\(.*\)"/s//\1/p' Cargo.toml)
 major=${version%%.*}
 
 for f in "$build/libredislock.so" "$build/libredislock.a"; do
