@@ -337,6 +337,23 @@ enum redislock_status redislock_acquire(const struct redislock_client *client,
                                         struct redislock_lock **out);
 
 /**
+ * `redislock_acquire`, drawing the fencing number in the acquire itself:
+ * `redislock_lock_fence` then answers from memory. Use it when every
+ * holder passes its fence on (the plain acquire draws it on the first
+ * `redislock_lock_fence`, one more round trip). Same arguments and
+ * returns as `redislock_acquire`; a fence counter of another type is
+ * `REDISLOCK_WRONG_TYPE`.
+ */
+enum redislock_status redislock_acquire_fenced(const struct redislock_client *client,
+                                               const uint8_t *key,
+                                               size_t key_len,
+                                               uint64_t ttl_ms,
+                                               int64_t wait_ms,
+                                               const uint8_t *token,
+                                               size_t token_len,
+                                               struct redislock_lock **out);
+
+/**
  * Release the lock and free the handle. Takes ownership of `lock`, which
  * is freed whatever the outcome. Returns `REDISLOCK_NOT_OWNER` when the
  * lock expired or was taken over (the new holder's key is left alone); its
@@ -434,10 +451,15 @@ size_t redislock_lock_token(const struct redislock_lock *lock, uint8_t *buf, siz
 
 /**
  * The lock's fencing number: strictly greater than any number handed out
- * before for this lock name, and below 2^53. It is the server's clock in
- * microseconds or more (about 1.8e15), so it also grows across a restart
- * that lost the counter: compare fences, do not count them. `lock`:
- * borrowed; NULL gives 0.
+ * before for this lock name to an earlier holder, and below 2^53. It is
+ * the server's clock in microseconds or more (about 1.8e15), so it also
+ * grows across a restart that lost the counter: compare fences, do not
+ * count them. Drawn on the first call, with a check that the lock is still
+ * held (one round trip; later calls answer from memory; a lock taken with
+ * `redislock_acquire_fenced` has it already). 0 when it cannot be had:
+ * the lock expired or was taken over (it is then lost), the server could
+ * not be reached, or `lock` is NULL; `redislock_last_error` says which.
+ * `lock`: borrowed.
  */
 uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 

@@ -198,7 +198,7 @@ impl Client {
             &keys,
             &token,
             ttl_ms,
-            opts.wait,
+            (opts.wait, opts.fenced),
             opts.interrupt.as_ref(),
             started,
         );
@@ -345,7 +345,9 @@ impl Client {
         let (keys, token, ttl_ms) = prepare(key.as_ref(), &opts)?;
         let ops = self.async_ops();
         let started = Instant::now();
-        let grant = ops.acquire(&keys, &token, ttl_ms, opts.wait, started).await;
+        let grant = ops
+            .acquire(&keys, &token, ttl_ms, (opts.wait, opts.fenced), started)
+            .await;
         self.count_acquire(&grant, started);
         Ok(self.held(
             keys,

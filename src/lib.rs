@@ -9,7 +9,7 @@
 //!
 //! let client = Client::open("redis://127.0.0.1:6379/0")?;
 //! let lock = client.acquire("reports", Duration::from_secs(30), Wait::Timeout(Duration::from_secs(10)))?;
-//! println!("fencing number {}", lock.fence());
+//! println!("fencing number {}", lock.fence()?); // drawn now, one round trip
 //! lock.extend(Duration::from_secs(30))?;
 //! lock.release()?;
 //! # Ok::<(), redislock::Error>(())
@@ -17,7 +17,7 @@
 //!
 //! The key holds the owner's token and nothing else (`SET key token NX PX`),
 //! so clients that use the classic hand-written pattern on the same key
-//! exclude us and are excluded. See `shared/DESIGN.md` for the protocol.
+//! exclude us and are excluded. See `docs/PROTOCOL.md` for the protocol.
 
 // The layers, lowest first; each imports only from the ones above it in
 // this list.

@@ -38,7 +38,7 @@ impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("key", &show_key(&self.state.keys.lock))
-            .field("fence", &self.state.fence)
+            .field("fence", &self.state.fence())
             .field("lost", &self.is_lost())
             .finish()
     }
@@ -73,12 +73,40 @@ impl Lock {
     }
 
     /// The fencing number: strictly greater than any number handed out
-    /// before for this lock name, below 2^53. Pass it to the resource you
-    /// protect and have it reject writes with a smaller number than it has
-    /// seen. It is at least the server's clock in microseconds, so it keeps
-    /// growing when the counter is lost (see the README's hazards).
-    pub fn fence(&self) -> u64 {
-        self.state.fence
+    /// before for this lock name to an earlier holder, below 2^53. Pass it
+    /// to the resource you protect and have it reject writes with a smaller
+    /// number than it has seen. It is at least the server's clock in
+    /// microseconds, so it keeps growing when the counter is lost (see the
+    /// README's hazards).
+    ///
+    /// Drawn on the first call, atomically with a check that this handle
+    /// still holds the lock (one round trip; later calls answer from
+    /// memory), unless the lock was taken with
+    /// [`AcquireOptions::fenced`](crate::AcquireOptions::fenced), which
+    /// draws it in the acquire. Fails with [`Error::NotOwner`] (and marks
+    /// the lock lost) when the lock expired or was taken over before the
+    /// first call: a holder that no longer holds the lock gets no number.
+    pub fn fence(&self) -> Result<u64> {
+        let known = self.state.fence();
+        if known != 0 {
+            return Ok(known);
+        }
+        if !self.in_owner_process() || self.done {
+            return Err(self.not_owner());
+        }
+        match self.deployment.fence(&self.state.keys, &self.state.token)? {
+            Some(f) => Ok(self.state.set_fence(f)),
+            None => {
+                self.lost("drawing its fence found it expired or held by another owner");
+                Err(self.not_owner())
+            }
+        }
+    }
+
+    /// The fencing number if one was drawn already (by the acquire, a
+    /// hand-off of an earlier version, or [`Lock::fence`]); never does I/O.
+    pub fn fence_if_drawn(&self) -> Option<u64> {
+        Some(self.state.fence()).filter(|&f| f != 0)
     }
 
     /// The TTL last set by acquire or extend.
@@ -124,7 +152,7 @@ impl Lock {
         let extended = self.deployment.extend(
             &self.state.keys,
             &self.state.token,
-            self.state.fence,
+            self.state.fence(),
             ttl_ms,
         )?;
         self.extended(extended, ttl_ms)
@@ -148,7 +176,7 @@ impl Lock {
         if self.state.set_lost() {
             tracing::debug!(
                 lock = %show_key(&self.state.keys.lock),
-                fence = self.state.fence,
+                fence = self.state.fence(),
                 "lost: {why}"
             );
             self.state.notify_lost();
@@ -285,9 +313,31 @@ impl Lock {
         let ops = self.async_ops();
         let state = &self.state;
         let extended = ops
-            .extend(&state.keys, &state.token, state.fence, ttl_ms)
+            .extend(&state.keys, &state.token, state.fence(), ttl_ms)
             .await?;
         self.extended(extended, ttl_ms)
+    }
+
+    /// [`Lock::fence`] for async callers.
+    pub async fn fence_async(&self) -> Result<u64> {
+        let known = self.state.fence();
+        if known != 0 {
+            return Ok(known);
+        }
+        if !self.in_owner_process() || self.done {
+            return Err(self.not_owner());
+        }
+        let drawn = self
+            .async_ops()
+            .fence(&self.state.keys, &self.state.token)
+            .await?;
+        match drawn {
+            Some(f) => Ok(self.state.set_fence(f)),
+            None => {
+                self.lost("drawing its fence found it expired or held by another owner");
+                Err(self.not_owner())
+            }
+        }
     }
 
     /// [`Lock::owned`] for async callers.

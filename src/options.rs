@@ -72,6 +72,12 @@ pub struct AcquireOptions {
     pub token: Option<Vec<u8>>,
     /// Renew in the background at about a third of the TTL until released.
     pub auto_renew: bool,
+    /// Draw the fencing number in the acquire itself, so that reading it
+    /// costs nothing more. Otherwise it is drawn on the holder's first
+    /// request for it ([`Lock::fence`](crate::Lock::fence): one more round
+    /// trip), and a holder that never asks costs the server what the
+    /// hand-written `SET NX PX` helper costs.
+    pub fenced: bool,
     /// Ends a wait early when it says so (see [`Interrupt`]).
     pub interrupt: Option<Interrupt>,
 }
@@ -84,6 +90,7 @@ impl AcquireOptions {
             wait: Wait::TryOnce,
             token: None,
             auto_renew: false,
+            fenced: false,
             interrupt: None,
         }
     }
@@ -109,6 +116,13 @@ impl AcquireOptions {
     /// Renew in the background.
     pub fn auto_renew(mut self, on: bool) -> Self {
         self.auto_renew = on;
+        self
+    }
+
+    /// Draw the fencing number in the acquire itself (see
+    /// [`AcquireOptions::fenced`](AcquireOptions#structfield.fenced)).
+    pub fn fenced(mut self, on: bool) -> Self {
+        self.fenced = on;
         self
     }
 }

@@ -5,10 +5,10 @@
 //! For a lock named `K` these keys are used, all in `K`'s cluster hash slot:
 //! - `K` itself holds the owner's token and nothing else (so `SET K tok NX
 //!   PX` from any other client excludes us and is excluded by us);
-//! - `{K}:fence` holds the current holder's fencing number once the lock was
-//!   handed over, extended or renewed (a plain acquisition does not write
-//!   it: that would cost every lock a second write), with `K`'s expiry, and
-//!   is deleted with it;
+//! - `{K}:meta` exists only when a release has more to do than delete `K`:
+//!   waiters are queued, or the holder's fence is kept for inspection. It
+//!   holds `<fence>:<holder token>` (fence `0` when none was drawn), lives at
+//!   least as long as `K` and the queue, and is deleted with `K`;
 //! - `{K}:queue` is the waiter queue, a list that empties itself as waiters
 //!   are served and expires a grace period after the lock;
 //! - `redislock:fence:{N}` is the fence counter shared by every lock name in
@@ -19,25 +19,36 @@
 //! is. So no key of a lock name outlives its last holder and its waiters;
 //! only the shared counters stay.
 //!
-//! A fence is `max(counter + 1, server TIME in µs)`, drawn in the same
-//! script as the `SET NX`: a counter lost to a restart without persistence,
+//! The uncontended cycle costs what the hand-written helper costs: acquire
+//! is the plain command `SET K tok NX PX ttl GET` (the `GET` reports the
+//! holder, and a key of another type, in the same reply), release is
+//! [`RELEASE`], a compare-and-delete of `K` and `{K}:meta` in one `DEL`
+//! whose count tells whether anything more is to be done.
+//!
+//! A fence is `max(counter + 1, server TIME in µs)`, drawn while the lock
+//! is held, atomically with the check that it is: in the acquire itself
+//! when the caller asked for a fenced lock ([`ACQUIRE`], [`ENQUEUE`]), or on
+//! the holder's first request for it ([`FENCE`]). Fences therefore follow
+//! the order of ownership. A counter lost to a restart without persistence,
 //! an eviction or a failover to a lagging replica resumes above every
 //! number handed out before, as long as the servers' clocks agree better
 //! than the outage lasted. A server that refuses `TIME` in scripts gets the
 //! counter alone. Numbers stay below 2^53 (exact as doubles).
 //!
 //! Waiting works by hand-off: a blocked acquirer subscribes to its own
-//! channel `redislock:w:<id>` and appends `<id>:<nonce>:<ttl>:<token>` to
-//! the queue. The release script pops the oldest waiter, `PUBLISH`es the new
-//! fence number to it, and only if someone received the message (a dead or
-//! departed waiter receives nothing) sets the key to that waiter's token
-//! with that waiter's TTL. Otherwise it deletes the key. The key therefore
-//! always holds exactly one owner's token, and the releaser cannot jump the
-//! queue.
+//! channel `redislock:w:<id>`, appends `<id>:<nonce>:<ttl>:<token>` to the
+//! queue and makes sure `{K}:meta` exists. The release script, finding
+//! `{K}:meta`, pops the oldest waiter, `PUBLISH`es the nonce to it, and only
+//! if someone received the message (a dead or departed waiter receives
+//! nothing) sets the key to that waiter's token with that waiter's TTL.
+//! Otherwise it leaves the key deleted. The key therefore always holds
+//! exactly one owner's token, and the releaser cannot jump the queue.
 //!
-//! Every script takes the same KEYS, in [`LockKeys::all`]'s order: lock,
-//! fence, queue, counter.
+//! Every script but [`RELEASE`] takes the same KEYS, in [`LockKeys::all`]'s
+//! order: lock, meta, queue, counter. [`RELEASE`] takes lock and meta, and
+//! finds the queue from meta's name.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -45,6 +56,10 @@ use redis::Value;
 
 use crate::crc16::crc16;
 use crate::options::LockInfo;
+
+/// The suffix of `{K}:meta`. RELEASE turns it into the queue's name by
+/// cutting these 5 bytes off: keep the two in step.
+const META_SUFFIX: &[u8] = b":meta";
 
 /// Prefix of each waiter's own pub/sub channel.
 pub(crate) const WAKE_CHANNEL_PREFIX: &str = "redislock:w:";
@@ -91,15 +106,13 @@ end
     };
 }
 
-/// Lua that runs once the lock's `SET NX` succeeded: draw the fence into
-/// `f`; a counter of the wrong type undoes the SET and returns the
-/// WRONGTYPE error. The fence is not written beside the lock here: that
-/// write would cost every acquisition; extend, renewal and hand-off keep
-/// it (see [`EXTEND`]).
-macro_rules! granted_lua {
+/// Lua that runs right after the lock's `SET NX` succeeded, for a fenced
+/// acquisition: draw the fence into `f` (declared by the caller); a
+/// counter of the wrong type undoes the SET and returns the WRONGTYPE
+/// error.
+macro_rules! draw_fence_lua {
     () => {
         concat!(
-            "local f\n",
             next_fence_lua!(),
             r#"
 if type(f) == 'table' then
@@ -113,34 +126,39 @@ end
 
 /// Lua for a holder that finds the lock already its own (a repeated run
 /// after a lost reply, or a hand-off whose message was missed): its fence
-/// into `hf`. The one kept beside the lock when there is one; otherwise
-/// the slot's counter, which is at least the fence granted and below every
-/// later one, so it orders this holder as well; without a counter, the
-/// clock, which every later grant exceeds.
+/// into `hf`, from `{K}:meta` when that names this holder, else 0 (none
+/// drawn yet: the holder draws one when asked, above every earlier
+/// holder's). `mine` tells whether `{K}:meta` names this holder: a release
+/// that hands the lock over writes it.
 macro_rules! held_fence_lua {
     () => {
         r#"
-local hf = redis.pcall('GET', KEYS[2])
-if type(hf) ~= 'string' then hf = redis.pcall('GET', KEYS[4]) end
-if type(hf) ~= 'string' or not string.find(hf, '^%d+$') then
-  local t = redis.pcall('TIME')
-  hf = 0
-  if t[1] then hf = t[1] .. string.sub('00000' .. t[2], -6) end
+local hf, mine = 0, false
+local mv = redis.pcall('GET', KEYS[2])
+if type(mv) == 'string' then
+  local s = string.find(mv, ':', 1, true)
+  if s and string.sub(mv, s + 1) == ARGV[1] then
+    hf, mine = string.sub(mv, 1, s - 1), true
+  end
 end
 "#
     };
 }
 
-/// One atomic attempt: take the lock or report the holder.
-/// ARGV: token, ttl_ms, retry (1 when a first run may have taken the lock
-/// before its connection died).
-/// Returns {1, fence} (the fence as digits or an integer) or
-/// {0, pttl, holder_token}. A counter of the wrong
-/// type undoes the SET and fails with WRONGTYPE.
+/// One atomic attempt: take the lock or report the holder, drawing the
+/// fence at once when asked (Redlock, fenced locks, servers without `SET
+/// … NX GET`). ARGV: token, ttl_ms, retry (1 when a first run may have
+/// taken the lock before its connection died), fenced (1|0).
+/// Returns {1, fence} (the fence as digits or an integer; 0 when none was
+/// drawn) or {0, pttl, holder_token}. A counter of the wrong type undoes
+/// the SET and fails with WRONGTYPE.
 pub(crate) const ACQUIRE: &str = concat!(
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n",
-    granted_lua!(),
+    "local f = 0\n",
+    "if ARGV[4] == '1' then\n",
+    draw_fence_lua!(),
     r#"
+  end
   return {1, f}
 end
 local holder = redis.call('GET', KEYS[1])
@@ -155,64 +173,75 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 );
 
 /// An attempt that joins the queue when the lock is held.
-/// ARGV: token, ttl_ms, member, first (1|0), grace_ms.
-/// Returns {1, fence} (taken), {1, fence, 1} (handed to us by a release
-/// since the last call: the release wrote the holder's fence beside the
-/// lock, which a plain acquisition does not) or
+/// ARGV: token, ttl_ms, member, first (1|0), grace_ms, fenced (1|0).
+/// Returns {1, fence} (taken; fence 0 unless fenced), {1, fence, 1}
+/// (handed to us by a release since the last call: the release wrote our
+/// token into `{K}:meta`, which a plain acquisition does not) or
 /// {0, pttl, holder_token|false, ahead} (queued behind `ahead` waiters).
 ///
-/// The first call of a wait is the hot path and does the least: SET NX,
-/// PTTL, RPUSH (and PEXPIRE when it creates the queue). Its SET NX fails
-/// quietly on a key of another type; the retries that follow (the first
-/// after at most 25 ms) GET the key, which reports the wrong type, find
-/// out whether the lock was handed over (the key holds our token and we are
-/// no longer queued), and put the waiter back in the queue only if it is
-/// missing (the queue expired). LPOS needs Redis 6.0.6; older servers skip
-/// that check.
+/// Queueing makes sure `{K}:meta` exists, so that the release takes its
+/// slow path and serves the queue; both live the holder's TTL plus a grace
+/// period, pushed forward by every retry.
+///
+/// The first call of a wait does the least: SET NX, PTTL, RPUSH, and the
+/// expiries. Its SET NX fails quietly on a key of another type; the
+/// retries that follow (the first after at most 25 ms) GET the key, which
+/// reports the wrong type, find out whether the lock was handed over (the
+/// key holds our token and we are no longer queued), and put the waiter
+/// back in the queue only if it is missing (the queue expired). LPOS needs
+/// Redis 6.0.6; older servers skip that check.
 pub(crate) const ENQUEUE: &str = concat!(
     "local first = ARGV[4] == '1'\n",
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n",
-    granted_lua!(),
+    "local f = 0\n",
+    "if ARGV[6] == '1' then\n",
+    draw_fence_lua!(),
     r#"
+  end
   if not first then redis.pcall('LREM', KEYS[3], 1, ARGV[3]) end
   return {1, f}
 end
+local pttl = redis.call('PTTL', KEYS[1])
+local keep = math.max(pttl, 0) + tonumber(ARGV[5])
+local pos
 if first then
-  local pttl = redis.call('PTTL', KEYS[1])
   local n = redis.pcall('RPUSH', KEYS[3], ARGV[3])
   if type(n) == 'table' then
     return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
   end
-  if n == 1 then redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5])) end
-  return {0, pttl, false, n - 1}
-end
-local holder = redis.call('GET', KEYS[1])
-local pos = redis.pcall('LPOS', KEYS[3], ARGV[3])
-if type(pos) == 'table' then pos = 0 end
-if holder == ARGV[1] and not pos then
-  local handed = type(redis.pcall('GET', KEYS[2])) == 'string'
+  if n == 1 then redis.call('PEXPIRE', KEYS[3], keep) end
+  pos = n - 1
+else
+  local holder = redis.call('GET', KEYS[1])
+  pos = redis.pcall('LPOS', KEYS[3], ARGV[3])
+  if type(pos) == 'table' then pos = 0 end
+  if holder == ARGV[1] and not pos then
 "#,
     held_fence_lua!(),
     r#"
-  if handed then return {1, hf, 1} end
-  return {1, hf}
-end
-local pttl = redis.call('PTTL', KEYS[1])
-if not pos then
-  local n = redis.pcall('RPUSH', KEYS[3], ARGV[3])
-  if type(n) == 'table' then
-    return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
+    if mine then return {1, hf, 1} end
+    return {1, hf}
   end
-  pos = n - 1
+  if not pos then
+    local n = redis.pcall('RPUSH', KEYS[3], ARGV[3])
+    if type(n) == 'table' then
+      return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
+    end
+    pos = n - 1
+  end
+  redis.call('PEXPIRE', KEYS[3], keep)
 end
-redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[5]))
-return {0, pttl, holder, pos}
+if redis.call('PEXPIRE', KEYS[2], keep) == 0 then
+  redis.pcall('SET', KEYS[2], '0:', 'PX', keep)
+end
+if first then return {0, pttl, false, pos} end
+return {0, pttl, redis.call('GET', KEYS[1]), pos}
 "#
 );
 
 /// Leave the queue. If the lock was handed to us meanwhile, keep it.
-/// ARGV: token, member. Returns {fence} when the lock is ours, nil
-/// otherwise.
+/// ARGV: token, member. Returns {fence} (0 when none was drawn) when the
+/// lock is ours, nil otherwise.
 pub(crate) const CANCEL: &str = concat!(
     r#"
 if redis.pcall('LREM', KEYS[3], 1, ARGV[2]) == 0 and redis.pcall('GET', KEYS[1]) == ARGV[1] then
@@ -225,50 +254,62 @@ return false
 "#
 );
 
-/// Compare-and-delete, handing the lock to the oldest live waiter instead
-/// of deleting when there is one (with a new fence). A damaged queue or
-/// counter never stops a release: the lock is then simply deleted.
-/// ARGV: token. Returns 0 (not the owner), 1 (deleted) or 2 (handed off).
-pub(crate) const RELEASE: &str = concat!(
-    r#"
+/// Compare-and-delete. KEYS: lock, meta. ARGV: token. Returns 0 (not the
+/// owner), 1 (deleted) or 2 (handed off).
+///
+/// Uncontended it is the hand-written helper's script with one more key in
+/// its `DEL`: `{K}:meta` is there only when waiters are queued or a fence is
+/// kept. Only then (the `DEL` counted 2) does it look at the queue, whose
+/// name it makes from meta's, and hand the lock to the oldest live waiter:
+/// the key gets that waiter's token and TTL, and `{K}:meta` names it (and
+/// lives on while the queue does). A damaged queue never stops a release:
+/// the lock then stays deleted.
+pub(crate) const RELEASE: &str = r#"
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local f
+if redis.call('DEL', KEYS[1], KEYS[2]) == 1 then return 1 end
+local q = string.sub(KEYS[2], 1, -6) .. ':queue'
 while true do
-  local m = redis.pcall('LPOP', KEYS[3])
-  if type(m) ~= 'string' then break end
+  local m = redis.pcall('LPOP', q)
+  if type(m) ~= 'string' then return 1 end
   local sep = string.find(m, ':', 51, true)
-  if sep then
-    if not f then
+  if sep and redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
+                        string.sub(m, 34, 49)) > 0 then
+    local ttl, tok = tonumber(string.sub(m, 51, sep - 1)), string.sub(m, sep + 1)
+    redis.call('SET', KEYS[1], tok, 'PX', ttl)
+    redis.call('SET', KEYS[2], '0:' .. tok, 'PX', math.max(ttl, redis.call('PTTL', q)))
+    return 2
+  end
+end
+"#;
+
+/// The lazy fence: drawn on the holder's first request for it, atomically
+/// with the check that it still holds the lock, and kept in `{K}:meta` for
+/// inspection. ARGV: token. Returns {fence} or nil (not the owner).
+pub(crate) const FENCE: &str = concat!(
+    r#"
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return false end
+local f
 "#,
     next_fence_lua!(),
     r#"
-    end
-    if type(f) == 'table' then break end
-    if redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
-                  string.sub(m, 34, 49) .. ':' .. f) > 0 then
-      local ttl = string.sub(m, 51, sep - 1)
-      redis.call('SET', KEYS[1], string.sub(m, sep + 1), 'PX', ttl)
-      redis.call('SET', KEYS[2], f, 'PX', ttl)
-      return 2
-    end
-  end
+if type(f) == 'table' then
+  return redis.error_reply('WRONGTYPE the fence counter does not hold a number')
 end
-redis.call('DEL', KEYS[1], KEYS[2])
-return 1
+local t = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]))
+if t > 0 then redis.call('SET', KEYS[2], f .. ':' .. ARGV[1], 'PX', t) end
+return {f}
 "#
 );
 
 /// Compare-and-PEXPIRE: sets the remaining time, never re-creates the
-/// lock. ARGV: token, ttl_ms, fence (0: unknown). The holder's fence is
-/// written beside the lock with the same TTL, so that a lock held longer
-/// than one TTL shows its fence (see [`INSPECT`]). Returns 1 (extended) or
-/// 0 (not owner).
+/// lock. ARGV: token, ttl_ms, fence (0: none drawn). A drawn fence is
+/// kept in `{K}:meta` for as long as the lock (see [`INSPECT`]). Returns 1
+/// (extended) or 0 (not owner).
 pub(crate) const EXTEND: &str = r#"
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  if ARGV[3] == '0' then
-    redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
-  else
-    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+  if ARGV[3] ~= '0' then
+    local t = math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[2]))
+    redis.call('SET', KEYS[2], ARGV[3] .. ':' .. ARGV[1], 'PX', t)
   end
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -277,28 +318,127 @@ return 0
 
 /// What a status display shows, read atomically. No ARGV.
 /// Returns {holder|nil, pttl, fence|nil, queued}: the fence only while
-/// the lock is held and it was written beside it (a hand-off, an extend
-/// or a renewal wrote it; a plain acquisition does not).
+/// the lock is held and `{K}:meta` keeps it for that holder (a lazy draw,
+/// an extend or a renewal with a fence wrote it).
 pub(crate) const INSPECT: &str = r#"
 local holder = redis.call('GET', KEYS[1])
 local fence = false
-if holder then fence = tonumber(redis.pcall('GET', KEYS[2])) or false end
+if holder then
+  local mv = redis.pcall('GET', KEYS[2])
+  if type(mv) == 'string' then
+    local s = string.find(mv, ':', 1, true)
+    if s and string.sub(mv, s + 1) == holder then
+      fence = tonumber(string.sub(mv, 1, s - 1)) or false
+      if fence == 0 then fence = false end
+    end
+  end
+end
 local n = redis.pcall('LLEN', KEYS[3])
 if type(n) ~= 'number' then n = 0 end
 return {holder, redis.call('PTTL', KEYS[1]), fence, n}
 "#;
 
+/// What a server accepts beyond Redis 6.2, learnt from its replies and
+/// kept per client and server (a failover to another version corrects it
+/// at the first refusal): `SET … NX GET` (Redis 7.0, Valkey) for the
+/// uncontended acquire, `SET … IFEQ` (Valkey 8.1, Redis 8.4) for an extend
+/// without a script. Unknown until the first use, which tries it.
+#[derive(Debug, Default)]
+pub(crate) struct Caps {
+    nx_get: AtomicU8,
+    ifeq: AtomicU8,
+}
+
+const YES: u8 = 1;
+const NO: u8 = 2;
+
+/// One of [`Caps`]' features.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cap {
+    NxGet,
+    IfEq,
+}
+
+impl Caps {
+    fn cell(&self, cap: Cap) -> &AtomicU8 {
+        match cap {
+            Cap::NxGet => &self.nx_get,
+            Cap::IfEq => &self.ifeq,
+        }
+    }
+
+    /// Whether the server is known to take the feature.
+    pub(crate) fn known(&self, cap: Cap) -> bool {
+        self.cell(cap).load(Ordering::Relaxed) == YES
+    }
+
+    /// Whether to try the feature: not known to be refused.
+    pub(crate) fn worth_trying(&self, cap: Cap) -> bool {
+        self.cell(cap).load(Ordering::Relaxed) != NO
+    }
+
+    /// What the server's reply to a try said: `refused` when it answered a
+    /// syntax error (the option is unknown there).
+    pub(crate) fn learn(&self, cap: Cap, refused: bool) {
+        let v = if refused { NO } else { YES };
+        if self.cell(cap).load(Ordering::Relaxed) != v {
+            self.cell(cap).store(v, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether a server error means "this command does not take that option":
+/// what Redis and Valkey answer for an unknown `SET` option.
+pub(crate) fn is_syntax_error(message: &str) -> bool {
+    message.contains("syntax error")
+}
+
+/// `SET key token NX PX ttl GET`: the uncontended acquire. Replies nil
+/// when it took the lock, the holder's token when the lock is held, and
+/// WRONGTYPE when the key holds something else.
+pub(crate) fn set_nx_get(key: &[u8], token: &[u8], ttl_ms: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .arg("GET");
+    cmd
+}
+
+/// `SET key token IFEQ token PX ttl`: extend without a script. Replies OK
+/// when the key held `token` (its TTL is now `ttl`), nil otherwise (the
+/// key is never created).
+pub(crate) fn set_ifeq(key: &[u8], token: &[u8], ttl_ms: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(key)
+        .arg(token)
+        .arg("IFEQ")
+        .arg(token)
+        .arg("PX")
+        .arg(ttl_ms);
+    cmd
+}
+
 /// A Lua script with its SHA1, sent as EVALSHA with an EVAL fallback.
 pub(crate) struct Script {
     pub(crate) source: &'static str,
     pub(crate) sha: String,
+    /// How many of [`LockKeys::all`] it takes, from the first.
+    pub(crate) nkeys: usize,
 }
 
 impl Script {
     pub(crate) fn new(source: &'static str) -> Script {
+        Script::with_keys(source, 4)
+    }
+
+    fn with_keys(source: &'static str, nkeys: usize) -> Script {
         Script {
             source,
             sha: redis::Script::new(source).get_hash().to_string(),
+            nkeys,
         }
     }
 
@@ -335,6 +475,7 @@ pub(crate) struct Scripts {
     pub(crate) enqueue: Script,
     pub(crate) cancel: Script,
     pub(crate) release: Script,
+    pub(crate) fence: Script,
     pub(crate) extend: Script,
     pub(crate) inspect: Script,
 }
@@ -345,7 +486,8 @@ pub(crate) fn scripts() -> &'static Scripts {
         acquire: Script::new(ACQUIRE),
         enqueue: Script::new(ENQUEUE),
         cancel: Script::new(CANCEL),
-        release: Script::new(RELEASE),
+        release: Script::with_keys(RELEASE, 2),
+        fence: Script::new(FENCE),
         extend: Script::new(EXTEND),
         inspect: Script::new(INSPECT),
     })
@@ -355,7 +497,7 @@ pub(crate) fn scripts() -> &'static Scripts {
 #[derive(Debug, Clone)]
 pub(crate) struct LockKeys {
     pub(crate) lock: Vec<u8>,
-    pub(crate) fence: Vec<u8>,
+    pub(crate) meta: Vec<u8>,
     pub(crate) queue: Vec<u8>,
     pub(crate) counter: Vec<u8>,
 }
@@ -364,15 +506,20 @@ impl LockKeys {
     pub(crate) fn new(key: &[u8]) -> LockKeys {
         LockKeys {
             lock: key.to_vec(),
-            fence: companion_key(key, b":fence"),
+            meta: companion_key(key, META_SUFFIX),
             queue: companion_key(key, b":queue"),
             counter: counter_key(slot(key)),
         }
     }
 
-    /// The KEYS of every script: lock, fence, queue, counter.
+    /// The KEYS of every script but RELEASE: lock, meta, queue, counter.
     pub(crate) fn all(&self) -> [&[u8]; 4] {
-        [&self.lock, &self.fence, &self.queue, &self.counter]
+        [&self.lock, &self.meta, &self.queue, &self.counter]
+    }
+
+    /// The KEYS of RELEASE: lock, meta (the first two of [`LockKeys::all`]).
+    pub(crate) fn release(&self) -> [&[u8]; 2] {
+        [&self.lock, &self.meta]
     }
 }
 
@@ -566,10 +713,14 @@ pub(crate) fn parse_info(v: &Value) -> Option<LockInfo> {
     })
 }
 
-/// Split a hand-off message `<nonce>:<fence>` into the nonce of the waiter
-/// it is for and the fence.
+/// Split a hand-off message into the nonce of the waiter it is for and
+/// the fence it carries (0: none, the new holder draws one when asked).
+/// Releases send the nonce alone; `<nonce>:<fence>` is what earlier
+/// versions sent.
 pub(crate) fn split_handoff(payload: &[u8]) -> Option<(&[u8], u64)> {
-    let sep = payload.iter().position(|&b| b == b':')?;
+    let Some(sep) = payload.iter().position(|&b| b == b':') else {
+        return (!payload.is_empty()).then_some((payload, 0));
+    };
     let fence = std::str::from_utf8(&payload[sep + 1..])
         .ok()?
         .parse()
@@ -657,7 +808,8 @@ mod tests {
     #[test]
     fn handoff_messages_are_checked_against_the_nonce() {
         assert_eq!(split_handoff(b"00ff:42"), Some((&b"00ff"[..], 42)));
-        assert_eq!(split_handoff(b"00ff42"), None);
+        assert_eq!(split_handoff(b"00ff42"), Some((&b"00ff42"[..], 0)));
+        assert_eq!(split_handoff(b""), None);
         assert_eq!(split_handoff(b"00ff:x"), None);
     }
 

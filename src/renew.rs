@@ -36,7 +36,8 @@ pub(crate) type OnLost = Box<dyn FnOnce() + Send + 'static>;
 pub(crate) struct LockState {
     pub(crate) keys: LockKeys,
     pub(crate) token: Vec<u8>,
-    pub(crate) fence: u64,
+    /// The fencing number; 0 until one is drawn (see [`LockState::fence`]).
+    fence: AtomicU64,
     pub(crate) ttl_ms: AtomicU64,
     pub(crate) lost: AtomicBool,
     /// True while the renewal thread may extend this lock. The renewal
@@ -65,7 +66,7 @@ impl LockState {
         LockState {
             keys,
             token,
-            fence,
+            fence: AtomicU64::new(fence),
             ttl_ms: AtomicU64::new(ttl_ms),
             lost: AtomicBool::new(false),
             renewing: Mutex::new(false),
@@ -73,6 +74,23 @@ impl LockState {
             acquired: Instant::now(),
             counted: AtomicBool::new(true),
             on_lost: Mutex::new(None),
+        }
+    }
+
+    /// The fencing number if one was drawn, else 0.
+    pub(crate) fn fence(&self) -> u64 {
+        self.fence.load(Ordering::Acquire)
+    }
+
+    /// Keep the fence drawn for this holder (the first one drawn stays:
+    /// two draws racing keep the same number for every reader).
+    pub(crate) fn set_fence(&self, fence: u64) -> u64 {
+        match self
+            .fence
+            .compare_exchange(0, fence, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => fence,
+            Err(first) => first,
         }
     }
 
@@ -304,7 +322,7 @@ fn run(shared: Arc<Shared>, deployment: Weak<dyn Deployment>) {
         st.entries.retain(|e| !e.lock.lost.load(Ordering::Acquire));
         drop(st);
         for (lock, why) in lost {
-            tracing::debug!(lock = %show_key(&lock.keys.lock), fence = lock.fence, "lost: {why}");
+            tracing::debug!(lock = %show_key(&lock.keys.lock), fence = lock.fence(), "lost: {why}");
             lock.notify_lost();
         }
     }
@@ -334,7 +352,7 @@ fn extend_batch(deployment: &dyn Deployment, due: &[Arc<LockState>]) -> Vec<Opti
         .map(|&i| Extension {
             keys: &due[i].keys,
             token: &due[i].token,
-            fence: due[i].fence,
+            fence: due[i].fence(),
             ttl_ms: due[i].ttl_ms.load(Ordering::Relaxed),
         })
         .collect();

@@ -38,7 +38,7 @@ async fn every_wait_mode_and_operation_works_with_the_same_errors() {
 
     // Try once, free and held.
     let lock = c.acquire_async("m", 10 * S, Wait::TryOnce).await.unwrap();
-    assert!(lock.fence() > 0);
+    assert!(lock.fence_async().await.unwrap() > 0);
     let e = c
         .acquire_async("m", 10 * S, Wait::TryOnce)
         .await
@@ -69,10 +69,10 @@ async fn every_wait_mode_and_operation_works_with_the_same_errors() {
     let c2 = c.clone();
     let waiter = tokio::spawn(async move { c2.acquire_async("m", 10 * S, Wait::Forever).await });
     wait_until("the waiter queued", 10 * S, || queue_len(&srv, "m") == 1);
-    let first = lock.fence();
+    let first = lock.fence_async().await.unwrap();
     lock.release_async().await.unwrap();
     let second = waiter.await.unwrap().unwrap();
-    assert!(second.fence() > first);
+    assert!(second.fence_async().await.unwrap() > first);
 
     // A stolen lock: NotOwner on extend and release, as the blocking API.
     let _: () = redis::cmd("SET")
@@ -142,7 +142,8 @@ async fn a_chain_of_two_hundred_tasks_shares_two_connections() {
                     .acquire_async("chain", 30 * S, Wait::Timeout(120 * S))
                     .await
                     .expect("a waiter");
-                fences.lock().unwrap().push(lock.fence());
+                let fence = lock.fence_async().await.unwrap();
+                fences.lock().unwrap().push(fence);
                 let v = counter.load(Ordering::Relaxed);
                 tokio::task::yield_now().await;
                 counter.store(v + 1, Ordering::Relaxed);

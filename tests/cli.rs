@@ -345,7 +345,8 @@ fn status_shows_the_holder_ttl_and_fence() {
         assert!(start.elapsed() < Duration::from_secs(10), "{out}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    let fence: String = srv.raw().get("{st}:fence").unwrap();
+    let kept: String = srv.raw().get("{st}:meta").unwrap();
+    let fence = kept.split(':').next().unwrap();
     assert!(out.contains(&format!("fencing number: {fence}\n")), "{out}");
     // A second `run` waits in the queue, and status counts it.
     let mut waiter = redislock(&srv, &["run", "--wait", "30s", "st", "--", "true"])

@@ -63,7 +63,7 @@ fn twenty_thousand_names_leave_only_the_slot_counters() {
                     let lock = client
                         .acquire(format!("order:{}", i + 1), 10 * S, Wait::TryOnce)
                         .unwrap();
-                    assert!(lock.fence() > 0 && lock.fence() < MAX_FENCE);
+                    assert!(lock.fence().unwrap() > 0 && lock.fence().unwrap() < MAX_FENCE);
                     lock.release().unwrap();
                 }
             })
@@ -100,7 +100,7 @@ fn contended_names_leave_nothing_once_served_and_dead_waiters_go_after_the_grace
                     let l = client
                         .acquire(&name, 10 * S, Wait::Timeout(20 * S))
                         .unwrap();
-                    let f = l.fence();
+                    let f = l.fence().unwrap();
                     l.release().unwrap();
                     f
                 })
@@ -109,7 +109,7 @@ fn contended_names_leave_nothing_once_served_and_dead_waiters_go_after_the_grace
         wait_until("three waiters queued", 10 * S, || {
             client.inspect(&name).unwrap().waiters == 3
         });
-        let first = holder.fence();
+        let first = holder.fence().unwrap();
         holder.release().unwrap();
         for w in waiters {
             assert!(w.join().unwrap() > first);
@@ -154,7 +154,7 @@ fn contended_names_leave_nothing_once_served_and_dead_waiters_go_after_the_grace
 /// Acquire and release `inv`; its fence must exceed every one in `seen`.
 fn take(client: &Client, seen: &mut Vec<u64>, what: &str) {
     let l = client.acquire("inv", 5 * S, Wait::TryOnce).unwrap();
-    let f = l.fence();
+    let f = l.fence().unwrap();
     l.release().unwrap();
     let last = *seen.last().unwrap();
     assert!(f > last, "{what}: fence {f} after {last}");
@@ -169,7 +169,7 @@ fn fences_increase_across_a_restart_an_eviction_and_a_lagging_server() {
     let other = Server::start();
     let behind = Client::open(&other.url()).unwrap();
     let early = behind.acquire("inv", 5 * S, Wait::TryOnce).unwrap();
-    let early_fence = early.fence();
+    let early_fence = early.fence().unwrap();
     early.release().unwrap();
 
     let client = Client::open(&srv.url()).unwrap();
@@ -209,13 +209,14 @@ fn without_time_in_scripts_the_counter_alone_still_increases() {
     for i in 1..=5 {
         let l = client.acquire("no-time", 5 * S, Wait::TryOnce).unwrap();
         // TIME is refused: the counter alone, from 1.
-        assert_eq!(l.fence(), i);
-        assert!(l.fence() > last);
-        last = l.fence();
+        assert_eq!(l.fence().unwrap(), i);
+        assert!(l.fence().unwrap() > last);
+        last = l.fence().unwrap();
         l.release().unwrap();
     }
-    // A hand-off draws from the same counter.
+    // A hand-off draws from the same counter (each holder when it asks).
     let holder = client.acquire("no-time", 5 * S, Wait::TryOnce).unwrap();
+    assert_eq!(holder.fence().unwrap(), 6);
     let c2 = client.clone();
     let waiter =
         thread::spawn(move || c2.acquire("no-time", 5 * S, Wait::Timeout(10 * S)).unwrap());
@@ -224,7 +225,7 @@ fn without_time_in_scripts_the_counter_alone_still_increases() {
     });
     holder.release().unwrap();
     let next = waiter.join().unwrap();
-    assert_eq!(next.fence(), 7);
+    assert_eq!(next.fence().unwrap(), 7);
     next.release().unwrap();
     assert_only_counters(&mut srv.raw(), 1);
 }
@@ -240,26 +241,24 @@ fn a_hand_off_keeps_the_new_holders_fence_beside_the_lock() {
     wait_until("the waiter queued", 10 * S, || {
         client.inspect("ho").unwrap().waiters == 1
     });
-    let first = holder.fence();
+    let first = holder.fence().unwrap();
     holder.release().unwrap();
     let next = waiter.join().unwrap();
-    assert!(next.fence() > first);
-    let stored: u64 = raw.get("{ho}:fence").unwrap();
-    assert_eq!(stored, next.fence());
+    assert!(next.fence().unwrap() > first);
+    let stored: String = raw.get("{ho}:meta").unwrap();
+    let token = String::from_utf8(next.token().to_vec()).unwrap();
+    assert_eq!(stored, format!("{}:{token}", next.fence().unwrap()));
     // The waiter's own TTL (7 s, not the holder's 10 s), on both keys.
-    for key in ["ho", "{ho}:fence"] {
+    for key in ["ho", "{ho}:meta"] {
         let t: i64 = redis::cmd("PTTL").arg(key).query(&mut raw).unwrap();
         assert!(t > 3_000 && t <= 7_000, "{key}: {t}");
     }
     // Extend moves both.
     next.extend(20 * S).unwrap();
-    let t: i64 = redis::cmd("PTTL")
-        .arg("{ho}:fence")
-        .query(&mut raw)
-        .unwrap();
+    let t: i64 = redis::cmd("PTTL").arg("{ho}:meta").query(&mut raw).unwrap();
     assert!(t > 15_000, "{t}");
     let info = client.inspect("ho").unwrap();
-    assert_eq!(info.fence, Some(next.fence()));
+    assert_eq!(info.fence, Some(next.fence().unwrap()));
     next.release().unwrap();
     assert_only_counters(&mut raw, 1);
 }
@@ -286,15 +285,16 @@ fn redlock_fences_follow_the_same_rule_on_every_node() {
         everywhere(&servers, "rl-fence", lock.token())
     });
     lock.extend(60 * S).unwrap();
-    let fence = lock.fence().to_string();
+    let token = String::from_utf8(lock.token().to_vec()).unwrap();
+    let kept = format!("{}:{token}", lock.fence().unwrap());
     wait_until("every node to store the holder's fence", 10 * S, || {
-        everywhere(&servers, "{rl-fence}:fence", fence.as_bytes())
+        everywhere(&servers, "{rl-fence}:meta", kept.as_bytes())
     });
     assert_eq!(
         client.inspect("rl-fence").unwrap().fence,
-        Some(lock.fence())
+        Some(lock.fence().unwrap())
     );
-    let first = lock.fence();
+    let first = lock.fence().unwrap();
     lock.release().unwrap();
     wait_until("the release to reach every node", 10 * S, || {
         servers
@@ -309,7 +309,11 @@ fn redlock_fences_follow_the_same_rule_on_every_node() {
         s.restart();
     }
     let again = client.acquire("rl-fence", 60 * S, Wait::TryOnce).unwrap();
-    assert!(again.fence() > first, "{} after {first}", again.fence());
+    assert!(
+        again.fence().unwrap() > first,
+        "{} after {first}",
+        again.fence().unwrap()
+    );
     again.release().unwrap();
 }
 
@@ -324,13 +328,19 @@ fn renewal_keeps_the_holders_fence_as_long_as_the_lock() {
             redislock::AcquireOptions::new(Duration::from_millis(1500)).auto_renew(true),
         )
         .unwrap();
-    // Renewed every 0.5 s: after four renewals (two seconds, more than
-    // the TTL) both keys are still there, renewed together.
+    // Its fence, once asked for, is kept beside it. Renewed every 0.5 s:
+    // after four renewals (two seconds, more than the TTL) both keys are
+    // still there, renewed together.
+    let fence = lock.fence().unwrap();
     wait_until("four renewals", 20 * S, || client.stats().renewals_ok >= 4);
     assert!(!lock.is_lost());
-    let stored: Option<u64> = raw.get("{renewed}:fence").unwrap();
-    assert_eq!(stored, Some(lock.fence()));
-    assert_eq!(client.inspect("renewed").unwrap().fence, Some(lock.fence()));
+    let stored: Option<String> = raw.get("{renewed}:meta").unwrap();
+    let token = String::from_utf8(lock.token().to_vec()).unwrap();
+    assert_eq!(stored, Some(format!("{fence}:{token}")));
+    assert_eq!(
+        client.inspect("renewed").unwrap().fence,
+        Some(lock.fence().unwrap())
+    );
     lock.release().unwrap();
     assert_only_counters(&mut raw, 1);
 }

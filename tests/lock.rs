@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{script_calls, timed, wait_until, Server};
+use common::{command_calls, script_calls, timed, wait_until, Server};
 use redis::Commands;
 use redislock::{AcquireOptions, Client, Error, ErrorKind, Wait};
 
@@ -38,14 +38,24 @@ fn the_key_holds_exactly_the_token_with_the_ttl() {
     assert!(t > 5_000 && t <= 10_000, "pttl {t}");
     assert!(lock.owned().unwrap());
     assert!(client.is_locked("jobs").unwrap());
-    // A plain acquisition writes the lock and the slot's counter only; an
-    // extend keeps the holder's fence beside the lock, with its expiry.
-    assert_eq!(get(&mut raw, b"{jobs}:fence"), None);
+    // A plain acquisition writes the lock only (what the hand-written
+    // helper writes) and an extend of it nothing more.
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert_eq!(keys, vec!["jobs".to_string()]);
     lock.extend(10 * S).unwrap();
-    let fence: u64 = raw.get("{jobs}:fence").unwrap();
-    assert_eq!(fence, lock.fence());
-    let t = pttl(&mut raw, "{jobs}:fence");
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert_eq!(keys, vec!["jobs".to_string()]);
+    // Its fence, drawn when asked for, is kept beside the lock for the
+    // holder, with its expiry, and moves with an extend.
+    let fence = lock.fence().unwrap();
+    let token = String::from_utf8(lock.token().to_vec()).unwrap();
+    let kept: String = raw.get("{jobs}:meta").unwrap();
+    assert_eq!(kept, format!("{fence}:{token}"));
+    let t = pttl(&mut raw, "{jobs}:meta");
     assert!(t > 5_000 && t <= 10_000, "pttl {t}");
+    lock.extend(20 * S).unwrap();
+    let t = pttl(&mut raw, "{jobs}:meta");
+    assert!(t > 15_000 && t <= 20_000, "pttl {t}");
     lock.release().unwrap();
     assert_eq!(get(&mut raw, b"jobs"), None);
     assert!(!client.is_locked("jobs").unwrap());
@@ -76,12 +86,14 @@ fn inspect_reports_holder_ttl_and_fence() {
     assert_eq!(held.holder.as_deref(), Some(lock.token()));
     let ttl = held.ttl.unwrap();
     assert!(ttl > 5 * S && ttl <= 10 * S, "{ttl:?}");
-    // The fence is known once the lock was extended (or renewed, or
-    // handed over): a plain acquisition does not write it.
+    // The fence is known once the holder drew it (asked for it, or took
+    // the lock fenced): a plain acquisition does not draw one.
     assert_eq!(held.fence, None);
     assert_eq!(held.waiters, 0);
     lock.extend(10 * S).unwrap();
-    assert_eq!(client.inspect("insp").unwrap().fence, Some(lock.fence()));
+    assert_eq!(client.inspect("insp").unwrap().fence, None);
+    let fence = lock.fence().unwrap();
+    assert_eq!(client.inspect("insp").unwrap().fence, Some(fence));
     // Two waiters queue up and are counted.
     let waiters: Vec<_> = (0..2)
         .map(|_| {
@@ -164,9 +176,10 @@ fn an_expired_lock_can_be_taken_and_the_old_owner_cannot_touch_it() {
     let client = Client::open(&srv.url()).unwrap();
     let mut raw = srv.raw();
     let old = client.acquire("exp", ms(200), Wait::TryOnce).unwrap();
+    let old_fence = old.fence().unwrap();
     thread::sleep(ms(300));
     let new = client.acquire("exp", 10 * S, Wait::TryOnce).unwrap();
-    assert!(new.fence() > old.fence());
+    assert!(new.fence().unwrap() > old_fence);
     let e = old.extend(10 * S).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotOwner, "{e}");
     assert!(old.is_lost());
@@ -217,7 +230,7 @@ fn fencing_numbers_strictly_increase_across_clients() {
                         .acquire("fenced", 5 * S, Wait::Timeout(30 * S))
                         .unwrap();
                     // Recorded while holding the lock: the order of acquisitions.
-                    seen.lock().unwrap().push(lock.fence());
+                    seen.lock().unwrap().push(lock.fence().unwrap());
                     lock.release().unwrap();
                 }
             })
@@ -248,7 +261,13 @@ fn the_raw_set_nx_pattern_and_this_library_exclude_each_other() {
         .query(&mut raw)
         .unwrap();
     assert!(ok.is_some());
+    // Try-once is the helper's own `SET NX`, whose reply says nothing of
+    // the TTL; a wait reads it.
     let e = client.acquire("shared", 5 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    let e = client
+        .acquire("shared", 5 * S, Wait::Timeout(ms(100)))
+        .unwrap_err();
     match &e {
         Error::NotAcquired { holder_ttl, .. } => {
             let t = holder_ttl.expect("the raw key has a TTL");
@@ -301,14 +320,16 @@ fn try_once_returns_at_once_and_a_deadline_is_kept() {
     let client = Client::open(&srv.url()).unwrap();
     let mut raw = srv.raw();
     let _held = client.acquire("busy", 30 * S, Wait::TryOnce).unwrap();
-    // Try once is one script, no retry, no queueing.
-    let scripts = script_calls(&mut raw);
+    // Try once is one command (the helper's `SET NX`), no script, no
+    // retry, no queueing.
+    let (scripts, sets) = (script_calls(&mut raw), command_calls(&mut raw, "set"));
     let (r, took) = timed(|| client.acquire("busy", 5 * S, Wait::TryOnce));
     assert_eq!(r.unwrap_err().kind(), ErrorKind::NotAcquired);
+    assert_eq!(script_calls(&mut raw) - scripts, 0, "try-once ran a script");
     assert_eq!(
-        script_calls(&mut raw) - scripts,
+        command_calls(&mut raw, "set") - sets,
         1,
-        "try-once ran more than one script"
+        "try-once sent more than one SET"
     );
     assert!(took < 5 * S, "try-once took {took:?} (the holder has 30 s)");
     // A deadline is kept: not shorter, and not the holder's 30 s.
@@ -332,13 +353,13 @@ fn a_release_wakes_a_waiter_long_before_the_ttl() {
     let c2 = client.clone();
     let waiter = thread::spawn(move || {
         let lock = c2.acquire("wake", 30 * S, Wait::Timeout(20 * S)).unwrap();
-        (Instant::now(), lock.fence())
+        (Instant::now(), lock.fence().unwrap())
     });
     wait_until("the waiter queued", 10 * S, || {
         client.inspect("wake").unwrap().waiters == 1
     });
     let released_at = Instant::now();
-    let holder_fence = holder.fence();
+    let holder_fence = holder.fence().unwrap();
     holder.release().unwrap();
     let (woke_at, fence) = waiter.join().unwrap();
     let handoff = woke_at - released_at;
@@ -641,7 +662,7 @@ fn damaged_companion_keys_are_reported_and_never_block_a_release() {
     // A fence counter holding a string that is not a number below 2^53 is
     // taken for lost: the clock puts the next fence above the earlier ones.
     let first = client.acquire("f", 5 * S, Wait::TryOnce).unwrap();
-    let mut last = first.fence();
+    let mut last = first.fence().unwrap();
     first.release().unwrap();
     let counters: Vec<String> = raw.keys("redislock:fence:*").unwrap();
     assert_eq!(counters.len(), 1, "{counters:?}");
@@ -650,28 +671,35 @@ fn damaged_companion_keys_are_reported_and_never_block_a_release() {
         let _: () = raw.set(counter, junk).unwrap();
         let l = client.acquire("f", 5 * S, Wait::TryOnce).unwrap();
         assert!(
-            l.fence() > last && l.fence() < 1 << 53,
+            l.fence().unwrap() > last && l.fence().unwrap() < 1 << 53,
             "{junk}: {}",
-            l.fence()
+            l.fence().unwrap()
         );
-        last = l.fence();
+        last = l.fence().unwrap();
         l.release().unwrap();
     }
-    // A counter of another type: acquire fails naming it, and changes nothing.
+    // A counter of another type: a fenced acquire fails naming it, and
+    // changes nothing; a plain one gets the lock, and drawing its fence
+    // fails the same way.
     let _: () = raw.del(counter).unwrap();
     let _: () = raw.rpush(counter, "junk").unwrap();
-    for wait in [Wait::TryOnce, Wait::Timeout(ms(200))] {
-        let e = client.acquire("f", 5 * S, wait).unwrap_err();
+    let names_it = |e: &redislock::Error| {
         assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
         assert!(e.to_string().contains(&format!("{:?}", counters[0])), "{e}");
+    };
+    for wait in [Wait::TryOnce, Wait::Timeout(ms(200))] {
+        let fenced = AcquireOptions::new(5 * S).wait(wait).fenced(true);
+        names_it(&client.acquire_with("f", fenced).unwrap_err());
         assert_eq!(get(&mut raw, b"f"), None, "the lock key was left behind");
-        assert_eq!(get(&mut raw, b"{f}:fence"), None);
+        assert_eq!(get(&mut raw, b"{f}:meta"), None);
+        let plain = client.acquire("f", 5 * S, wait).unwrap();
+        names_it(&plain.fence().unwrap_err());
+        plain.release().unwrap();
         let kept: Vec<String> = raw.lrange(counter, 0, -1).unwrap();
         assert_eq!(kept, vec!["junk".to_string()]);
     }
-    // Such a counter never stops the release of a lock already held, even
-    // when a waiter is queued for a hand-off (the lock is then deleted, and
-    // the waiter's own retry reports the counter).
+    // Such a counter never stops the release of a lock already held, nor
+    // its hand-off to a waiter (whose fence then reports the counter).
     let _: () = raw.del(counter).unwrap();
     let held = client.acquire("f", 5 * S, Wait::TryOnce).unwrap();
     let waiter = {
@@ -684,10 +712,11 @@ fn damaged_companion_keys_are_reported_and_never_block_a_release() {
     let _: () = raw.del(counter).unwrap();
     let _: () = raw.rpush(counter, "junk").unwrap();
     held.release().unwrap();
-    let e = waiter.join().unwrap().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+    let next = waiter.join().unwrap().unwrap();
+    names_it(&next.fence().unwrap_err());
+    next.release().unwrap();
     assert_eq!(get(&mut raw, b"f"), None);
-    assert_eq!(get(&mut raw, b"{f}:fence"), None);
+    assert_eq!(get(&mut raw, b"{f}:meta"), None);
     assert_eq!(get(&mut raw, b"{f}:queue"), None);
     // A queue of the wrong type: waiting is refused with a clear error...
     let _: () = raw.set("{q}:queue", "junk").unwrap();

@@ -152,7 +152,7 @@ fn lock_wait_and_fail_over(
     // same client goes on.
     let old = client.acquire("before", 30 * S, Wait::TryOnce).unwrap();
     let fenced = client.acquire("fenced", 30 * S, Wait::TryOnce).unwrap();
-    let fence_before = fenced.fence();
+    let fence_before = fenced.fence().unwrap();
     fenced.release().unwrap();
     // Replication is asynchronous: the replica acknowledges all of it
     // before the master dies, so what the new master has is known.
@@ -184,9 +184,9 @@ fn lock_wait_and_fail_over(
     // The fence of a name keeps growing on the new master.
     let fenced = client.acquire("fenced", 30 * S, Wait::TryOnce).unwrap();
     assert!(
-        fenced.fence() > fence_before,
+        fenced.fence().unwrap() > fence_before,
         "fence {} after the failover, {fence_before} before",
-        fenced.fence()
+        fenced.fence().unwrap()
     );
     fenced.release().unwrap();
     // The lock taken before survived the failover here (it was replicated).
@@ -469,12 +469,12 @@ async fn the_async_api_through_tls_sentinels_with_passwords() {
         assert!(queued.elapsed() < 10 * S, "the waiter did not queue");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let first = lock.fence();
+    let first = lock.fence().unwrap();
     let before = client.stats();
     lock.release_async().await.unwrap();
     let next = waiter.await.unwrap().unwrap();
     common::assert_one_hand_off(&client, &before, "the hand-off");
-    assert!(next.fence() > first);
+    assert!(next.fence().unwrap() > first);
     next.release_async().await.unwrap();
     // Without the CA: the certificate error, typed, from the async API too.
     let untrusted = timeouts(&format!(

@@ -37,7 +37,7 @@ fn waiters(
                     let lock = client
                         .acquire(key, 30 * S, Wait::Timeout(120 * S))
                         .expect("a waiter");
-                    fences.lock().unwrap().push(lock.fence());
+                    fences.lock().unwrap().push(lock.fence().unwrap());
                     let v = counter.load(Ordering::Relaxed);
                     counter.store(v + 1, Ordering::Relaxed);
                     lock.release().expect("release");

@@ -80,6 +80,15 @@ enum redislock_status redislock_acquire(const struct redislock_client *client,
                                         size_t token_len,
                                         struct redislock_lock **out);
 
+enum redislock_status redislock_acquire_fenced(const struct redislock_client *client,
+                                               const char *key,
+                                               size_t key_len,
+                                               uint64_t ttl_ms,
+                                               int64_t wait_ms,
+                                               const char *token,
+                                               size_t token_len,
+                                               struct redislock_lock **out);
+
 enum redislock_status redislock_release(struct redislock_lock *lock);
 
 enum redislock_status redislock_extend(struct redislock_lock *lock, uint64_t ttl_ms);

@@ -246,7 +246,8 @@ fn run(
     let opts = AcquireOptions::new(ttl)
         .wait(wait)
         .token(run_token())
-        .auto_renew(true);
+        .auto_renew(true)
+        .fenced(true);
     let acquired = client.acquire_with(key, opts);
     stop.store(true, Ordering::Release);
     if let Some(h) = line {
@@ -269,6 +270,8 @@ fn run(
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
             .map_err(|e| Error::Internal(format!("cannot handle signals: {e}")))?;
+    // Drawn in the acquire (fenced), or now when the lock was handed over.
+    let fence = lock.fence()?;
     let mut child = match Command::new(&command[0])
         .args(&command[1..])
         .env("REDISLOCK_KEY", key)
@@ -276,7 +279,7 @@ fn run(
             "REDISLOCK_TOKEN",
             String::from_utf8_lossy(lock.token()).as_ref(),
         )
-        .env("REDISLOCK_FENCE", lock.fence().to_string())
+        .env("REDISLOCK_FENCE", fence.to_string())
         .spawn()
     {
         Ok(c) => c,

@@ -37,7 +37,8 @@ pub(crate) enum Granted {
     HandedOver,
 }
 
-/// A lock just acquired: its fencing number and how it came.
+/// A lock just acquired: its fencing number (0: none drawn yet) and how
+/// it came.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Grant {
     pub(crate) fence: u64,
@@ -65,16 +66,21 @@ pub(crate) trait Deployment: Send + Sync {
 
     /// Take the lock with `token` for `ttl_ms`, waiting as `wait` says
     /// (counted from `started`) unless `interrupt` ends the wait. The
-    /// fencing number, and how the lock came.
+    /// fencing number (0 when none was drawn: `fenced` draws it at once),
+    /// and how the lock came.
     fn acquire(
         &self,
         keys: &LockKeys,
         token: &[u8],
         ttl_ms: u64,
-        wait: Wait,
+        wait: (Wait, bool),
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant>;
+
+    /// Draw the fencing number of a lock held with `token` that has none
+    /// yet. `Ok(None)` when `token` does not hold the lock.
+    fn fence(&self, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>>;
 
     /// Compare-and-delete (or hand off to the longest waiter). `Ok(false)`
     /// when `token` does not hold the lock.
@@ -121,9 +127,11 @@ pub(crate) trait AsyncDeployment: Send + Sync {
         keys: &'a LockKeys,
         token: &'a [u8],
         ttl_ms: u64,
-        wait: Wait,
+        wait: (Wait, bool),
         started: Instant,
     ) -> Op<'a, Grant>;
+
+    fn fence<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, Option<u64>>;
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, bool>;
 

@@ -80,7 +80,7 @@ impl Deployment for Redlock {
         keys: &LockKeys,
         token: &[u8],
         ttl_ms: u64,
-        wait: Wait,
+        (wait, _fenced): (Wait, bool),
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant> {
@@ -90,6 +90,10 @@ impl Deployment for Redlock {
             Wait::Forever => None,
         };
         acquire(self, keys, token, ttl_ms, deadline, started, interrupt)
+    }
+
+    fn fence(&self, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
+        fence(self, keys, token)
     }
 
     fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
@@ -225,7 +229,8 @@ fn script_job(
     let keys = keys.clone();
     Arc::new(move |p: &Pool| {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        p.script_within(wait, script(), &keys.all(), &args)
+        let script = script();
+        p.script_within(wait, script, &keys.all()[..script.nkeys], &args)
     })
 }
 
@@ -333,7 +338,7 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
             if outcome != Outcome::Held && granted(reply) {
                 let _ = node
                     .pool
-                    .script(&scripts().release, &keys.all(), &[&token], None);
+                    .script(&scripts().release, &keys.release(), &[&token], None);
             }
         })
     };
@@ -344,6 +349,8 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
             token.to_vec(),
             ttl_ms.to_string().into_bytes(),
             b"0".to_vec(),
+            // Redlock draws its (advisory) fence at once on every node.
+            b"1".to_vec(),
         ],
         wait,
     );
@@ -458,6 +465,43 @@ fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
         return Err(no_quorum(&keys.lock, n, &errors));
     }
     Ok(t.agreed > 0)
+}
+
+/// Draw a fence on every node (a grant whose reply was lost and was found
+/// held by a repeated run has none): the largest of a majority's, `Ok(None)`
+/// when fewer than a majority still hold the lock with `token`.
+fn fence(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
+    let n = r.nodes.len();
+    let q = quorum(n);
+    let timeout = op_timeout(r);
+    let job = script_job(
+        || &scripts().fence,
+        keys,
+        vec![token.to_vec()],
+        r.command_timeout(),
+    );
+    let round = Round::send(&r.nodes, None, timeout, false, job, None);
+    let drawn = |v: &Value| matches!(v, Value::Array(_));
+    let d = round.decide(Instant::now() + timeout, |replies, last| {
+        let t = Tally::of(replies, drawn);
+        (last || t.agreed >= q || t.refused + t.failed > n - q).then_some(Outcome::Released)
+    });
+    let fences: Vec<u64> = d
+        .replies
+        .iter()
+        .filter_map(|r| match r {
+            Some(Ok(Value::Array(items))) => items.first().and_then(protocol::parse_fence),
+            _ => None,
+        })
+        .collect();
+    if fences.len() >= q {
+        return Ok(fences.into_iter().max());
+    }
+    let errors = r.errors(&d, timeout);
+    if errors.len() > n - q {
+        return Err(no_quorum(&keys.lock, n, &errors));
+    }
+    Ok(None)
 }
 
 /// Extend on every node; `Ok(true)` when a majority extended in time.
@@ -687,7 +731,7 @@ mod asynchronous {
             tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
                 let got = r
-                    .acquire(&keys, &token, ttl_ms, Wait::TryOnce, None, started)
+                    .acquire(&keys, &token, ttl_ms, (Wait::TryOnce, true), None, started)
                     .map(|grant| Granted {
                         redlock: r.clone(),
                         keys,
@@ -722,7 +766,7 @@ mod asynchronous {
             keys: &'a LockKeys,
             token: &'a [u8],
             ttl_ms: u64,
-            wait: Wait,
+            (wait, _fenced): (Wait, bool),
             started: Instant,
         ) -> Op<'a, Grant> {
             Box::pin(async move {
@@ -760,6 +804,11 @@ mod asynchronous {
                     tokio::time::sleep(retry_pause(holder_ttl, left)).await;
                 }
             })
+        }
+
+        fn fence<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, Option<u64>> {
+            let (keys, token) = (keys.clone(), token.to_vec());
+            Box::pin(self.blocking(move |r| r.fence(&keys, &token)))
         }
 
         fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, bool> {

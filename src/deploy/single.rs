@@ -18,7 +18,7 @@ use crate::net::async_pool::AsyncPool;
 use crate::net::pool::Pool;
 use crate::net::transport::{block_on, Transport};
 use crate::options::{Interrupt, LockInfo, Wait};
-use crate::protocol::{self, scripts, Attempt, LockKeys, Script};
+use crate::protocol::{self, scripts, Attempt, Cap, LockKeys, Script};
 use crate::stats::Event;
 
 /// Generic over the transport: the blocking [`Pool`] or the async one.
@@ -31,22 +31,34 @@ impl<P: Transport> Single<P> {
         Single { pool }
     }
 
-    /// One attempt.
+    /// One attempt: the plain `SET … NX PX … GET` unless the caller wants
+    /// the fence drawn at once (or the server is older than Redis 7.0).
+    /// The fence, 0 when none was drawn.
     async fn try_once(
         &self,
         keys: &LockKeys,
         token: &[u8],
         ttl_ms: u64,
+        fenced: bool,
         started: Instant,
     ) -> Result<u64> {
+        if !fenced {
+            match wait::take_free(self, keys, token, ttl_ms).await? {
+                Some(true) => return Ok(0),
+                // The helper's reply says nothing of the holder's TTL.
+                Some(false) => return Err(Error::not_acquired(&keys.lock, -1, started)),
+                None => {}
+            }
+        }
         let ttl = ttl_ms.to_string();
+        let f: &[u8] = if fenced { b"1" } else { b"0" };
         let reply = self
             .script(
                 &scripts().acquire,
                 &keys.lock,
                 &keys.all(),
-                &[token, ttl.as_bytes(), b"0"],
-                Some(&[token, ttl.as_bytes(), b"1"]),
+                &[token, ttl.as_bytes(), b"0", f],
+                Some(&[token, ttl.as_bytes(), b"1", f]),
             )
             .await?;
         match protocol::parse_attempt(&reply) {
@@ -154,6 +166,13 @@ impl<P: Transport> wait::Server for Single<P> {
         }
     }
 
+    async fn command(&self, cmd: &redis::Cmd, key: &[u8]) -> Result<(Value, bool)> {
+        match self.pool.query_resent(cmd).await {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.with_key(e, key).await),
+        }
+    }
+
     async fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool> {
         self.is_owned_by(key, token).await
     }
@@ -166,7 +185,7 @@ impl<P: Transport> Single<P> {
         keys: &LockKeys,
         token: &[u8],
         ttl_ms: u64,
-        wait: Wait,
+        (wait, fenced): (Wait, bool),
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant> {
@@ -178,11 +197,12 @@ impl<P: Transport> Single<P> {
         };
         let grant = match deadline {
             None => Grant::new(
-                self.try_once(keys, token, ttl_ms, started).await?,
+                self.try_once(keys, token, ttl_ms, fenced, started).await?,
                 Granted::AtOnce,
             ),
             Some(deadline) => {
-                wait::acquire(self, keys, token, ttl_ms, (deadline, started), interrupt).await?
+                let when = (deadline, started);
+                wait::acquire(self, keys, token, ttl_ms, fenced, when, interrupt).await?
             }
         };
         if let Some(replicas) = self.pool.target().wait_replicas {
@@ -197,7 +217,7 @@ impl<P: Transport> Single<P> {
     pub(crate) async fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
         let (reply, resent) = match self
             .pool
-            .script_resent(&scripts().release, &keys.all(), &[token])
+            .script_resent(&scripts().release, &keys.release(), &[token])
             .await
         {
             Ok(r) => r,
@@ -225,6 +245,27 @@ impl<P: Transport> Single<P> {
         fence: u64,
         ttl_ms: u64,
     ) -> Result<bool> {
+        // Without a fence to keep beside the lock, `SET … IFEQ` does it
+        // where the server has it (Valkey 8.1, Redis 8.4).
+        let caps = self.pool.caps();
+        if fence == 0 && caps.worth_trying(Cap::IfEq) {
+            let cmd = protocol::set_ifeq(&keys.lock, token, ttl_ms);
+            match self.pool.query(&cmd).await {
+                Ok(Value::Okay) => {
+                    caps.learn(Cap::IfEq, false);
+                    return Ok(true);
+                }
+                Ok(Value::Nil) => {
+                    caps.learn(Cap::IfEq, false);
+                    return Ok(false);
+                }
+                Ok(other) => return Err(Error::unexpected(&other)),
+                Err(Error::Server { message, .. }) if protocol::is_syntax_error(&message) => {
+                    caps.learn(Cap::IfEq, true);
+                }
+                Err(e) => return Err(self.with_key(e, &keys.lock).await),
+            }
+        }
         let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
         let reply = self
             .script(
@@ -252,24 +293,64 @@ impl<P: Transport> Single<P> {
             }
             return out;
         }
+        // `SET … IFEQ` once the server is known to take it (a refusal in
+        // a pipeline would cost that lock its renewal): while that is not
+        // known, the first lock without a fence goes alone, and teaches it.
+        let caps = self.pool.caps();
+        let mut alone = None;
+        if !caps.known(Cap::IfEq) && caps.worth_trying(Cap::IfEq) {
+            if let Some(i) = locks.iter().position(|l| l.fence == 0) {
+                let l = &locks[i];
+                alone = Some((i, self.extend(l.keys, l.token, 0, l.ttl_ms).await.ok()));
+            }
+        }
         let extend = &scripts().extend;
+        let ifeq = caps.known(Cap::IfEq);
         let mut pipe = redis::pipe();
-        for l in locks {
+        let rest = (locks.iter().enumerate()).filter(|&(i, _)| Some(i) != alone.map(|a| a.0));
+        for (_, l) in rest {
+            if ifeq && l.fence == 0 {
+                pipe.add_command(protocol::set_ifeq(&l.keys.lock, l.token, l.ttl_ms));
+                continue;
+            }
             let (ttl, fence) = (l.ttl_ms.to_string(), l.fence.to_string());
             pipe.add_command(
                 extend.eval(&l.keys.all(), &[l.token, ttl.as_bytes(), fence.as_bytes()]),
             );
         }
-        match self.pool.pipeline(&pipe).await {
+        let sent = if locks.len() > usize::from(alone.is_some()) {
+            self.pool.pipeline(&pipe).await
+        } else {
+            Ok(Vec::new())
+        };
+        let mut out: Vec<Option<bool>> = match sent {
             Ok(replies) => replies
                 .into_iter()
                 .map(|reply| match reply {
-                    Value::Int(1) => Some(true),
-                    Value::Int(0) => Some(false),
+                    Value::Int(1) | Value::Okay => Some(true),
+                    Value::Int(0) | Value::Nil => Some(false),
                     _ => None,
                 })
                 .collect(),
-            Err(_) => vec![None; locks.len()],
+            Err(_) => vec![None; locks.len() - usize::from(alone.is_some())],
+        };
+        if let Some((i, first)) = alone {
+            out.insert(i, first);
+        }
+        out
+    }
+
+    pub(crate) async fn fence(&self, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
+        let reply = self
+            .script(&scripts().fence, &keys.lock, &keys.all(), &[token], None)
+            .await?;
+        match &reply {
+            Value::Nil => Ok(None),
+            Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])
+                .filter(|&f| f > 0)
+                .map(Some)
+                .ok_or_else(|| Error::unexpected(&reply)),
+            _ => Err(Error::unexpected(&reply)),
         }
     }
 
@@ -306,13 +387,17 @@ impl Deployment for Single<Arc<Pool>> {
         keys: &LockKeys,
         token: &[u8],
         ttl_ms: u64,
-        wait: Wait,
+        wait: (Wait, bool),
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant> {
         block_on(Single::acquire(
             self, keys, token, ttl_ms, wait, interrupt, started,
         ))
+    }
+
+    fn fence(&self, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
+        block_on(Single::fence(self, keys, token))
     }
 
     fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
@@ -352,12 +437,16 @@ impl AsyncDeployment for Single<AsyncPool> {
         keys: &'a LockKeys,
         token: &'a [u8],
         ttl_ms: u64,
-        wait: Wait,
+        wait: (Wait, bool),
         started: Instant,
     ) -> Op<'a, Grant> {
         Box::pin(Single::acquire(
             self, keys, token, ttl_ms, wait, None, started,
         ))
+    }
+
+    fn fence<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, Option<u64>> {
+        Box::pin(Single::fence(self, keys, token))
     }
 
     fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a [u8]) -> Op<'a, bool> {

@@ -25,7 +25,7 @@ use crate::error::{show_key, Error, Result};
 use crate::net::hub::{Delivery, Ticket};
 use crate::net::transport::Transport;
 use crate::options::{Interrupt, INTERRUPT_SLICE};
-use crate::protocol::{self, scripts, Attempt, LockKeys, Script, QUEUE_GRACE_MS};
+use crate::protocol::{self, scripts, Attempt, Cap, LockKeys, Script, QUEUE_GRACE_MS};
 use crate::stats::{Event, Gauge};
 
 /// The server a waiter waits on: its transport, and its way of running
@@ -44,7 +44,48 @@ pub(super) trait Server {
         retry_args: Option<&[&[u8]]>,
     ) -> impl Future<Output = Result<Value>> + Send;
 
+    /// One command on the node of `key`, saying whether it was sent again
+    /// after a broken connection; errors name `key`.
+    fn command(
+        &self,
+        cmd: &redis::Cmd,
+        key: &[u8],
+    ) -> impl Future<Output = Result<(Value, bool)>> + Send;
+
     fn holds(&self, key: &[u8], token: &[u8]) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// The uncontended acquire, the hand-written helper's command: `SET … NX
+/// PX … GET`. `Some(true)` when it took the lock (or a first sending did,
+/// before its connection broke), `Some(false)` when another owner holds
+/// it (or we do already: taking a lock held with the same token again
+/// fails, as the helper's `SET NX` does), `None` when the server does not
+/// take `NX` with `GET` (Redis before 7.0): the scripts do it then. A key
+/// of another type is [`Error::WrongType`].
+pub(super) async fn take_free(
+    server: &impl Server,
+    keys: &LockKeys,
+    token: &[u8],
+    ttl_ms: u64,
+) -> Result<Option<bool>> {
+    let caps = server.io().caps();
+    if !caps.worth_trying(Cap::NxGet) {
+        return Ok(None);
+    }
+    let cmd = protocol::set_nx_get(&keys.lock, token, ttl_ms);
+    match server.command(&cmd, &keys.lock).await {
+        Ok((Value::Nil, _)) => {
+            caps.learn(Cap::NxGet, false);
+            Ok(Some(true))
+        }
+        Ok((Value::BulkString(holder), resent)) => Ok(Some(resent && holder == token)),
+        Ok((other, _)) => Err(Error::unexpected(&other)),
+        Err(Error::Server { message, .. }) if protocol::is_syntax_error(&message) => {
+            caps.learn(Cap::NxGet, true);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
@@ -61,16 +102,29 @@ const BEHIND_SPREAD: Duration = Duration::from_secs(2);
 
 /// Acquire, waiting until `deadline` (`None`: forever; the pair is the
 /// deadline and when the call started) or until `interrupt` says to stop.
-/// Returns the fence and how the lock came. While the lock is seen held,
+/// Returns the fence (0 when none was drawn: only a `fenced` acquisition
+/// draws one at once) and how the lock came. While the lock is seen held,
 /// the waiter counts in the statistics' `waiters_now`.
 pub(super) async fn acquire(
     server: &impl Server,
     keys: &LockKeys,
     token: &[u8],
     ttl_ms: u64,
+    fenced: bool,
     (deadline, started): (Option<Instant>, Instant),
     interrupt: Option<&Interrupt>,
 ) -> Result<Grant> {
+    // A free lock costs one command, as with the hand-written helper; the
+    // queue (and a subscriber registration) only once it is seen held.
+    if !fenced {
+        match take_free(server, keys, token, ttl_ms).await {
+            Ok(Some(true)) => return Ok(Grant::new(0, Granted::AtOnce)),
+            // Held, or a server that refuses for a moment (loading): the
+            // queue below asks again while the wait allows.
+            Ok(_) | Err(Error::Unavailable { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
     let io = server.io();
     let stats = io.stats();
     let mut waiting = None;
@@ -83,7 +137,15 @@ pub(super) async fn acquire(
     loop {
         // A repeated run (after a dead connection) checks whether the first
         // one already took the lock or queued us: "not first".
-        let again: [&[u8]; 5] = [token, ttl.as_bytes(), &q.member, b"0", grace.as_bytes()];
+        let fenced: &[u8] = if fenced { b"1" } else { b"0" };
+        let again: [&[u8]; 6] = [
+            token,
+            ttl.as_bytes(),
+            &q.member,
+            b"0",
+            grace.as_bytes(),
+            fenced,
+        ];
         let mut args = again;
         args[3] = if first { b"1" } else { b"0" };
         let reply = match server
@@ -356,7 +418,7 @@ impl<T: Transport> Drop for Queued<'_, T> {
                 Ok(Some(_)) => {
                     io.stats().count(Event::HandoffReceived);
                     let _ = io
-                        .script(&scripts().release, &keys.all(), &[&token], None)
+                        .script(&scripts().release, &keys.release(), &[&token], None)
                         .await;
                 }
                 Err(_) => ticket.abandon(),

@@ -368,6 +368,49 @@ pub extern "C" fn redislock_acquire(
     token_len: usize,
     out: *mut *mut redislock_lock,
 ) -> redislock_status {
+    let args = (client, key, key_len, ttl_ms, wait_ms, token, token_len);
+    acquire(args, false, out)
+}
+
+/// `redislock_acquire`, drawing the fencing number in the acquire itself:
+/// `redislock_lock_fence` then answers from memory. Use it when every
+/// holder passes its fence on (the plain acquire draws it on the first
+/// `redislock_lock_fence`, one more round trip). Same arguments and
+/// returns as `redislock_acquire`; a fence counter of another type is
+/// `REDISLOCK_WRONG_TYPE`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn redislock_acquire_fenced(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    ttl_ms: u64,
+    wait_ms: i64,
+    token: *const u8,
+    token_len: usize,
+    out: *mut *mut redislock_lock,
+) -> redislock_status {
+    let args = (client, key, key_len, ttl_ms, wait_ms, token, token_len);
+    acquire(args, true, out)
+}
+
+/// The arguments of an acquire: client, key and its length, TTL, wait,
+/// token and its length.
+type AcquireArgs = (
+    *const redislock_client,
+    *const u8,
+    usize,
+    u64,
+    i64,
+    *const u8,
+    usize,
+);
+
+fn acquire(
+    (client, key, key_len, ttl_ms, wait_ms, token, token_len): AcquireArgs,
+    fenced: bool,
+    out: *mut *mut redislock_lock,
+) -> redislock_status {
     guard(REDISLOCK_INTERNAL, || {
         status((|| {
             let client = non_null(client, "client")?;
@@ -379,7 +422,9 @@ pub extern "C" fn redislock_acquire(
                 ms if ms > 0 => Wait::Timeout(Duration::from_millis(ms as u64)),
                 _ => Wait::Forever,
             };
-            let mut opts = AcquireOptions::new(Duration::from_millis(ttl_ms)).wait(wait);
+            let mut opts = AcquireOptions::new(Duration::from_millis(ttl_ms))
+                .wait(wait)
+                .fenced(fenced);
             if let Some(t) = token {
                 opts = opts.token(t);
             }
@@ -639,14 +684,25 @@ pub extern "C" fn redislock_lock_token(
 }
 
 /// The lock's fencing number: strictly greater than any number handed out
-/// before for this lock name, and below 2^53. It is the server's clock in
-/// microseconds or more (about 1.8e15), so it also grows across a restart
-/// that lost the counter: compare fences, do not count them. `lock`:
-/// borrowed; NULL gives 0.
+/// before for this lock name to an earlier holder, and below 2^53. It is
+/// the server's clock in microseconds or more (about 1.8e15), so it also
+/// grows across a restart that lost the counter: compare fences, do not
+/// count them. Drawn on the first call, with a check that the lock is still
+/// held (one round trip; later calls answer from memory; a lock taken with
+/// `redislock_acquire_fenced` has it already). 0 when it cannot be had:
+/// the lock expired or was taken over (it is then lost), the server could
+/// not be reached, or `lock` is NULL; `redislock_last_error` says which.
+/// `lock`: borrowed.
 #[no_mangle]
 pub extern "C" fn redislock_lock_fence(lock: *const redislock_lock) -> u64 {
     guard(0, || {
-        non_null(lock, "lock").map(|l| l.lock.fence()).unwrap_or(0)
+        match non_null(lock, "lock").and_then(|l| l.lock.fence()) {
+            Ok(f) => f,
+            Err(e) => {
+                fail(e);
+                0
+            }
+        }
     })
 }
 

@@ -326,6 +326,10 @@ impl Transport for AsyncPool {
         &self.0.pool.stats
     }
 
+    fn caps(&self) -> &crate::protocol::Caps {
+        &self.0.pool.caps
+    }
+
     fn remote_publish(&self) -> bool {
         self.0.pool.remote_publish()
     }
@@ -367,6 +371,10 @@ impl Transport for AsyncPool {
 
     async fn query(&self, cmd: &Cmd) -> Result<Value> {
         self.run(Request::Cmd(cmd)).await.map(|(v, _)| v)
+    }
+
+    async fn query_resent(&self, cmd: &Cmd) -> Result<(Value, bool)> {
+        self.run(Request::Cmd(cmd)).await
     }
 
     async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>> {

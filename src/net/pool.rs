@@ -170,6 +170,8 @@ pub(crate) struct Pool {
     idle: Arc<Mutex<Idle>>,
     /// Waiters' subscriber connections.
     hub: Hub,
+    /// What the server accepts beyond Redis 6.2.
+    pub(crate) caps: crate::protocol::Caps,
 }
 
 impl Pool {
@@ -194,6 +196,7 @@ impl Pool {
             stats,
             idle,
             hub: Hub::new(Box::new(trim)),
+            caps: crate::protocol::Caps::default(),
         }
     }
 
@@ -620,6 +623,10 @@ impl Transport for Arc<Pool> {
         &self.stats
     }
 
+    fn caps(&self) -> &crate::protocol::Caps {
+        &self.caps
+    }
+
     fn remote_publish(&self) -> bool {
         Pool::remote_publish(self)
     }
@@ -649,6 +656,15 @@ impl Transport for Arc<Pool> {
 
     async fn query(&self, cmd: &Cmd) -> Result<Value> {
         self.with(|con, _| cmd.query(con))
+    }
+
+    async fn query_resent(&self, cmd: &Cmd) -> Result<(Value, bool)> {
+        let mut resent = false;
+        let v = self.with(|con, retried| {
+            resent |= retried;
+            cmd.query(con)
+        })?;
+        Ok((v, resent))
     }
 
     async fn pipeline(&self, pipe: &redis::Pipeline) -> Result<Vec<Value>> {

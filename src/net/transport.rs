@@ -32,6 +32,9 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
     /// The client's statistics.
     fn stats(&self) -> &Counters;
 
+    /// What the server accepts (learnt from its replies).
+    fn caps(&self) -> &crate::protocol::Caps;
+
     /// Whether a subscriber may receive messages PUBLISHed on another node
     /// (Cluster broadcasts them; a demoted Sentinel master gets them
     /// replicated).
@@ -63,6 +66,10 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
 
     /// One command, routed by its first argument.
     fn query(&self, cmd: &Cmd) -> impl Future<Output = Result<Value>> + Send;
+
+    /// Like `query`, saying whether it was sent again after a broken
+    /// connection (the first sending may have taken effect).
+    fn query_resent(&self, cmd: &Cmd) -> impl Future<Output = Result<(Value, bool)>> + Send;
 
     /// Commands in one round trip, on the node of the first one's key.
     fn pipeline(&self, pipe: &Pipeline) -> impl Future<Output = Result<Vec<Value>>> + Send;

@@ -277,7 +277,10 @@ impl Client {
     /// `on_lost`: a callable taking no arguments, run once for each
     /// acquisition found lost (by renewal, on the renewal thread; by
     /// `extend()` or `release()`, on the caller's thread before it raises).
-    #[pyo3(signature = (name, ttl=30.0, timeout=None, token=None, auto_renew=false, on_lost=None))]
+    /// `fenced`: draw the fencing number in the acquire itself (otherwise
+    /// on the first read of `lock.fence`, one more round trip).
+    #[pyo3(signature = (name, ttl=30.0, timeout=None, token=None, auto_renew=false, on_lost=None, fenced=false))]
+    #[allow(clippy::too_many_arguments)]
     fn lock(
         &self,
         name: &Bound<'_, PyAny>,
@@ -286,6 +289,7 @@ impl Client {
         token: Option<&Bound<'_, PyAny>>,
         auto_renew: bool,
         on_lost: Option<&Bound<'_, PyAny>>,
+        fenced: bool,
     ) -> PyResult<Lock> {
         let py = name.py();
         let name = bytes_arg(name, "name")?;
@@ -312,6 +316,7 @@ impl Client {
             wait: wait_arg(timeout)?,
             token,
             auto_renew,
+            fenced,
             on_lost: Mutex::new(on_lost.map(|f| f.clone().unbind())),
             held: Mutex::new(Vec::new()),
         })
@@ -365,6 +370,7 @@ pub struct Lock {
     wait: Wait,
     token: Option<Vec<u8>>,
     auto_renew: bool,
+    fenced: bool,
     /// The `on_lost` callback; only touched with the GIL held.
     on_lost: Mutex<Option<Py<PyAny>>>,
     /// Only held for moments, never across a call into the core.
@@ -449,7 +455,8 @@ impl Lock {
     fn options(&self, wait: Wait) -> AcquireOptions {
         let mut opts = AcquireOptions::new(self.ttl)
             .wait(wait)
-            .auto_renew(self.auto_renew);
+            .auto_renew(self.auto_renew)
+            .fenced(self.fenced);
         opts.token = self.token.clone();
         opts
     }
@@ -632,12 +639,25 @@ impl Lock {
         })
     }
 
-    /// The fencing number of the current acquisition (int), or None: greater
-    /// than any number handed out before for this name, also across a server
-    /// restart (at least the server's clock in µs, below 2**53).
+    /// The fencing number of the current acquisition (int), or None when
+    /// not held: greater than any number handed out before for this name
+    /// to an earlier holder, also across a server restart (at least the
+    /// server's clock in µs, below 2**53). Drawn on first access, with a
+    /// check that the lock is still held (one round trip; `fenced=True`
+    /// draws it in the acquire instead). Raises LockNotOwned when the lock
+    /// expired or was taken over before that.
     #[getter]
-    fn fence(&self) -> Option<u64> {
-        self.with_held(|l| l.map(|l| l.fence()))
+    fn fence(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        let Some(lock) = self.current() else {
+            return Ok(None);
+        };
+        if let Some(f) = lock.fence_if_drawn() {
+            return Ok(Some(f));
+        }
+        let (r, lost) = detached(py, || deferring(|| lock.fence()))?;
+        drop(lock);
+        fire_all(lost);
+        r.map(Some).map_err(|e| to_py(py, e))
     }
 
     /// The lock name (bytes).
