@@ -464,6 +464,29 @@ size_t redislock_lock_token(const struct redislock_lock *lock, uint8_t *buf, siz
 uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 
 /**
+ * The lock's fencing number into `out`, as `redislock_lock_fence` gives
+ * it, with a status: `REDISLOCK_NOT_OWNER` when the lock expired or was
+ * taken over before its fence was drawn (it is then lost),
+ * `REDISLOCK_CONNECTION` and the others as for any call. `lock`:
+ * borrowed; `out` untouched on failure.
+ */
+enum redislock_status redislock_lock_draw_fence(const struct redislock_lock *lock, uint64_t *out);
+
+/**
+ * The fencing number of the lock `key` held with `token`, into `out` (no
+ * handle needed, as for `redislock_release_token`): the one already drawn
+ * for this holder, or one drawn now with a check that `token` holds the
+ * lock. All pointers borrowed. Returns `REDISLOCK_NOT_OWNER` when it does
+ * not hold it; `out` is untouched on failure.
+ */
+enum redislock_status redislock_fence_token(const struct redislock_client *client,
+                                            const uint8_t *key,
+                                            size_t key_len,
+                                            const uint8_t *token,
+                                            size_t token_len,
+                                            uint64_t *out);
+
+/**
  * Release the lock `key` if it holds `token` (the request-id pattern, no
  * handle needed). All pointers borrowed. Returns `REDISLOCK_NOT_OWNER`
  * when it does not (expired, or another owner); nothing is changed then.

@@ -240,6 +240,20 @@ impl Client {
         self.count_by_token(r, Event::ReleaseOk, Event::ReleaseNotOwner)
     }
 
+    /// The fencing number of the lock `key` held with `token` (no handle
+    /// needed, as for [`Client::release_token`]): the one already drawn for
+    /// this holder, or a new one drawn now, atomically with the check that
+    /// `token` holds the lock. `Ok(None)` when it does not.
+    pub fn fence_token(
+        &self,
+        key: impl AsRef<[u8]>,
+        token: impl AsRef<[u8]>,
+    ) -> Result<Option<u64>> {
+        let (key, token) = (key.as_ref(), token.as_ref());
+        check_key_token(key, token)?;
+        self.inner.deployment.fence(&LockKeys::new(key), token)
+    }
+
     /// Set the remaining time of the lock `key` to `ttl` if it still holds
     /// `token` (no handle needed, as for [`Client::release_token`]).
     /// `Ok(false)` when it does not: an expired lock is never re-created.

@@ -91,7 +91,7 @@ impl Lock {
         if known != 0 {
             return Ok(known);
         }
-        if !self.in_owner_process() || self.done {
+        if !self.in_owner_process() || self.done || self.is_lost() {
             return Err(self.not_owner());
         }
         match self.deployment.fence(&self.state.keys, &self.state.token)? {
@@ -324,7 +324,7 @@ impl Lock {
         if known != 0 {
             return Ok(known);
         }
-        if !self.in_owner_process() || self.done {
+        if !self.in_owner_process() || self.done || self.is_lost() {
             return Err(self.not_owner());
         }
         let drawn = self

@@ -284,10 +284,15 @@ end
 
 /// The lazy fence: drawn on the holder's first request for it, atomically
 /// with the check that it still holds the lock, and kept in `{K}:meta` for
-/// inspection. ARGV: token. Returns {fence} or nil (not the owner).
+/// inspection and for the holder's later requests (which get the same
+/// number). ARGV: token. Returns {fence} or nil (not the owner).
 pub(crate) const FENCE: &str = concat!(
     r#"
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return false end
+"#,
+    held_fence_lua!(),
+    r#"
+if hf ~= 0 and hf ~= '0' then return {hf} end
 local f
 "#,
     next_fence_lua!(),

@@ -107,6 +107,15 @@ size_t redislock_lock_token(const struct redislock_lock *lock, char *buf, size_t
 
 uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 
+enum redislock_status redislock_lock_draw_fence(const struct redislock_lock *lock, uint64_t *out);
+
+enum redislock_status redislock_fence_token(const struct redislock_client *client,
+                                            const char *key,
+                                            size_t key_len,
+                                            const char *token,
+                                            size_t token_len,
+                                            uint64_t *out);
+
 enum redislock_status redislock_release_token(const struct redislock_client *client,
                                               const char *key,
                                               size_t key_len,

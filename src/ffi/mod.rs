@@ -706,6 +706,57 @@ pub extern "C" fn redislock_lock_fence(lock: *const redislock_lock) -> u64 {
     })
 }
 
+/// The lock's fencing number into `out`, as `redislock_lock_fence` gives
+/// it, with a status: `REDISLOCK_NOT_OWNER` when the lock expired or was
+/// taken over before its fence was drawn (it is then lost),
+/// `REDISLOCK_CONNECTION` and the others as for any call. `lock`:
+/// borrowed; `out` untouched on failure.
+#[no_mangle]
+pub extern "C" fn redislock_lock_draw_fence(
+    lock: *const redislock_lock,
+    out: *mut u64,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let lock = non_null(lock, "lock")?;
+            let out = out_ptr(out, "out")?;
+            *out = lock.lock.fence()?;
+            Ok(())
+        })())
+    })
+}
+
+/// The fencing number of the lock `key` held with `token`, into `out` (no
+/// handle needed, as for `redislock_release_token`): the one already drawn
+/// for this holder, or one drawn now with a check that `token` holds the
+/// lock. All pointers borrowed. Returns `REDISLOCK_NOT_OWNER` when it does
+/// not hold it; `out` is untouched on failure.
+#[no_mangle]
+pub extern "C" fn redislock_fence_token(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    token: *const u8,
+    token_len: usize,
+    out: *mut u64,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let (client, key, token) = by_token((client, key, key_len, token, token_len))?;
+            let out = out_ptr(out, "out")?;
+            match client.fence_token(key, token)? {
+                Some(f) => {
+                    *out = f;
+                    Ok(())
+                }
+                None => Err(Error::NotOwner {
+                    key: crate::error::show_key(key),
+                }),
+            }
+        })())
+    })
+}
+
 /// The arguments of a call by token: client, key and its length, token
 /// and its length.
 type TokenArgs = (*const redislock_client, *const u8, usize, *const u8, usize);

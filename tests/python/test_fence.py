@@ -15,9 +15,10 @@ def test_many_names_leave_only_the_slot_counters(client, raw):
         assert lock.acquire(blocking=False)
         assert 0 < lock.fence < MAX_FENCE
         if i == 1:
-            # Held and extended: the holder's fence sits beside the lock.
+            # Drawn and extended: the holder's fence sits beside the lock,
+            # for its token.
             lock.extend(10.0)
-            assert int(raw.get("{order:1}:fence")) == lock.fence
+            assert raw.get("{order:1}:meta") == b"%d:%s" % (lock.fence, lock.token)
         lock.release()
     keys = [k.decode() for k in raw.scan_iter(count=1000)]
     assert not [k for k in keys if "order:" in k]

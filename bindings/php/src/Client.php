@@ -310,6 +310,23 @@ final class Client
     }
 
     /**
+     * The fencing number of the lock $key held with $token (no handle
+     * needed): the one already drawn for this holder, or one drawn now with
+     * a check that $token holds the lock. Null when it does not.
+     */
+    public function fenceToken(string $key, string $token): ?int
+    {
+        $ffi = FFI::get();
+        $out = $ffi->new('uint64_t');
+        $status = $ffi->redislock_fence_token($this->handle(), $key, strlen($key), $token, strlen($token), \FFI::addr($out));
+        if ($status === FFI::NOT_OWNER) {
+            return null;
+        }
+        FFI::checkStatus($status);
+        return (int)$out->cdata;
+    }
+
+    /**
      * Set the remaining time of the lock $key to $ttlMs if it holds $token
      * (no handle needed). False when it does not (expired, or another
      * owner): an expired lock is never re-created.

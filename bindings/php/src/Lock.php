@@ -104,13 +104,21 @@ final class Lock
     }
 
     /**
-     * The fencing number: greater than any handed out before for this name,
-     * also across a server restart that lost the counter (it is at least the
-     * server's clock in microseconds, about 1.8e15, and below 2^53).
+     * The fencing number: greater than any handed out before for this name
+     * to an earlier holder, also across a server restart that lost the
+     * counter (it is at least the server's clock in microseconds, about
+     * 1.8e15, and below 2^53). Drawn on the first call, with a check that
+     * the lock is still held (one round trip; later calls answer from
+     * memory; `fenced: true` at acquire draws it there instead).
+     *
+     * @throws LockNotOwned when the lock expired or was taken over before that
      */
     public function fence(): int
     {
-        return FFI::get()->redislock_lock_fence($this->handle());
+        $ffi = FFI::get();
+        $out = $ffi->new('uint64_t');
+        FFI::checkStatus($ffi->redislock_lock_draw_fence($this->handle(), \FFI::addr($out)));
+        return (int)$out->cdata;
     }
 
     public function key(): string

@@ -48,9 +48,9 @@ final class FenceTest extends TestCase
             $this->assertGreaterThan(0, $lock->fence());
             $this->assertLessThan(self::MAX_FENCE, $lock->fence());
             if ($i === 1) {
-                // Held and extended: the holder's fence sits beside the lock.
+                // Drawn and extended: the holder's fence sits beside the lock, for its token.
                 $lock->extend(10000);
-                $this->assertSame((string)$lock->fence(), $this->server->raw()->get('{order:1}:fence'));
+                $this->assertSame($lock->fence() . ':' . $lock->token(), $this->server->raw()->get('{order:1}:meta'));
             }
             $lock->release();
         }

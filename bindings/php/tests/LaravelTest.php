@@ -233,10 +233,11 @@ final class LaravelTest extends TestCase
         try {
             $waiter = $store->lock('handoff', 30, 'waiter');
             $t0 = hrtime(true);
-            [$at, $heldBy, $fenceBeside] = $waiter->block(20, fn () => [
+            [$at, $heldBy, $fence, $kept] = $waiter->block(20, fn () => [
                 hrtime(true),
                 $this->raw->get('db_app:handoff'),
-                $this->raw->get('{db_app:handoff}:fence'),
+                $waiter->fence(),
+                $this->raw->get('{db_app:handoff}:meta'),
             ]);
         } finally {
             pcntl_waitpid($pid, $status);
@@ -254,8 +255,9 @@ final class LaravelTest extends TestCase
         $this->assertSame(1, $after['acquired_handed_over'] - $before['acquired_handed_over'], 'handed over by the release');
         $this->assertSame(0, $after['acquired_at_once'] - $before['acquired_at_once'], 'found free by a try');
         $this->assertSame('waiter', $heldBy);
-        // Handed over by the release script: the new holder's fence is kept beside the lock.
-        $this->assertSame((string)$waiter->fence(), $fenceBeside);
+        // The new holder's fence, drawn while it held the lock, is kept beside the lock for it.
+        $this->assertSame("$fence:waiter", $kept);
+        $this->assertSame($fence, $waiter->fence(), 'the same number once drawn');
         $this->assertSame(['queued', 'released-at'], $this->keys(), 'released after the callback');
     }
 

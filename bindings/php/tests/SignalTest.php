@@ -194,6 +194,7 @@ final class SignalTest extends TestCase
         // it five times, then releases the holder's lock by its token.
         $port = $this->server->port;
         $token = $holder->token();
+        $holderFence = $holder->fence(); // drawn while it holds the lock
         $pid = self::child(function () use ($port, $parent, $token) {
             $r = new Redis();
             $r->connect('127.0.0.1', $port);
@@ -210,7 +211,7 @@ final class SignalTest extends TestCase
         });
         try {
             $lock = $client->acquire('stopped', ttlMs: 10000, waitMs: 20000);
-            $this->assertGreaterThan($holder->fence(), $lock->fence());
+            $this->assertGreaterThan($holderFence, $lock->fence());
             $lock->release();
         } finally {
             $status = self::reap($pid);

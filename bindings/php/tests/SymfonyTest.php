@@ -99,11 +99,12 @@ final class SymfonyTest extends TestCase
         $mine = $this->factory->createLock('shared', 30.0);
         $theirs = $this->otherFactory()->createLock('shared', 30.0);
         $this->assertTrue($mine->acquire());
-        $scripts = scriptCalls($this->raw);
+        [$scripts, $sets] = [scriptCalls($this->raw), commandCalls($this->raw, 'set')];
         $t = hrtime(true);
         $this->assertFalse($theirs->acquire());
         $ms = (hrtime(true) - $t) / 1e6;
-        $this->assertSame(1, scriptCalls($this->raw) - $scripts, 'a non-blocking acquire runs one script');
+        $this->assertSame(0, scriptCalls($this->raw) - $scripts, 'a non-blocking acquire runs no script');
+        $this->assertSame(1, commandCalls($this->raw, 'set') - $sets, 'a non-blocking acquire sends one SET');
         $this->assertLessThan(3000, $ms, "a non-blocking acquire took $ms ms: it waited (the holder has 30 s)");
         $this->assertFalse($theirs->isAcquired());
         $this->assertTrue($mine->isAcquired());

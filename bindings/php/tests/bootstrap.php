@@ -29,6 +29,16 @@ function waitUntil(callable $ok, float $seconds = 10.0): bool
  * counting the calls that failed (an EVALSHA of a script it did not know
  * yet): what a test counts instead of timing a call.
  */
+/** How many times the server ran $command (lower case), failed calls left out. */
+function commandCalls(Redis $raw, string $command): int
+{
+    $stats = $raw->info('commandstats')["cmdstat_$command"] ?? '';
+    if (!preg_match('/(?:^|,)calls=(\d+)/', $stats, $calls)) {
+        return 0;
+    }
+    return (int)$calls[1] - (preg_match('/failed_calls=(\d+)/', $stats, $failed) ? (int)$failed[1] : 0);
+}
+
 function scriptCalls(Redis $raw): int
 {
     $n = 0;

@@ -36,6 +36,9 @@ class Lock extends LaravelLock
 
     private ?int $fence = null;
 
+    /** Whether this object acquired the lock (its fence is then drawn when asked for). */
+    private bool $took = false;
+
     /**
      * @param Client                                   $client  redislock's client for the lock connection's server
      * @param \Illuminate\Redis\Connections\Connection $redis   Laravel's lock connection: its key prefix and
@@ -173,10 +176,15 @@ class Lock extends LaravelLock
     /**
      * The fencing number of this object's last acquisition (acquire(),
      * get() or block()): greater than any handed out before for this name.
-     * Null before one, e.g. on a lock from restoreLock().
+     * Drawn on the first call, with a check that the lock is still held
+     * (one round trip). Null before an acquisition (e.g. on a lock from
+     * restoreLock()), and once the lock is no longer held by this owner.
      */
     public function fence(): ?int
     {
+        if ($this->fence === null && $this->took) {
+            $this->fence = $this->client->fenceToken($this->key, $this->token);
+        }
         return $this->fence;
     }
 
@@ -221,10 +229,11 @@ class Lock extends LaravelLock
         return '';
     }
 
-    /** Keep the fence of a lock just taken, and leave the lock to its owner on the server. */
+    /** Leave a lock just taken to its owner on the server; its fence is drawn when asked for. */
     private function took(\RedisLock\Lock $lock): void
     {
-        $this->fence = $lock->fence();
+        $this->fence = null;
+        $this->took = true;
         $lock->forget();
     }
 }

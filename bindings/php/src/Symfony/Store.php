@@ -168,6 +168,16 @@ final class Store implements PersistingStoreInterface, BlockingStoreInterface
      */
     public function fence(Key $key): ?int
     {
+        if (!$key->hasState(self::FENCE) && $key->hasState(self::class)) {
+            // Drawn on the first request, with a check that the Key still
+            // holds the lock: null when it does not.
+            $token = $key->getState(self::class);
+            $fence = $this->call(fn() => $this->client->fenceToken($this->name($key), $token), LockStorageException::class, 'check', $key);
+            if ($fence === null) {
+                return null;
+            }
+            $key->setState(self::FENCE, $fence);
+        }
         return $key->hasState(self::FENCE) ? $key->getState(self::FENCE) : null;
     }
 
@@ -197,7 +207,7 @@ final class Store implements PersistingStoreInterface, BlockingStoreInterface
                 throw new LockConflictedException(sprintf('The "%s" lock is held by another owner.', $key));
             }
             $key->setState(self::class, $lock->token());
-            $key->setState(self::FENCE, $lock->fence());
+            $key->removeState(self::FENCE);
             $lock->forget();
         }, LockAcquiringException::class, 'acquire', $key);
     }
