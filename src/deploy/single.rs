@@ -18,7 +18,7 @@ use crate::net::async_pool::AsyncPool;
 use crate::net::pool::Pool;
 use crate::net::transport::{block_on, Transport};
 use crate::options::{Interrupt, LockInfo, Wait};
-use crate::protocol::{self, scripts, Attempt, Cap, LockKeys, Script};
+use crate::protocol::{self, scripts, Cap, LockKeys, Script};
 use crate::stats::Event;
 
 /// Generic over the transport: the blocking [`Pool`] or the async one.
@@ -42,29 +42,9 @@ impl<P: Transport> Single<P> {
         fenced: bool,
         started: Instant,
     ) -> Result<u64> {
-        if !fenced {
-            match wait::take_free(self, keys, token, ttl_ms).await? {
-                Some(true) => return Ok(0),
-                // The helper's reply says nothing of the holder's TTL.
-                Some(false) => return Err(Error::not_acquired(&keys.lock, -1, started)),
-                None => {}
-            }
-        }
-        let ttl = ttl_ms.to_string();
-        let f: &[u8] = if fenced { b"1" } else { b"0" };
-        let reply = self
-            .script(
-                &scripts().acquire,
-                &keys.lock,
-                &keys.all(),
-                &[token, ttl.as_bytes(), b"0", f],
-                Some(&[token, ttl.as_bytes(), b"1", f]),
-            )
-            .await?;
-        match protocol::parse_attempt(&reply) {
-            Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Ok(fence),
-            Some(Attempt::Held { pttl, .. }) => Err(Error::not_acquired(&keys.lock, pttl, started)),
-            None => Err(Error::unexpected(&reply)),
+        match wait::try_take(self, keys, token, ttl_ms, fenced).await? {
+            wait::Tried::Taken(fence) => Ok(fence),
+            wait::Tried::Held(pttl) => Err(Error::not_acquired(&keys.lock, pttl, started)),
         }
     }
 

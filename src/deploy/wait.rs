@@ -55,36 +55,62 @@ pub(super) trait Server {
     fn holds(&self, key: &[u8], token: &[u8]) -> impl Future<Output = Result<bool>> + Send;
 }
 
-/// The uncontended acquire, the hand-written helper's command: `SET … NX
-/// PX … GET`. `Some(true)` when it took the lock (or a first sending did,
-/// before its connection broke), `Some(false)` when another owner holds
-/// it (or we do already: taking a lock held with the same token again
-/// fails, as the helper's `SET NX` does), `None` when the server does not
-/// take `NX` with `GET` (Redis before 7.0): the scripts do it then. A key
-/// of another type is [`Error::WrongType`].
-pub(super) async fn take_free(
+/// What one attempt found.
+pub(super) enum Tried {
+    /// Ours, with this fence (0: none drawn).
+    Taken(u64),
+    /// Held by another owner (or by us already: taking a lock held with
+    /// the same token again fails, as the helper's `SET NX` does), with
+    /// the holder's remaining TTL in ms when the reply tells it (-1 when
+    /// not).
+    Held(i64),
+}
+
+/// One attempt, the cheapest that does what the caller asked for: the
+/// hand-written helper's command `SET … NX PX … GET`, or the ACQUIRE
+/// script for a fenced lock (or where the server does not take `NX` with
+/// `GET`, before Redis 7.0: learnt once, then remembered). A key of another
+/// type is [`Error::WrongType`].
+pub(super) async fn try_take(
     server: &impl Server,
     keys: &LockKeys,
     token: &[u8],
     ttl_ms: u64,
-) -> Result<Option<bool>> {
+    fenced: bool,
+) -> Result<Tried> {
     let caps = server.io().caps();
-    if !caps.worth_trying(Cap::NxGet) {
-        return Ok(None);
+    if !fenced && caps.worth_trying(Cap::NxGet) {
+        let cmd = protocol::set_nx_get(&keys.lock, token, ttl_ms);
+        match server.command(&cmd, &keys.lock).await {
+            Ok((Value::Nil, _)) => {
+                caps.learn(Cap::NxGet, false);
+                return Ok(Tried::Taken(0));
+            }
+            // A first sending that took it before its connection broke.
+            Ok((Value::BulkString(holder), true)) if holder == token => return Ok(Tried::Taken(0)),
+            Ok((Value::BulkString(_), _)) => return Ok(Tried::Held(-1)),
+            Ok((other, _)) => return Err(Error::unexpected(&other)),
+            Err(Error::Server { message, .. }) if protocol::is_syntax_error(&message) => {
+                caps.learn(Cap::NxGet, true);
+            }
+            Err(e) => return Err(e),
+        }
     }
-    let cmd = protocol::set_nx_get(&keys.lock, token, ttl_ms);
-    match server.command(&cmd, &keys.lock).await {
-        Ok((Value::Nil, _)) => {
-            caps.learn(Cap::NxGet, false);
-            Ok(Some(true))
-        }
-        Ok((Value::BulkString(holder), resent)) => Ok(Some(resent && holder == token)),
-        Ok((other, _)) => Err(Error::unexpected(&other)),
-        Err(Error::Server { message, .. }) if protocol::is_syntax_error(&message) => {
-            caps.learn(Cap::NxGet, true);
-            Ok(None)
-        }
-        Err(e) => Err(e),
+    let ttl = ttl_ms.to_string();
+    let f: &[u8] = if fenced { b"1" } else { b"0" };
+    let reply = server
+        .script(
+            &scripts().acquire,
+            &keys.lock,
+            &keys.all(),
+            &[token, ttl.as_bytes(), b"0", f],
+            Some(&[token, ttl.as_bytes(), b"1", f]),
+        )
+        .await?;
+    match protocol::parse_attempt(&reply) {
+        Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Ok(Tried::Taken(fence)),
+        Some(Attempt::Held { pttl, .. }) => Ok(Tried::Held(pttl)),
+        None => Err(Error::unexpected(&reply)),
     }
 }
 
@@ -114,16 +140,14 @@ pub(super) async fn acquire(
     (deadline, started): (Option<Instant>, Instant),
     interrupt: Option<&Interrupt>,
 ) -> Result<Grant> {
-    // A free lock costs one command, as with the hand-written helper; the
+    // A free lock costs one request, as with the hand-written helper; the
     // queue (and a subscriber registration) only once it is seen held.
-    if !fenced {
-        match take_free(server, keys, token, ttl_ms).await {
-            Ok(Some(true)) => return Ok(Grant::new(0, Granted::AtOnce)),
-            // Held, or a server that refuses for a moment (loading): the
-            // queue below asks again while the wait allows.
-            Ok(_) | Err(Error::Unavailable { .. }) => {}
-            Err(e) => return Err(e),
-        }
+    match try_take(server, keys, token, ttl_ms, fenced).await {
+        Ok(Tried::Taken(fence)) => return Ok(Grant::new(fence, Granted::AtOnce)),
+        // Held, or a server that refuses for a moment (loading): the queue
+        // below asks again while the wait allows.
+        Ok(Tried::Held(_)) | Err(Error::Unavailable { .. }) => {}
+        Err(e) => return Err(e),
     }
     let io = server.io();
     let stats = io.stats();
