@@ -577,10 +577,13 @@ fn renewal_keeps_a_short_lock_alive_and_stops_at_release() {
         assert!(!lock.is_lost(), "{:?}", client.stats());
     }
     lock.release().unwrap();
-    // Renewal is the only user of plain EVAL: count them from here on.
-    let evals = |raw: &mut redis::Connection| common::command_calls(raw, "eval");
+    // Renewal is the only user of plain EVAL, and (where the server has
+    // `SET … IFEQ`) of SET after the acquire: count them from here on.
+    let evals = |raw: &mut redis::Connection| {
+        common::command_calls(raw, "eval") + common::command_calls(raw, "set")
+    };
     let before = evals(&mut raw);
-    assert!(before >= 5, "renewal sent only {before} extends");
+    assert!(before >= 5 + 1, "renewal sent only {} extends", before - 1);
     // Two renewal periods: an extend after the release would show.
     thread::sleep(ms(1200));
     assert_eq!(evals(&mut raw), before, "an extend was sent after release");
@@ -845,4 +848,160 @@ fn extend_by_token_sets_the_time_of_the_owner_only_and_never_recreates() {
         client.extend_token("", "59", S).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
+}
+
+/// What the server ran since `before` (INFO commandstats), by command.
+fn ran(raw: &mut redis::Connection, commands: &[&str]) -> Vec<u64> {
+    commands.iter().map(|c| command_calls(raw, c)).collect()
+}
+
+#[test]
+fn an_uncontended_cycle_costs_the_server_what_the_hand_written_helper_costs() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let watched = [
+        "set", "evalsha", "eval", "get", "del", "lpop", "publish", "time",
+    ];
+    let cycle = |wait: Wait| {
+        client
+            .acquire("cheap", 10 * S, wait)
+            .unwrap()
+            .release()
+            .unwrap()
+    };
+    // Warm: scripts loaded, connections open.
+    cycle(Wait::TryOnce);
+    let waits = [Wait::TryOnce, Wait::Timeout(10 * S), Wait::Forever];
+    // Every command the server ran (INFO counts in the next INFO, not in
+    // its own reply: the first INFO is the 1).
+    let total = common::info_field(&mut raw, "stats", "total_commands_processed");
+    for wait in waits {
+        cycle(wait);
+    }
+    let total = common::info_field(&mut raw, "stats", "total_commands_processed") - total - 1;
+    // Which ones.
+    let before = ran(&mut raw, &watched);
+    for wait in waits {
+        cycle(wait);
+    }
+    let after = ran(&mut raw, &watched);
+    let per: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    // Whatever the wait: one SET NX, one script (its GET and its DEL);
+    // no queue, no message, no clock, no fence counter.
+    assert_eq!(
+        per,
+        vec![3, 3, 0, 3, 3, 0, 0, 0],
+        "per three cycles, {watched:?}"
+    );
+    // The helper: SET NX PX, then EVALSHA of GET + DEL: 4 commands.
+    let tok = "helper-token";
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end")
+        .query(&mut raw)
+        .unwrap();
+    let base = common::info_field(&mut raw, "stats", "total_commands_processed");
+    let _: () = redis::cmd("SET")
+        .arg("helped")
+        .arg(tok)
+        .arg("NX")
+        .arg("PX")
+        .arg(10_000)
+        .query(&mut raw)
+        .unwrap();
+    let _: i64 = redis::cmd("EVALSHA")
+        .arg(&sha)
+        .arg(1)
+        .arg("helped")
+        .arg(tok)
+        .query(&mut raw)
+        .unwrap();
+    // (each INFO counts itself)
+    let helper = common::info_field(&mut raw, "stats", "total_commands_processed") - base - 1;
+    assert_eq!(helper, 4);
+    assert_eq!(total, 3 * helper, "ours, three cycles");
+    // Nothing but the lock was ever written: no counter, no companion key.
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[test]
+fn fences_are_drawn_once_per_holder_in_the_acquire_or_when_asked() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    // Plain: no fence until asked; then one draw, the same number after,
+    // also by token.
+    let warm = client.acquire("f0", 10 * S, Wait::TryOnce).unwrap();
+    warm.fence().unwrap();
+    warm.release().unwrap();
+    let plain = client.acquire("f1", 10 * S, Wait::TryOnce).unwrap();
+    assert_eq!(plain.fence_if_drawn(), None);
+    let scripts = script_calls(&mut raw);
+    let fence = plain.fence().unwrap();
+    assert_eq!(plain.fence().unwrap(), fence);
+    assert_eq!(plain.fence_if_drawn(), Some(fence));
+    assert_eq!(script_calls(&mut raw) - scripts, 1, "drawn once");
+    assert_eq!(
+        client.fence_token("f1", plain.token()).unwrap(),
+        Some(fence)
+    );
+    assert_eq!(client.fence_token("f1", "another").unwrap(), None);
+    plain.release().unwrap();
+    // Fenced: drawn in the acquire (one script), larger than the last.
+    let warm = AcquireOptions::new(10 * S).fenced(true);
+    client.acquire_with("f0", warm).unwrap().release().unwrap();
+    for wait in [Wait::TryOnce, Wait::Timeout(10 * S)] {
+        let scripts = script_calls(&mut raw);
+        let fenced = client
+            .acquire_with("f1", AcquireOptions::new(10 * S).wait(wait).fenced(true))
+            .unwrap();
+        assert_eq!(script_calls(&mut raw) - scripts, 1);
+        let f = fenced.fence_if_drawn().expect("drawn in the acquire");
+        assert!(f > fence);
+        assert_eq!(fenced.fence().unwrap(), f);
+        fenced.release().unwrap();
+    }
+    // A holder that lost the lock before asking gets no number.
+    let lost = client.acquire("f2", 10 * S, Wait::TryOnce).unwrap();
+    let _: () = raw.set("f2", "thief").unwrap();
+    assert_eq!(lost.fence().unwrap_err().kind(), ErrorKind::NotOwner);
+    assert!(lost.is_lost());
+}
+
+#[test]
+fn extend_uses_set_ifeq_where_the_server_has_it_and_the_script_elsewhere() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    // What this server says of SET … IFEQ.
+    let _: () = raw.set("probe", "x").unwrap();
+    let ifeq = redis::cmd("SET")
+        .arg("probe")
+        .arg("x")
+        .arg("IFEQ")
+        .arg("x")
+        .query::<redis::Value>(&mut raw)
+        .is_ok();
+    let _: () = raw.del("probe").unwrap();
+    let lock = client.acquire("ext", 10 * S, Wait::TryOnce).unwrap();
+    // The first extend finds out (and loads the script where it is needed).
+    lock.extend(20 * S).unwrap();
+    let scripts = script_calls(&mut raw);
+    for _ in 0..5 {
+        lock.extend(20 * S).unwrap();
+    }
+    let t = pttl(&mut raw, "ext");
+    assert!(t > 15_000 && t <= 20_000, "{t}");
+    let scripts = script_calls(&mut raw) - scripts;
+    assert_eq!(
+        scripts,
+        if ifeq { 0 } else { 5 },
+        "IFEQ on this server: {ifeq}"
+    );
+    // Never re-creates the key, either way.
+    let _: () = raw.del("ext").unwrap();
+    assert_eq!(lock.extend(20 * S).unwrap_err().kind(), ErrorKind::NotOwner);
+    assert_eq!(get(&mut raw, b"ext"), None);
 }
