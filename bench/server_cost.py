@@ -61,7 +61,7 @@ def main():
         cost = ["--pairs", "12", "--batch", "200", "--calibrate", "50"]
         tput = ["--seconds", "1", "--pairs", "2"]
     else:
-        cost = ["--pairs", "60", "--batch", "400", "--calibrate", "100"]
+        cost = ["--pairs", "100", "--batch", "400", "--calibrate", "100"]
         tput = ["--seconds", "3", "--pairs", "5"]
     for name in args.servers.split(","):
         binary = SERVERS[name]
