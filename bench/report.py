@@ -224,7 +224,9 @@ def paired_ratios(pa, impl):
 
 
 def mrange(vals, fmt="{:.2f}"):
-    """median (min-max)"""
+    """median (min-max) of a list, or of a {median, min, max} summary"""
+    if isinstance(vals, dict):
+        return (fmt + " (" + fmt + "–" + fmt + ")").format(vals["median"], vals["min"], vals["max"])
     vals = [v for v in vals if v is not None]
     if not vals:
         return "-"
@@ -264,17 +266,20 @@ def cost_tables(sc, tp, pa):
                  "ratios to the helper batch of the same round. Command time counts only what clients sent "
                  "(a script's inner calls are in its own time). Commands: total_commands_processed (script "
                  "calls included); requests: commands clients sent. Client speed: the helper's wall time "
-                 "per cycle over ours (C API against hiredis).\n",
+                 "per cycle over ours (C API against hiredis); client CPU: the benchmark process's CPU "
+                 "time per cycle, every thread (system time of the socket calls included).\n",
                  "| server | cycle | server CPU µs | × helper | command time µs | × helper | commands "
-                 "| requests | client µs | speed × helper |", "|---|---|---|---|---|---|---|---|---|---|"]
+                 "| requests | client µs | speed × helper | client CPU µs |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sc:
             kind = dict(COST_KINDS).get(r["kind"], "helper: SET NX PX + EVALSHA (hiredis)")
             rr = r.get("cpu_ratio")
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["server"], kind, mrange(r["cpu_us"], "{:.1f}"), mrange(rr) if rr else "1",
                 mrange(r["cmd_us"], "{:.2f}"), mrange(r["cmd_ratio"]) if rr else "1",
                 mrange(r["commands"], "{:.1f}"), mrange(r["requests"], "{:.1f}"),
-                mrange(r["wall_us"], "{:.1f}"), mrange(r["speed_ratio"]) if rr else "1"))
+                mrange(r["wall_us"], "{:.1f}"), mrange(r["speed_ratio"]) if rr else "1",
+                mrange(r["client_cpu_us"], "{:.1f}") if "client_cpu_us" in r else "-"))
         out.append("\n".join(lines))
         lines = ["### What one cycle sends, as the server saw it (MONITOR, a calibration run)\n"]
         seen = []

@@ -51,13 +51,20 @@ function paired(float $seconds, int $round, ?string $outfile, string $key, int $
             for ($i = 0; $i < $batch; $i++) $cycle($c);
             $t[$side] = (hrtime(true) - $t0) / 1e3 / $batch;
         }
-        $ours[] = round($t['ours'], 2);
-        $helper[] = round($t['helper'], 2);
-        $ratios[] = round($t['helper'] / $t['ours'], 4);
+        $ours[] = $t['ours'];
+        $helper[] = $t['helper'];
+        $ratios[] = round($t['helper'] / $t['ours'], 3);
     }
+    $summary = function (array $v): array {
+        sort($v);
+        $n = count($v);
+        $median = $n % 2 ? $v[intdiv($n, 2)] : ($v[$n / 2 - 1] + $v[$n / 2]) / 2;
+        return ['median' => round($median, 2), 'min' => round($v[0], 2), 'max' => round($v[$n - 1], 2)];
+    };
     $line = json_encode([
         'bench' => 'paired', 'impl' => 'php-redis-tool-ffi', 'base' => 'php-phpredis', 'lang' => 'php',
-        'round' => $round, 'batch' => $batch, 'ours_us' => $ours, 'helper_us' => $helper, 'speed_ratio' => $ratios,
+        'round' => $round, 'batch' => $batch, 'ours_us' => $summary($ours), 'helper_us' => $summary($helper),
+        'speed_ratio' => $ratios,
     ]);
     echo $line, "\n";
     if ($outfile) file_put_contents($outfile, $line . "\n", FILE_APPEND);

@@ -53,6 +53,14 @@ static inline uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time of this process, every thread (the library's own included). */
+static inline double process_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 static inline void sleep_ms(unsigned ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -290,6 +298,39 @@ static inline void json_list(FILE *f, const char *name, const double *v, int n)
         fprintf(f, "%s%.4g", i ? ", " : "", v[i]);
     }
     fputc(']', f);
+}
+
+static inline int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts v. */
+static inline double median_sorted(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static inline double median(const double *v, int n)
+{
+    double *s = malloc(sizeof *s * (size_t)(n ? n : 1));
+    memcpy(s, v, sizeof *s * (size_t)n);
+    double m = median_sorted(s, n);
+    free(s);
+    return m;
+}
+
+/* "name": {"median": m, "min": a, "max": b} */
+static inline void json_summary(FILE *f, const char *name, const double *v, int n)
+{
+    double *s = malloc(sizeof *s * (size_t)(n ? n : 1));
+    memcpy(s, v, sizeof *s * (size_t)n);
+    double m = median_sorted(s, n);
+    fprintf(f, ", \"%s\": {\"median\": %.4g, \"min\": %.4g, \"max\": %.4g}", name, m, n ? s[0] : 0,
+            n ? s[n - 1] : 0);
+    free(s);
 }
 
 #endif /* REDISLOCK_BENCH_H */

@@ -26,8 +26,11 @@
  *   commands   total_commands_processed (counts script-inner calls too)
  *   requests   commands clients sent (commandstats calls less the inner share)
  *   wall_us    the batch's wall time on this side (client speed)
+ *   client_cpu_us  this process's CPU time over the batch, every thread
  * all per cycle, and per round the ratios of each kind to the helper.
- * Prints one JSON line per kind (lists over rounds) and appends it to FILE.
+ * Prints one JSON line per kind (median, min and max over rounds; the
+ * ratios of CPU, command time and speed of every round) and appends it to
+ * FILE.
  */
 #include "bench.h"
 
@@ -247,13 +250,13 @@ static void calibrate(bench *b, enum kind k, int cycles, calibration *c)
 }
 
 typedef struct metrics {
-    double cpu_us, cmd_us, commands, requests, wall_us;
+    double cpu_us, cmd_us, commands, requests, wall_us, client_us;
 } metrics;
 
 /* A batch's totals from the INFO before and after it. */
 static metrics delta(const snapshot *a, const snapshot *b, const calibration *c, uint64_t wall_ns)
 {
-    metrics m = {b->cpu_us - a->cpu_us, 0, (double)(b->commands - a->commands), 0, (double)wall_ns / 1e3};
+    metrics m = {b->cpu_us - a->cpu_us, 0, (double)(b->commands - a->commands), 0, (double)wall_ns / 1e3, 0};
     for (int i = 0; i < b->n; i++) {
         const cmdstat *x = &b->cmd[i];
         if (strcmp(x->name, "info") == 0) {
@@ -273,22 +276,6 @@ static metrics delta(const snapshot *a, const snapshot *b, const calibration *c,
         m.cmd_us += usec * (1 - in_time);
         m.requests += calls * (1 - inner);
     }
-    return m;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    double *s = malloc(sizeof *s * (size_t)(n ? n : 1));
-    memcpy(s, v, sizeof *s * (size_t)n);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    double m = n == 0 ? 0 : n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-    free(s);
     return m;
 }
 
@@ -376,11 +363,14 @@ int main(int argc, char **argv)
     for (int r = 0; r < pairs; r++) {
         for (int j = 0; j < NKINDS; j++) {
             enum kind k = (enum kind)((r + j) % NKINDS);
+            double cpu = process_cpu_us();
             uint64_t t = now_ns();
             run(&b, k, k == EMPTY ? 0 : batch);
             uint64_t wall = now_ns() - t;
+            cpu = process_cpu_us() - cpu;
             take_snapshot(b.admin, &snap[1 - cur]);
             per[k][r] = delta(&snap[cur], &snap[1 - cur], k == EMPTY ? NULL : &cal[k], wall);
+            per[k][r].client_us = cpu;
             cur = 1 - cur;
         }
         metrics e = per[EMPTY][r];
@@ -388,13 +378,13 @@ int main(int argc, char **argv)
         empty[3][nempty] = e.requests, nempty++;
     }
     metrics base = {median(empty[0], nempty), median(empty[1], nempty), median(empty[2], nempty),
-                    median(empty[3], nempty), 0};
+                    median(empty[3], nempty), 0, 0};
 
     FILE *out = out_path ? fopen(out_path, "a") : NULL;
     if (out_path && !out) {
         die("cannot open %s", out_path);
     }
-    static double v[5][10000], ratio[5][10000];
+    static double v[6][10000], ratio[5][10000];
     for (int k = HELPER; k < NKINDS; k++) {
         for (int r = 0; r < pairs; r++) {
             const metrics *m = &per[k][r], *h = &per[HELPER][r];
@@ -408,6 +398,7 @@ int main(int argc, char **argv)
                 xy[s][3] = (mm[s]->requests - base.requests) / batch;
                 xy[s][4] = mm[s]->wall_us / batch;
             }
+            v[5][r] = m->client_us / batch;
             for (int f = 0; f < 5; f++) {
                 v[f][r] = x[f];
                 /* client speed: the helper's time over ours */
@@ -420,15 +411,16 @@ int main(int argc, char **argv)
             fprintf(f, ", \"kind\": \"%s\", \"pairs\": %d, \"batch\": %d, \"library\": \"%s\"", KIND[k], pairs,
                     batch, redislock_version());
             fprintf(f, ", \"info_cpu_us\": %.2f, \"idle_cpu_us_per_s\": %.1f", base.cpu_us, idle_rate);
-            static const char *const F[5] = {"cpu_us", "cmd_us", "commands", "requests", "wall_us"};
+            static const char *const F[6] = {"cpu_us", "cmd_us", "commands", "requests", "wall_us",
+                                             "client_cpu_us"};
             static const char *const R[5] = {"cpu_ratio", "cmd_ratio", "commands_ratio", "requests_ratio",
                                              "speed_ratio"};
-            for (int i = 0; i < 5; i++) {
-                json_list(f, F[i], v[i], pairs);
+            for (int i = 0; i < 6; i++) {
+                json_summary(f, F[i], v[i], pairs);
             }
-            if (k != HELPER) {
+            if (k != HELPER) { /* every round's ratio where it varies */
                 for (int i = 0; i < 5; i++) {
-                    json_list(f, R[i], ratio[i], pairs);
+                    (i == 2 || i == 3 ? json_summary : json_list)(f, R[i], ratio[i], pairs);
                 }
             }
             const calibration *c = &cal[k];
