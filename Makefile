@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := target/venv-test
 
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-php test-demo demo demo-run \
-	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-core bench-stats clean
+	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-c bench-core bench-stats clean
 
 all: build
 
@@ -105,6 +105,7 @@ demo-run:
 VENV_BENCH := target/venv-bench
 BENCH_ARGS ?=
 bench: deps
+	bench/deps.sh
 	$(CARGO) build --release --lib --bins --examples
 	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
 	$(VENV_BENCH)/bin/pip install -q --upgrade pip
@@ -112,10 +113,26 @@ bench: deps
 	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w target/wheels-bench .
 	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps target/wheels-bench/redislock-*.whl
 	$(VENV_BENCH)/bin/pip install -q redis==8.1.0 python-redis-lock pottery redlock-py matplotlib
+	$(MAKE) --no-print-directory bench-c
 	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV_BENCH)/bin/python bench/run.py $(BENCH_ARGS)
 
 bench-quick:
 	$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
+
+# The C benchmarks (bench/c/): the C API against a hiredis helper, linked
+# against the release library `make bench` builds (found at run time under
+# its soname, libredislock.so.0, in target/bench-c/lib). hiredis: bench/deps.sh.
+BENCH_C := target/bench-c
+BENCH_CFLAGS := -O2 -g -std=c11 -Wall -Wextra -Werror -pedantic
+bench-c:
+	bench/deps.sh
+	mkdir -p $(BENCH_C)/lib
+	ln -sf $(CURDIR)/target/release/libredislock.so $(BENCH_C)/lib/libredislock.so.0
+	for prog in cost throughput; do \
+		$(CC) $(BENCH_CFLAGS) -Iinclude $$(pkg-config --cflags hiredis) bench/c/$$prog.c -o $(BENCH_C)/$$prog \
+			-Ltarget/release -lredislock -Wl,-rpath,$(CURDIR)/$(BENCH_C)/lib $$(pkg-config --libs hiredis) -pthread \
+			|| exit 1; \
+	done
 
 ## make bench-core: the Rust core against redis-benchmark on this machine
 bench-core: deps

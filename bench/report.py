@@ -81,11 +81,17 @@ def report(d):
         goals.add(what, "≥ %.2f×" % target, mmm(vals, "{:.2f}×"), bool(vals) and min(vals) >= target)
 
     goal_ratio("Python redislock vs redis-py Lock (uncontended)", 3.0, ratio(un, "redislock", "redis-py"))
-    goal_ratio("Python redislock vs the raw-socket loop", 0.9, ratio(un, "redislock", "raw-socket"))
-    goal_ratio("Rust vs redis-benchmark SET+EVALSHA cycle", 0.9,
-               ratio(un, "rust-redislock", "redis-benchmark SET+EVALSHA cycle", base_records=raw))
-    goal_ratio("PHP Compat\\RedisTool vs the phpredis helper", 0.95,
-               ratio(un, "php-redis-tool-ffi", "php-phpredis"))
+    pa = load(d, "paired.jsonl")
+    # Issue 30: the same figures as before, paired inside one process and
+    # judged by the median pair.
+    goal_median(goals, "Python `with client.lock()` vs the raw-socket helper, speed (paired batches)", 0.95,
+                paired_ratios(pa, "python-redislock") or ratio(un, "redislock", "raw-socket"))
+    goal_median(goals, "Rust vs redis-benchmark SET+EVALSHA cycle (per round)", 0.95,
+                ratio(un, "rust-redislock", "redis-benchmark SET+EVALSHA cycle", base_records=raw))
+    goal_median(goals, "PHP Compat\\RedisTool vs the phpredis helper, speed (paired batches)", 1.0,
+                paired_ratios(pa, "php-redis-tool-ffi") or ratio(un, "php-redis-tool-ffi", "php-phpredis"))
+    sc, tp = load(d, "server_cost.jsonl"), load(d, "throughput.jsonl")
+    cost_goals(goals, sc, tp)
     goal_ratio("PHP Compat\\RedisTool vs the predis helper", 1.15,
                ratio(un, "php-redis-tool-ffi", "php-predis"))
     pre = [r["overhead_ms"] for r in fp if r["impl"] == "php-fresh-redislock-preload"]
@@ -153,6 +159,9 @@ def report(d):
                     impl, mmm([r["cycles_per_s"] for r in recs]), mmm([r["cycle_us"] for r in recs], "{:.1f}")))
         out.append("\n".join(lines))
 
+    if sc or tp or pa:
+        out.append(cost_tables(sc, tp, pa))
+
     if ho:
         out.append("### Hand-off, Rust threads (release → the waiter holds it)\n\n"
                    "| impl | p50 µs | p99 µs |\n|---|---|---|\n" + "\n".join(
@@ -200,6 +209,121 @@ def report(d):
                                                                    r["lost"], r["renew_cpu_pct"]) for r in rn))
     extra = "\n\n".join(t for t in (fpm_table(fpm) if fpm else "", waiting_tables(wt, ac)) if t)
     return "\n\n".join(out) + "\n", goals, un, co, extra
+
+
+def goal_median(goals, what, target, vals, at_most=False):
+    """A ratio goal judged by the median pair (issue 30): at least (or at
+    most) `target`; min / median / max shown."""
+    m = med(vals)
+    ok = m is not None and (m <= target if at_most else m >= target)
+    goals.add(what, ("≤ %.2f×" if at_most else "≥ %.2f×") % target, mmm(vals, "{:.2f}×"), ok)
+
+
+def paired_ratios(pa, impl):
+    return [v for r in pa if r["impl"] == impl for v in r["speed_ratio"]]
+
+
+def mrange(vals, fmt="{:.2f}"):
+    """median (min-max) of a list, or of a {median, min, max} summary"""
+    if isinstance(vals, dict):
+        return (fmt + " (" + fmt + "–" + fmt + ")").format(vals["median"], vals["min"], vals["max"])
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "-"
+    return (fmt + " (" + fmt + "–" + fmt + ")").format(statistics.median(vals), min(vals), max(vals))
+
+
+COST_KINDS = [("ours", "ours, try once (wait 0)"), ("waiting", "ours, waiting acquire (wait 10 s)"),
+              ("fenced", "ours, fenced (acquire, read the fence, release)")]
+
+
+def cost_goals(goals, sc, tp):
+    for server in dict.fromkeys(r["server"] for r in sc):
+        recs = {r["kind"]: r for r in sc if r["server"] == server}
+        for kind, label in COST_KINDS:
+            r = recs.get(kind)
+            if not r:
+                continue
+            target = 1.3 if kind == "fenced" else 1.05
+            goal_median(goals, f"{server}: server CPU per cycle, {label} / helper", target, r["cpu_ratio"], True)
+            goal_median(goals, f"{server}: command time per cycle, {label} / helper", target, r["cmd_ratio"], True)
+        if "ours" in recs:
+            goal_median(goals, f"{server}: C API vs the hiredis helper, speed (paired batches)", 0.95,
+                        recs["ours"]["speed_ratio"])
+    for r in tp:
+        goal_median(goals, f"{r['server']}: throughput, cycles per server CPU second, ours / helper "
+                    f"({r['procs']} processes × {r['threads']} threads)", 1.0, r["ratio"])
+
+
+def cost_tables(sc, tp, pa):
+    out = []
+    if sc:
+        r0 = sc[0]
+        lines = [f"### Server cost of one uncontended cycle, ours against the hand-written helper\n\n"
+                 f"One process (bench/c/cost.c) runs batches of {r0['batch']} cycles of each kind in rotating "
+                 f"order, {r0['pairs']} rounds, one INFO per batch (its cost, measured by empty batches, "
+                 "and the server's idle CPU are subtracted). Per cycle: median (min–max) over rounds; "
+                 "ratios to the helper batch of the same round. Command time counts only what clients sent "
+                 "(a script's inner calls are in its own time). Commands: total_commands_processed (script "
+                 "calls included); requests: commands clients sent. Client speed: the helper's wall time "
+                 "per cycle over ours (C API against hiredis); client CPU: the benchmark process's CPU "
+                 "time per cycle, every thread (system time of the socket calls included).\n",
+                 "| server | cycle | server CPU µs | × helper | command time µs | × helper | commands "
+                 "| requests | client µs | speed × helper | client CPU µs |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sc:
+            kind = dict(COST_KINDS).get(r["kind"], "helper: SET NX PX + EVALSHA (hiredis)")
+            rr = r.get("cpu_ratio")
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["server"], kind, mrange(r["cpu_us"], "{:.1f}"), mrange(rr) if rr else "1",
+                mrange(r["cmd_us"], "{:.2f}"), mrange(r["cmd_ratio"]) if rr else "1",
+                mrange(r["commands"], "{:.1f}"), mrange(r["requests"], "{:.1f}"),
+                mrange(r["wall_us"], "{:.1f}"), mrange(r["speed_ratio"]) if rr else "1",
+                mrange(r["client_cpu_us"], "{:.1f}") if "client_cpu_us" in r else "-"))
+        out.append("\n".join(lines))
+        lines = ["### What one cycle sends, as the server saw it (MONITOR, a calibration run)\n"]
+        seen = []
+        for r in sc:
+            name = f"{r['server']}, {dict(COST_KINDS).get(r['kind'], 'helper')}"
+            same = [n for n, calls in seen if calls == r["per_cycle"]]
+            if same:
+                lines.append(f"{name}: the same commands, as many of each, as {same[0]}.\n")
+                continue
+            seen.append((name, r["per_cycle"]))
+            lines.append(f"{name}:\n\n```\n" + "\n".join(r["cycle"]) + "\n```\n")
+        out.append("\n".join(lines))
+    if tp:
+        r0 = tp[0]
+        lines = [f"### Throughput: many clients on one server, cycles per second of server CPU\n\n"
+                 f"bench/c/throughput.c: {r0['procs']} processes × {r0['threads']} threads, each thread on "
+                 f"{r0['names']} names of its own, {r0['seconds']:.0f} s per side, {r0['pairs']} pairs in "
+                 "alternating order; ours: one `redislock_client` per process shared by its threads; "
+                 "helper: one hiredis connection per thread. Median (min–max) over pairs.\n",
+                 "| server | side | cycles per server CPU s | ours × helper | cycles/s | server CPU % of a core "
+                 "| commands per cycle |", "|---|---|---|---|---|---|---|"]
+        for r in tp:
+            for side in ("helper", "ours"):
+                lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                    r["server"], side, mrange(r[side + "_cycles_per_cpu_s"], "{:.0f}"),
+                    mrange(r["ratio"]) if side == "ours" else "1", mrange(r[side + "_cycles_per_s"], "{:.0f}"),
+                    mrange(r[side + "_server_cpu_pct"], "{:.0f}"), mrange(r[side + "_commands"], "{:.1f}")))
+        out.append("\n".join(lines))
+    if pa:
+        lines = ["### Client speed, paired in one process (batches of cycles, alternating order)\n",
+                 "| ours | helper | pairs | ours µs/cycle | helper µs/cycle | ours' speed × helper |",
+                 "|---|---|---|---|---|---|"]
+        for r in pa:
+            lines.append("| %s | %s | %d | %s | %s | %s |" % (
+                r["impl"], r["base"], len(r["speed_ratio"]), mrange(r["ours_us"], "{:.1f}"),
+                mrange(r["helper_us"], "{:.1f}"), mrange(r["speed_ratio"])))
+        helpers = {r["server"]: r for r in sc if r["kind"] == "helper"}
+        for r in sc:
+            if r["kind"] == "ours" and r["server"] in helpers:
+                lines.append("| C API, try once (%s) | hiredis | %d | %s | %s | %s |" % (
+                    r["server"], len(r["speed_ratio"]), mrange(r["wall_us"], "{:.1f}"),
+                    mrange(helpers[r["server"]]["wall_us"], "{:.1f}"), mrange(r["speed_ratio"])))
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
 
 
 FPM_IMPLS = ["redislock", "phpredis-pconnect", "predis-persistent", "predis"]

@@ -20,6 +20,12 @@ implementations alike), appending JSON lines under bench/results/DATE/:
                  tokio tasks on 100 locks (Rust): connections, commands while
                  waiting, hand-off, a free lock's latency meanwhile
   renewal        10,000 locks renewed in the background by one client
+  paired         ours against the hand-written helper in one process, interleaved
+                 batches: Python (raw socket), PHP (phpredis)
+  server_cost    server CPU, command time and commands per uncontended cycle, ours
+                 (try-once, waiting, fenced) against the helper, and the C API
+                 against hiredis; throughput per server CPU second with many
+                 clients: on Redis 7.0 and Valkey 8.1 (server_cost.py, bench/c/)
 
 Then bench/report.py writes bench/results/DATE.md and DATE.png and updates
 the README's Performance section.
@@ -50,7 +56,7 @@ def run(cmd, env, **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="one short round (under 2 minutes)")
+    ap.add_argument("--quick", action="store_true", help="one short round (under 3 minutes)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--out", help="results directory (default bench/results/DATE)")
@@ -103,6 +109,13 @@ def main():
             run([os.path.join(examples, "async_contention"), "--url", server.url,
                  "--tasks", tasks, "--locks", "100", "--round", r,
                  "--json", f"{out}/async_contention.jsonl"], env)
+        # Ours against the hand-written helper, paired inside one run: Python
+        # and PHP in one process on this server; the server's cost per cycle,
+        # the C API and throughput on fresh Redis 7.0 and Valkey 8.1 servers.
+        paired = "4" if args.quick else "20"
+        run([py, "uncontended.py", "paired", "--seconds", paired, "--out", f"{out}/paired.jsonl"], env)
+        run(["php", "uncontended.php", "paired", paired, "0", f"{out}/paired.jsonl"], env)
+        run([py, "server_cost.py", "--out", out] + (["--quick"] if args.quick else []), env)
         locks, hold = ("2000", "6") if args.quick else ("10000", "30")
         run([os.path.join(examples, "bench_renew"), "--url", server.url, "--locks", locks,
              "--ttl-ms", "3000", "--seconds", hold, "--json", f"{out}/renewal.jsonl"], env)
