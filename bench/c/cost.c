@@ -8,7 +8,8 @@
  * Kinds of batch, one of each per round, their order rotated every round:
  *   helper   SET key tok NX PX ttl, then EVALSHA compare-and-delete (hiredis)
  *   ours     redislock_acquire(wait_ms 0) + redislock_release
- *   fenced   the same, reading redislock_lock_fence in between
+ *   fenced   redislock_acquire_fenced(wait_ms 0), redislock_lock_fence,
+ *            redislock_release
  *   waiting  redislock_acquire(wait_ms 10000) + redislock_release (a free lock)
  *   empty    no cycle: what one INFO call costs the server
  *
