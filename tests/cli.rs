@@ -143,7 +143,8 @@ fn run_holds_the_lock_while_the_command_runs_and_exits_with_its_status() {
     let dir = tempfile::tempdir().unwrap();
     let seen = dir.path().join("seen");
     let script = format!(
-        "redis-cli -p {} GET job > {}; echo \"$REDISLOCK_KEY $REDISLOCK_FENCE\" >> {}; exit 3",
+        "'{}' -p {} GET job > {}; echo \"$REDISLOCK_KEY $REDISLOCK_FENCE\" >> {}; exit 3",
+        common::redis_cli_bin(),
         srv.port,
         seen.display(),
         seen.display()

@@ -16,7 +16,8 @@
 #      pytest-timeout) with the virtualenv's pip into target/redis-py-suite/
 #      (not into the virtualenv);
 #   3. starts a throwaway redis-server on a free loopback port (never 6379,
-#      as tests/python/redis_server.py does) and stops it afterwards;
+#      as tests/python/redis_server.py does; $REDIS_SERVER chooses the
+#      binary, e.g. Valkey's, as for every suite) and stops it afterwards;
 #   4. runs the tests with a pytest plugin that puts our classes where the
 #      test modules have redis-py's (`Lock`, which their `get_lock` passes
 #      as `lock_class=`), and checks each test's outcome against
@@ -90,7 +91,8 @@ import sys
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "python"))
-from redis_server import RedisServer  # noqa: E402
+import redis  # noqa: E402
+from redis_server import RedisServer, server_info  # noqa: E402
 
 # Tests that cannot pass, by design. Each says why. (Names without their
 # parametrisation: the asyncio tests run as [single] and [pool].)
@@ -148,6 +150,8 @@ except ImportError:
 server = RedisServer()
 try:
     url = server.url
+    with redis.Redis(port=server.port) as r:
+        print("redis_py_suite: against %s %s (%s)" % (*server_info(r), server.bin))
     report = os.path.join(work, "report.xml")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (work, os.environ["DEPS"], os.environ.get("PYTHONPATH")) if p))

