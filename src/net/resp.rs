@@ -118,6 +118,17 @@ fn line_end(buf: &[u8], from: usize) -> Option<usize> {
 
 /// A length or an integer, read as redis-rs reads them.
 fn number(line: &[u8]) -> Option<i64> {
+    // What servers send (an optional '-' and at most 18 digits, which
+    // cannot overflow) without the string machinery; anything else as
+    // redis-rs reads it.
+    let (negative, digits) = match line {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, line),
+    };
+    if (1..=18).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit) {
+        let n = (digits.iter()).fold(0, |n: i64, d| n * 10 + i64::from(d - b'0'));
+        return Some(if negative { -n } else { n });
+    }
     std::str::from_utf8(line).ok()?.trim().parse().ok()
 }
 
@@ -213,6 +224,35 @@ mod tests {
             at += len;
         }
         assert_eq!(frame(&all[at..]).unwrap(), None);
+    }
+
+    #[test]
+    fn numbers_are_read_as_redis_rs_reads_them() {
+        for line in [
+            "0",
+            "-0",
+            "7",
+            "-1",
+            "123456789012345678",
+            "-123456789012345678",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            " 12",
+            "+3",
+            "-",
+            "",
+            "1-",
+            "--1",
+            "12a",
+        ] {
+            let reply = format!(":{line}\r\n");
+            let theirs = match redis::parse_redis_value(reply.as_bytes()) {
+                Ok(Value::Int(n)) => Some(n),
+                _ => None,
+            };
+            assert_eq!(number(line.as_bytes()), theirs, "{line:?}");
+        }
     }
 
     #[test]

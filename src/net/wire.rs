@@ -18,7 +18,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 
 use crate::net::resp;
 
@@ -273,6 +273,8 @@ impl Inbox {
 pub(crate) struct Wire {
     stream: Stream,
     inbox: Inbox,
+    /// The command being sent, packed (kept for the next one).
+    outbox: Vec<u8>,
     db: i64,
     /// Bound on each send and on each reply.
     timeout: Duration,
@@ -350,6 +352,7 @@ impl Wire {
         Wire {
             stream,
             inbox: Inbox::new(),
+            outbox: Vec::new(),
             db,
             timeout,
             shortened: false,
@@ -553,6 +556,19 @@ impl ConnectionLike for Wire {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         let deadline = Instant::now() + self.timeout;
         self.send(cmd)?;
+        self.read_by(deadline)
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let deadline = Instant::now() + self.timeout;
+        let mut packed = std::mem::take(&mut self.outbox);
+        packed.clear();
+        cmd.write_packed_command(&mut packed);
+        let sent = self.send(&packed);
+        if packed.capacity() <= INBOX_KEEP {
+            self.outbox = packed;
+        }
+        sent?;
         self.read_by(deadline)
     }
 
