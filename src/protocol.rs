@@ -402,8 +402,10 @@ pub(crate) fn is_syntax_error(message: &str) -> bool {
 /// when it took the lock, the holder's token when the lock is held, and
 /// WRONGTYPE when the key holds something else.
 pub(crate) fn set_nx_get(key: &[u8], token: &[u8], ttl_ms: u64) -> redis::Cmd {
-    let mut cmd = redis::cmd("SET");
-    cmd.arg(key)
+    // Sized at once: growing it costs more than sending it.
+    let mut cmd = redis::Cmd::with_capacity(7, key.len() + token.len() + 30);
+    cmd.arg("SET")
+        .arg(key)
         .arg(token)
         .arg("NX")
         .arg("PX")
@@ -449,8 +451,10 @@ impl Script {
 
     /// The EVALSHA command for these keys and arguments.
     pub(crate) fn evalsha(&self, keys: &[&[u8]], args: &[&[u8]]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.sha);
+        // Sized at once: growing it costs more than sending it.
+        let size: usize = keys.iter().chain(args).map(|a| a.len()).sum();
+        let mut cmd = redis::Cmd::with_capacity(3 + keys.len() + args.len(), 70 + size);
+        cmd.arg("EVALSHA").arg(&self.sha);
         push_keys_args(&mut cmd, keys, args);
         cmd
     }
@@ -502,43 +506,67 @@ pub(crate) fn scripts() -> &'static Scripts {
 #[derive(Debug, Clone)]
 pub(crate) struct LockKeys {
     pub(crate) lock: Vec<u8>,
-    pub(crate) meta: Vec<u8>,
-    pub(crate) queue: Vec<u8>,
-    pub(crate) counter: Vec<u8>,
+    /// `{K}:meta`, `{K}:queue` and the counter's name, one after the other
+    /// (one allocation for the three: every acquisition makes them).
+    companions: Vec<u8>,
+    /// Where the queue's and the counter's names start in `companions`.
+    queue_at: usize,
+    counter_at: usize,
 }
 
 impl LockKeys {
     pub(crate) fn new(key: &[u8]) -> LockKeys {
+        let mut companions = Vec::with_capacity(2 * (key.len() + 8) + 32);
+        push_companion(&mut companions, key, META_SUFFIX);
+        let queue_at = companions.len();
+        push_companion(&mut companions, key, b":queue");
+        let counter_at = companions.len();
+        push_counter(&mut companions, slot(key));
         LockKeys {
             lock: key.to_vec(),
-            meta: companion_key(key, META_SUFFIX),
-            queue: companion_key(key, b":queue"),
-            counter: counter_key(slot(key)),
+            companions,
+            queue_at,
+            counter_at,
         }
+    }
+
+    pub(crate) fn meta(&self) -> &[u8] {
+        &self.companions[..self.queue_at]
+    }
+
+    pub(crate) fn queue(&self) -> &[u8] {
+        &self.companions[self.queue_at..self.counter_at]
+    }
+
+    pub(crate) fn counter(&self) -> &[u8] {
+        &self.companions[self.counter_at..]
     }
 
     /// The KEYS of every script but RELEASE: lock, meta, queue, counter.
     pub(crate) fn all(&self) -> [&[u8]; 4] {
-        [&self.lock, &self.meta, &self.queue, &self.counter]
+        [&self.lock, self.meta(), self.queue(), self.counter()]
     }
 
     /// The KEYS of RELEASE: lock, meta (the first two of [`LockKeys::all`]).
     pub(crate) fn release(&self) -> [&[u8]; 2] {
-        [&self.lock, &self.meta]
+        [&self.lock, self.meta()]
     }
 }
 
-/// The fence counter shared by the lock names of one cluster slot.
-pub(crate) fn counter_key(slot: u16) -> Vec<u8> {
-    format!("redislock:fence:{{{}}}", slot_tag(slot)).into_bytes()
+/// Append the name of the fence counter shared by the lock names of one
+/// cluster slot.
+fn push_counter(out: &mut Vec<u8>, slot: u16) {
+    out.extend_from_slice(b"redislock:fence:{");
+    push_decimal(out, slot_tag(slot));
+    out.push(b'}');
 }
 
-/// A key in the same cluster hash slot as `key`: `key` + suffix when `key`
-/// has a hash tag, `{key}` + suffix when it has no `}` at all. A name with
-/// a `}` but no valid tag cannot be wrapped; it gets a short tag of its own
-/// slot in front: `{t}key` + suffix, where `slot(t) == slot(key)`.
-pub(crate) fn companion_key(key: &[u8], suffix: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.len() + suffix.len() + 8);
+/// Append a key in the same cluster hash slot as `key`: `key` + suffix
+/// when `key` has a hash tag, `{key}` + suffix when it has no `}` at all.
+/// A name with a `}` but no valid tag cannot be wrapped; it gets a short
+/// tag of its own slot in front: `{t}key` + suffix, where `slot(t) ==
+/// slot(key)`.
+fn push_companion(out: &mut Vec<u8>, key: &[u8], suffix: &[u8]) {
     if has_hash_tag(key) {
         out.extend_from_slice(key);
     } else if !key.contains(&b'}') {
@@ -547,12 +575,27 @@ pub(crate) fn companion_key(key: &[u8], suffix: &[u8]) -> Vec<u8> {
         out.push(b'}');
     } else {
         out.push(b'{');
-        out.extend_from_slice(slot_tag(slot(key)).to_string().as_bytes());
+        push_decimal(out, slot_tag(slot(key)));
         out.push(b'}');
         out.extend_from_slice(key);
     }
     out.extend_from_slice(suffix);
-    out
+}
+
+/// Append `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 include!(concat!(env!("OUT_DIR"), "/slot_tags.rs"));
@@ -606,19 +649,25 @@ pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
 
 /// Lower-case hex of some bytes.
 pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut s = Vec::with_capacity(bytes.len() * 2);
+    push_hex(&mut s, bytes);
+    String::from_utf8(s).expect("hex digits are ASCII")
+}
+
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
     }
-    s
 }
 
 /// A fresh token: 128 random bits from the OS, as 32 hex characters (what
 /// `redis-cli GET` shows an operator).
 pub(crate) fn new_token() -> Vec<u8> {
-    hex(&random_bytes::<16>()).into_bytes()
+    let mut token = Vec::with_capacity(32);
+    push_hex(&mut token, &random_bytes::<16>());
+    token
 }
 
 /// A waiter's queue entry: `<32 hex id>:<16 hex nonce>:<ttl_ms>:<token>`.
@@ -737,6 +786,36 @@ pub(crate) fn split_handoff(payload: &[u8]) -> Option<(&[u8], u64)> {
 mod tests {
     use super::*;
 
+    fn companion_key(key: &[u8], suffix: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        push_companion(&mut out, key, suffix);
+        out
+    }
+
+    #[test]
+    fn lock_keys_are_named_as_the_protocol_says() {
+        let keys = LockKeys::new(b"jobs");
+        let counter = format!("redislock:fence:{{{}}}", slot_tag(slot(b"jobs")));
+        assert_eq!(
+            keys.all(),
+            [
+                &b"jobs"[..],
+                b"{jobs}:meta",
+                b"{jobs}:queue",
+                counter.as_bytes()
+            ]
+        );
+        assert_eq!(keys.release(), [&b"jobs"[..], b"{jobs}:meta"]);
+        let tagged = LockKeys::new(b"{u1}:job");
+        assert_eq!(tagged.meta(), b"{u1}:job:meta");
+        assert_eq!(tagged.queue(), b"{u1}:job:queue");
+        for n in [0, 7, 10, 16383, 99_999, u32::MAX] {
+            let mut out = b"x".to_vec();
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}").as_bytes());
+        }
+    }
+
     #[test]
     fn companion_keys_share_the_slot() {
         assert_eq!(companion_key(b"jobs", b":fence"), b"{jobs}:fence");
@@ -775,9 +854,9 @@ mod tests {
                 assert_eq!(slot(k), slot(key), "{}", String::from_utf8_lossy(k));
             }
         }
-        assert!(String::from_utf8(LockKeys::new(b"x").counter)
-            .unwrap()
-            .starts_with("redislock:fence:{"));
+        assert!(LockKeys::new(b"x")
+            .counter()
+            .starts_with(b"redislock:fence:{"));
     }
 
     #[test]

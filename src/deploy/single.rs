@@ -99,13 +99,13 @@ impl<P: Transport> Single<P> {
             // The scripts' own errors about the companion keys.
             Error::WrongType { found, .. } if found.contains("the fence counter") => {
                 Error::WrongType {
-                    key: show_key(&LockKeys::new(key).counter),
+                    key: show_key(LockKeys::new(key).counter()),
                     found: String::from("non-integer"),
                 }
             }
             Error::WrongType { found, .. } if found.contains("the waiter queue") => {
                 Error::WrongType {
-                    key: show_key(&LockKeys::new(key).queue),
+                    key: show_key(LockKeys::new(key).queue()),
                     found: String::from("non-list"),
                 }
             }

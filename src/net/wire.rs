@@ -1,5 +1,8 @@
 //! One connection to one Redis server (TCP, TLS or a Unix socket), speaking
-//! RESP2 through redis-rs's parser and command types.
+//! RESP2 with redis-rs's command types: what is read from the socket goes
+//! into a buffer the connection keeps, and replies are taken from it as
+//! soon as they are whole (see `resp`), one read per reply in the common
+//! case and several replies per read for pipelines.
 //!
 //! It exists for one reason: every wait on its socket rides out signals.
 //! A `recv` on a socket with a receive timeout fails with EINTR whenever a
@@ -15,7 +18,9 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
+
+use crate::net::resp;
 
 /// TLS settings shared by every connection of a client: the roots to trust.
 #[derive(Clone)]
@@ -200,10 +205,76 @@ impl Read for Patient<'_> {
     }
 }
 
+/// Bytes read from the server and not yet handed out as replies.
+struct Inbox {
+    /// Zeroed once when made (or grown): reads go straight into it.
+    buf: Vec<u8>,
+    /// The bytes not handed out yet are `buf[start..end]`.
+    start: usize,
+    end: usize,
+}
+
+/// The size of a connection's read buffer: replies to lock commands take
+/// a few dozen bytes.
+const INBOX: usize = 4096;
+/// A buffer grown beyond this for a large reply goes back to [`INBOX`]
+/// once empty.
+const INBOX_KEEP: usize = 64 * 1024;
+
+impl Inbox {
+    fn new() -> Inbox {
+        Inbox {
+            buf: vec![0; INBOX],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The next reply, if all of it was read.
+    fn take(&mut self) -> RedisResult<Option<Value>> {
+        let unread = &self.buf[self.start..self.end];
+        let Some(len) = resp::frame(unread)? else {
+            return Ok(None);
+        };
+        let value = resp::decode(&unread[..len]);
+        self.start += len;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            if self.buf.len() > INBOX_KEEP {
+                *self = Inbox::new();
+            }
+        }
+        value.map(Some)
+    }
+
+    /// Where the next read goes: after the part of a reply read so far
+    /// (moved to the front first), in a buffer grown when that part fills
+    /// it.
+    fn room(&mut self) -> &mut [u8] {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// `n` bytes were read into [`Inbox::room`].
+    fn filled(&mut self, n: usize) {
+        self.end += n;
+    }
+}
+
 /// A connection to one server.
 pub(crate) struct Wire {
     stream: Stream,
-    parser: redis::Parser,
+    inbox: Inbox,
+    /// The command being sent, packed (kept for the next one).
+    outbox: Vec<u8>,
     db: i64,
     /// Bound on each send and on each reply.
     timeout: Duration,
@@ -247,14 +318,7 @@ impl Wire {
             }
         };
         let settings = info.redis_settings();
-        let mut wire = Wire {
-            stream,
-            parser: redis::Parser::new(),
-            db: settings.db(),
-            timeout,
-            shortened: false,
-            open: true,
-        };
+        let mut wire = Wire::over(stream, settings.db(), timeout);
         // The handshake (TLS, then AUTH and SELECT in one round trip) is
         // bounded by what is left of the connect timeout.
         let left = deadline.saturating_duration_since(Instant::now());
@@ -275,13 +339,25 @@ impl Wire {
         }
         let count = usize::from(settings.password().is_some()) + usize::from(wire.db != 0);
         if count > 0 {
-            let replies = wire.exchange(&hello.get_packed_pipeline(), count, deadline)?;
+            let replies = wire.exchange(&hello.get_packed_pipeline(), 0, count, deadline)?;
             for reply in replies {
                 reply.extract_error()?;
             }
         }
         wire.stream.set_timeouts(Some(timeout), Some(timeout))?;
         Ok(wire)
+    }
+
+    fn over(stream: Stream, db: i64, timeout: Duration) -> Wire {
+        Wire {
+            stream,
+            inbox: Inbox::new(),
+            outbox: Vec::new(),
+            db,
+            timeout,
+            shortened: false,
+            open: true,
+        }
     }
 
     /// A handle that shuts this connection's socket down.
@@ -303,14 +379,19 @@ impl Wire {
         Ok(())
     }
 
-    /// Send `bytes`, then read `count` replies, the last by `deadline`.
+    /// Send `bytes`, then read `skip + count` replies, the last by
+    /// `deadline`, and return the last `count`.
     fn exchange(
         &mut self,
         bytes: &[u8],
+        skip: usize,
         count: usize,
         deadline: Instant,
     ) -> RedisResult<Vec<Value>> {
         self.send(bytes)?;
+        for _ in 0..skip {
+            self.read_by(deadline)?;
+        }
         let mut replies = Vec::with_capacity(count);
         for _ in 0..count {
             replies.push(self.read_by(deadline)?);
@@ -341,26 +422,47 @@ impl Wire {
 
     /// One reply (or pushed message) by `deadline`.
     fn read_by(&mut self, deadline: Instant) -> RedisResult<Value> {
-        let reader = Patient {
-            stream: &mut self.stream,
-            deadline,
-            shortened: &mut self.shortened,
-        };
-        let r = self.parser.parse_value(reader);
+        let r = self.read(Some(deadline));
         if r.is_err() {
             self.open = false;
         }
         r
     }
 
+    /// The next reply: one already read, else what the socket brings.
+    /// Reads resume after a signal until `deadline` if given (see
+    /// [`Patient`]); without one a signal ends the read (EINTR). Bytes
+    /// read stay in the inbox whatever happens, so that after a timeout
+    /// or a signal the next call goes on where this one stopped.
+    fn read(&mut self, deadline: Option<Instant>) -> RedisResult<Value> {
+        loop {
+            if let Some(reply) = self.inbox.take()? {
+                return Ok(reply);
+            }
+            let room = self.inbox.room();
+            let n = match deadline {
+                Some(deadline) => Patient {
+                    stream: &mut self.stream,
+                    deadline,
+                    shortened: &mut self.shortened,
+                }
+                .read(room)?,
+                None => self.stream.read(room)?,
+            };
+            if n == 0 {
+                // The server closed the connection.
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
+            self.inbox.filled(n);
+        }
+    }
+
     /// SUBSCRIBE to `channel` and read the confirmation.
     pub(crate) fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         let cmd = redis::cmd("SUBSCRIBE").arg(channel).get_packed_command();
         let deadline = Instant::now() + self.timeout;
-        let reply = self
-            .exchange(&cmd, 1, deadline)?
-            .remove(0)
-            .extract_error()?;
+        self.send(&cmd)?;
+        let reply = self.read_by(deadline)?.extract_error()?;
         match reply {
             Value::Array(ref parts) if parts.len() == 3 => Ok(()),
             other => Err(redis::RedisError::from((
@@ -385,18 +487,16 @@ impl Wire {
             if left.is_zero() {
                 return Ok(None);
             }
-            self.stream.set_read_timeout(Some(left))?;
-            self.shortened = true;
-            let r = if interruptible {
-                // No resuming here: the caller checks its interrupt first.
-                self.parser.parse_value(&mut self.stream)
-            } else {
-                let reader = Patient {
-                    stream: &mut self.stream,
-                    deadline,
-                    shortened: &mut self.shortened,
-                };
-                self.parser.parse_value(reader)
+            let r = match self.inbox.take() {
+                Ok(Some(reply)) => Ok(reply),
+                Ok(None) => {
+                    self.stream.set_read_timeout(Some(left))?;
+                    self.shortened = true;
+                    // Uninterruptible reads resume after a signal; the
+                    // others return, for the caller to check its interrupt.
+                    self.read((!interruptible).then_some(deadline))
+                }
+                Err(e) => Err(e),
             };
             match r {
                 Ok(Value::Array(mut parts)) if parts.len() == 3 => {
@@ -406,7 +506,7 @@ impl Wire {
                 }
                 // Replies to anything else (there is nothing else) are skipped.
                 Ok(_) => {}
-                // The parser keeps what it had read: reading again resumes.
+                // The inbox keeps what was read: reading again resumes.
                 Err(e) if is_timeout(&e) => return Ok(None),
                 Err(e) if interruptible && is_interrupted(&e) => return Ok(None),
                 Err(e) => {
@@ -455,7 +555,21 @@ fn is_timeout(e: &redis::RedisError) -> bool {
 impl ConnectionLike for Wire {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         let deadline = Instant::now() + self.timeout;
-        Ok(self.exchange(cmd, 1, deadline)?.remove(0))
+        self.send(cmd)?;
+        self.read_by(deadline)
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let deadline = Instant::now() + self.timeout;
+        let mut packed = std::mem::take(&mut self.outbox);
+        packed.clear();
+        cmd.write_packed_command(&mut packed);
+        let sent = self.send(&packed);
+        if packed.capacity() <= INBOX_KEEP {
+            self.outbox = packed;
+        }
+        sent?;
+        self.read_by(deadline)
     }
 
     fn req_packed_commands(
@@ -465,8 +579,7 @@ impl ConnectionLike for Wire {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         let deadline = Instant::now() + self.timeout;
-        let mut replies = self.exchange(cmd, offset + count, deadline)?;
-        Ok(replies.split_off(offset))
+        self.exchange(cmd, offset, count, deadline)
     }
 
     fn get_db(&self) -> i64 {
@@ -514,4 +627,155 @@ fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<TcpStream> {
 
 fn config_error(what: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, what))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    /// A connection whose server is the returned socket.
+    fn pair() -> (Wire, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut wire = Wire::over(Stream::Unix(ours), 0, Duration::from_secs(5));
+        wire.set_timeout(Duration::from_secs(5)).unwrap();
+        (wire, theirs)
+    }
+
+    /// Read one command of `len` bytes, then send `pieces` one by one.
+    fn answer(mut server: UnixStream, len: usize, pieces: Vec<&'static [u8]>) -> UnixStream {
+        let mut cmd = vec![0; len];
+        server.read_exact(&mut cmd).unwrap();
+        for p in pieces {
+            server.write_all(p).unwrap();
+            thread::sleep(Duration::from_millis(5));
+        }
+        server
+    }
+
+    fn packed(cmd: &mut redis::Cmd) -> Vec<u8> {
+        cmd.get_packed_command()
+    }
+
+    #[test]
+    fn a_reply_split_across_reads_comes_whole() {
+        let (mut wire, server) = pair();
+        let cmd = packed(redis::cmd("GET").arg("k"));
+        let len = cmd.len();
+        let t = thread::spawn(move || answer(server, len, vec![b"$6\r", b"\na\r\nb", b"\r\n\r\n"]));
+        let v = wire.req_packed_command(&cmd).unwrap();
+        assert_eq!(v, Value::BulkString(b"a\r\nb\r\n".to_vec()));
+        t.join().unwrap();
+        assert!(wire.is_open());
+    }
+
+    #[test]
+    fn replies_read_together_are_handed_out_in_turn() {
+        let (mut wire, server) = pair();
+        let mut pipe = redis::pipe();
+        pipe.cmd("MULTI").cmd("INCR").arg("k").cmd("EXEC");
+        let cmd = pipe.get_packed_pipeline();
+        let len = cmd.len();
+        // Three replies, and the start of a fourth, in one read.
+        let t = thread::spawn(move || {
+            answer(
+                server,
+                len,
+                vec![b"+OK\r\n+QUEUED\r\n*1\r\n:1\r\n:4", b"2\r\n"],
+            )
+        });
+        let v = wire.req_packed_commands(&cmd, 2, 1).unwrap();
+        assert_eq!(v, vec![Value::Array(vec![Value::Int(1)])]);
+        // The fourth is the next reply (as a late one would be).
+        let mut server = t.join().unwrap();
+        let ping = packed(&mut redis::cmd("PING"));
+        wire.send(&ping).unwrap();
+        let mut got = vec![0; ping.len()];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(
+            wire.read_by(Instant::now() + wire.timeout).unwrap(),
+            Value::Int(42)
+        );
+    }
+
+    #[test]
+    fn a_large_reply_grows_the_inbox_for_a_while() {
+        let (mut wire, server) = pair();
+        let cmd = packed(redis::cmd("GET").arg("big"));
+        let len = cmd.len();
+        let body: &'static [u8] = Box::leak(vec![b'x'; 300_000].into_boxed_slice());
+        let t = thread::spawn(move || answer(server, len, vec![b"$300000\r\n", body, b"\r\n"]));
+        match wire.req_packed_command(&cmd).unwrap() {
+            Value::BulkString(b) => assert_eq!(b, body),
+            other => panic!("{other:?}"),
+        }
+        t.join().unwrap();
+        assert_eq!(wire.inbox.buf.len(), INBOX);
+    }
+
+    #[test]
+    fn a_closed_connection_is_a_dropped_connection() {
+        let (mut wire, server) = pair();
+        let cmd = packed(&mut redis::cmd("PING"));
+        let len = cmd.len();
+        let t = thread::spawn(move || drop(answer(server, len, vec![b"+PO"])));
+        let e = wire.req_packed_command(&cmd).unwrap_err();
+        assert!(e.is_connection_dropped(), "{e}");
+        assert!(!wire.is_open());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn garbage_closes_the_connection() {
+        let (mut wire, server) = pair();
+        let cmd = packed(&mut redis::cmd("PING"));
+        let len = cmd.len();
+        let t = thread::spawn(move || answer(server, len, vec![b"HTTP/1.1 400\r\n"]));
+        let e = wire.req_packed_command(&cmd).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+        assert!(!wire.is_open());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn server_errors_keep_the_connection() {
+        let (mut wire, server) = pair();
+        let cmd = packed(redis::cmd("EVALSHA").arg("0").arg(0));
+        let len = cmd.len();
+        let t =
+            thread::spawn(move || answer(server, len, vec![b"-NOSCRIPT No matching script.\r\n"]));
+        let e = wire
+            .req_packed_command(&cmd)
+            .unwrap()
+            .extract_error()
+            .unwrap_err();
+        assert_eq!(
+            e.kind(),
+            redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+        );
+        assert!(wire.is_open());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_message_cut_by_the_deadline_is_read_whole_next_time() {
+        let (mut wire, mut server) = pair();
+        server
+            .write_all(b"*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$5\r\nhe")
+            .unwrap();
+        let soon = Instant::now() + Duration::from_millis(50);
+        assert_eq!(wire.next_message(soon, false).unwrap(), None);
+        server
+            .write_all(b"llo\r\n*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$1\r\n2\r\n")
+            .unwrap();
+        let later = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            wire.next_message(later, false).unwrap(),
+            Some(b"hello".to_vec())
+        );
+        // The second came in the same read: the inbox has it.
+        assert!(wire.inbox.end > 0);
+        assert_eq!(wire.next_message(later, true).unwrap(), Some(b"2".to_vec()));
+        assert!(wire.is_open());
+    }
 }
