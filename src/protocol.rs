@@ -489,9 +489,19 @@ pub(crate) struct Scripts {
     pub(crate) inspect: Script,
 }
 
+/// The scripts with their hashes, made once per process without a lock: a
+/// `fork()` while another thread is making them (a `OnceLock` would be
+/// left "running" in the child, and its first release would wait forever)
+/// only means that the child makes them again.
 pub(crate) fn scripts() -> &'static Scripts {
-    static SCRIPTS: std::sync::OnceLock<Scripts> = std::sync::OnceLock::new();
-    SCRIPTS.get_or_init(|| Scripts {
+    use std::sync::atomic::AtomicPtr;
+    static SCRIPTS: AtomicPtr<Scripts> = AtomicPtr::new(std::ptr::null_mut());
+    let made = SCRIPTS.load(Ordering::Acquire);
+    if !made.is_null() {
+        // SAFETY: only ever set to a leaked Box, never freed.
+        return unsafe { &*made };
+    }
+    let fresh = Box::into_raw(Box::new(Scripts {
         acquire: Script::new(ACQUIRE),
         enqueue: Script::new(ENQUEUE),
         cancel: Script::new(CANCEL),
@@ -499,7 +509,18 @@ pub(crate) fn scripts() -> &'static Scripts {
         fence: Script::new(FENCE),
         extend: Script::new(EXTEND),
         inspect: Script::new(INSPECT),
-    })
+    }));
+    let ptr = std::ptr::null_mut();
+    match SCRIPTS.compare_exchange(ptr, fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: leaked on purpose, for the life of the process.
+        Ok(_) => unsafe { &*fresh },
+        Err(first) => {
+            // SAFETY: `fresh` came from Box::into_raw above and was not shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: as above: a leaked Box, never freed.
+            unsafe { &*first }
+        }
+    }
 }
 
 /// The names of the keys that one lock uses (see the module comment).
@@ -622,15 +643,27 @@ pub(crate) fn slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) % 16384
 }
 
+/// The pool of [`random_bytes`]: its owner's pid, the next unused byte,
+/// the bytes.
+static RANDOM_POOL: Mutex<(u32, usize, Vec<u8>)> = Mutex::new((0, 0, Vec::new()));
+
 /// `N` random bytes from the operating system's generator, taken from a
 /// per-process pool refilled 4 KiB at a time (one system call per 256
 /// tokens instead of one per token). A child after `fork()` discards the
 /// pool it inherited, so parent and child never hand out the same bytes.
 pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     const POOL: usize = 4096;
-    static STATE: Mutex<(u32, usize, Vec<u8>)> = Mutex::new((0, 0, Vec::new()));
     let mut out = [0u8; N];
-    let mut st = crate::sync::locked(&STATE);
+    // Never wait for the pool: in a child forked while another thread held
+    // it, nobody would ever let it go. Asking the OS directly is as good.
+    let mut st = match RANDOM_POOL.try_lock() {
+        Ok(st) => st,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            getrandom::fill(&mut out).expect("the operating system's random generator failed");
+            return out;
+        }
+    };
     let pid = crate::sync::pid();
     let (owner, pos, pool) = &mut *st;
     if *owner != pid || *pos + N > pool.len() {
@@ -866,6 +899,44 @@ mod tests {
         assert_eq!(slot(b"bar"), 5061);
         assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
         assert_eq!(crc16(b"123456789"), 0x31c3);
+    }
+
+    #[test]
+    fn a_child_forked_while_the_token_pool_is_held_still_gets_tokens() {
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _pool = RANDOM_POOL.lock().unwrap();
+            held_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+        });
+        held_rx.recv().unwrap();
+        // SAFETY: the child only computes a token and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let ok = new_token().len() == 32 && scripts().release.nkeys == 2;
+            // SAFETY: ends the child without running the parent's handlers.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert!(pid > 0);
+        let mut status = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            // SAFETY: waits for our own child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("the child waited for a pool its parent's thread held");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
 
     #[test]
