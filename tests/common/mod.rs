@@ -95,23 +95,21 @@ pub fn family(raw: &mut redis::Connection) -> Family {
 /// The server's own version: `valkey_version` on Valkey, `redis_version`
 /// on Redis.
 pub fn server_version(raw: &mut redis::Connection) -> String {
-    let info: String = redis::cmd("INFO").arg("server").query(raw).unwrap();
-    let field = match info_value(&info, "server_name") {
-        Some("valkey") => "valkey_version",
-        _ => "redis_version",
-    };
-    info_value(&info, field)
-        .unwrap_or_else(|| panic!("no {field} in INFO server: {info}"))
-        .to_string()
+    server_field(raw, "redis_version", "valkey_version")
 }
 
 /// `standalone`, `sentinel` or `cluster`: `server_mode` in Valkey's
 /// `INFO server`, `redis_mode` in Redis's.
 pub fn server_mode(raw: &mut redis::Connection) -> String {
+    server_field(raw, "redis_mode", "server_mode")
+}
+
+/// A field of `INFO server` that the two families name differently.
+fn server_field(raw: &mut redis::Connection, on_redis: &str, on_valkey: &str) -> String {
     let info: String = redis::cmd("INFO").arg("server").query(raw).unwrap();
     let field = match info_value(&info, "server_name") {
-        Some("valkey") => "server_mode",
-        _ => "redis_mode",
+        Some("valkey") => on_valkey,
+        _ => on_redis,
     };
     info_value(&info, field)
         .unwrap_or_else(|| panic!("no {field} in INFO server: {info}"))
