@@ -253,6 +253,45 @@ static void test_expiry_and_waits(redislock_client *c) {
   CHECK(redislock_release(cur) == REDISLOCK_OK, "release");
 }
 
+/* Fences: drawn in the acquire (fenced), or once on the first request; by
+ * token too; a holder that lost its lock before asking gets none. */
+static void test_fences(redislock_client *c) {
+  redislock_lock *f = NULL, *p = NULL;
+  CHECK(redislock_acquire_fenced(c, KEY("c:fence"), 10000, 0, NULL, 0, &f) == REDISLOCK_OK, "fenced: %s",
+        last_error());
+  if (!f)
+    return;
+  uint64_t f1 = redislock_lock_fence(f), again = 0;
+  CHECK(f1 >= 1, "fenced fence %llu", (unsigned long long)f1);
+  CHECK(redislock_lock_draw_fence(f, &again) == REDISLOCK_OK && again == f1, "the same number");
+  uint8_t tok[64];
+  size_t n = redislock_lock_token(f, tok, sizeof tok);
+  uint64_t by_token = 0;
+  CHECK(redislock_release(f) == REDISLOCK_OK, "release");
+  CHECK(redislock_fence_token(c, KEY("c:fence"), tok, n, &by_token) == REDISLOCK_NOT_OWNER && by_token == 0,
+        "no fence by token once released");
+  CHECK(redislock_acquire(c, KEY("c:fence"), 10000, 0, NULL, 0, &p) == REDISLOCK_OK, "plain");
+  uint64_t f2 = 0;
+  CHECK(redislock_lock_draw_fence(p, &f2) == REDISLOCK_OK && f2 > f1, "drawn when asked: %llu after %llu",
+        (unsigned long long)f2, (unsigned long long)f1);
+  n = redislock_lock_token(p, tok, sizeof tok);
+  CHECK(redislock_fence_token(c, KEY("c:fence"), tok, n, &by_token) == REDISLOCK_OK && by_token == f2,
+        "by token: the holder's number");
+  CHECK(redislock_lock_draw_fence(p, NULL) == REDISLOCK_INVALID_ARGUMENT, "out NULL");
+  redislock_lock_free(p);
+  /* Lost before asking: expired, then taken by another owner. */
+  redislock_lock *gone = NULL, *next = NULL;
+  CHECK(redislock_acquire(c, KEY("c:fence2"), 100, 0, NULL, 0, &gone) == REDISLOCK_OK, "short lock");
+  sleep_ms(300);
+  CHECK(redislock_acquire(c, KEY("c:fence2"), 10000, 0, NULL, 0, &next) == REDISLOCK_OK, "next holder");
+  uint64_t none = 7;
+  CHECK(redislock_lock_draw_fence(gone, &none) == REDISLOCK_NOT_OWNER && none == 7, "no number for a lost lock");
+  CHECK(redislock_lock_fence(gone) == 0, "0 from redislock_lock_fence");
+  CHECK(redislock_lock_is_lost(gone), "marked lost");
+  redislock_lock_free(gone);
+  CHECK(redislock_release(next) == REDISLOCK_OK, "the next holder is spared");
+}
+
 #define THREADS 8
 #define ROUNDS 150
 static long counter; /* plain, non-atomic */
@@ -365,6 +404,7 @@ int main(int argc, char **argv) {
   test_cycle(c);
   test_tokens(c);
   test_by_token(c);
+  test_fences(c);
   test_shared();
   test_expiry_and_waits(c);
   test_threads(c);

@@ -3,7 +3,10 @@ left on the server once it is released, and fences keep growing across a
 restart that lost the counters."""
 import threading
 
+import pytest
+
 from helpers import queued, wait_until
+from redislock import LockNotOwned
 
 MAX_FENCE = 2**53
 
@@ -64,3 +67,41 @@ def test_fences_grow_across_a_restart_that_lost_the_counter(server, client, raw)
     raw.delete(*raw.keys("redislock:fence:*"))
     with client.lock("restart-me", ttl=10.0, timeout=0) as lock:
         assert f2 < lock.fence < MAX_FENCE
+
+
+def _scripts(raw):
+    stats = raw.info("commandstats")
+    return sum(stats.get(k, {}).get("calls", 0) for k in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+def test_a_fence_is_drawn_in_the_acquire_when_fenced_and_else_once_when_read(client, raw):
+    warm = client.lock("fenced:warm", ttl=10.0, fenced=True)
+    with warm:
+        assert warm.fence > 0
+    plain_warm = client.lock("plain:warm", ttl=10.0)
+    with plain_warm:
+        assert plain_warm.fence > 0
+    # Fenced: the acquire is one script and reading the fence costs nothing.
+    fenced = client.lock("fenced", ttl=10.0, fenced=True)
+    before = _scripts(raw)
+    assert fenced.acquire(blocking=False)
+    first = fenced.fence
+    assert fenced.fence == first
+    assert _scripts(raw) - before == 1
+    fenced.release()
+    # Plain: no script to acquire, one when the fence is first read.
+    plain = client.lock("fenced", ttl=10.0)
+    before = _scripts(raw)
+    assert plain.acquire(blocking=False)
+    assert _scripts(raw) - before == 0
+    second = plain.fence
+    assert second > first and plain.fence == second
+    assert _scripts(raw) - before == 1
+    plain.release()
+    # Lost before it was read: no number.
+    gone = client.lock("fenced", ttl=10.0)
+    assert gone.acquire(blocking=False)
+    raw.set("fenced", "thief")
+    with pytest.raises(LockNotOwned):
+        gone.fence
+    assert gone.lost

@@ -3,6 +3,7 @@ declare(strict_types=1);
 
 use PHPUnit\Framework\TestCase;
 use RedisLock\Client;
+use RedisLock\LockNotOwned;
 
 /**
  * Fencing numbers from shared slot counters: nothing of a lock name stays on
@@ -62,6 +63,24 @@ final class FenceTest extends TestCase
         $this->assertGreaterThan(0, count($keys));
         $this->assertLessThanOrEqual(min($n, 16384), count($keys));
         $this->assertSame(count($keys), $this->server->raw()->dbSize());
+    }
+
+    public function testAFenceIsDrawnOnceWhileHeldAndNeverForALostLock(): void
+    {
+        $lock = $this->client->acquire('drawn', ttlMs: 10000, waitMs: 0);
+        $first = $lock->fence();
+        $this->assertSame($first, $lock->fence(), 'the same number once drawn');
+        $this->assertSame($first, $this->client->fenceToken('drawn', $lock->token()), 'by token');
+        $this->assertNull($this->client->fenceToken('drawn', 'another owner'));
+        $lock->release();
+        $next = $this->client->acquire('drawn', ttlMs: 10000, waitMs: 0);
+        $this->server->raw()->set('drawn', 'thief');
+        try {
+            $next->fence();
+            $this->fail('a lock lost before its fence was drawn got a number');
+        } catch (LockNotOwned $e) {
+            $this->assertTrue($next->isLost());
+        }
     }
 
     public function testFencesGrowAcrossARestartThatLostTheCounter(): void
