@@ -87,14 +87,30 @@ impl Lock {
     /// the lock lost) when the lock expired or was taken over before the
     /// first call: a holder that no longer holds the lock gets no number.
     pub fn fence(&self) -> Result<u64> {
-        let known = self.state.fence();
-        if known != 0 {
-            return Ok(known);
+        if let Some(known) = self.fence_known() {
+            return known;
         }
-        if !self.in_owner_process() || self.done || self.is_lost() {
-            return Err(self.not_owner());
+        let drawn = self.deployment.fence(&self.state.keys, &self.state.token)?;
+        self.fence_drawn(drawn)
+    }
+
+    /// Before a draw: the fence drawn already, or `NotOwner` for a handle
+    /// that can draw none (released, lost, or inherited through `fork()`);
+    /// `None` when it is to be drawn.
+    fn fence_known(&self) -> Option<Result<u64>> {
+        match self.state.fence() {
+            0 if !self.in_owner_process() || self.done || self.is_lost() => {
+                Some(Err(self.not_owner()))
+            }
+            0 => None,
+            known => Some(Ok(known)),
         }
-        match self.deployment.fence(&self.state.keys, &self.state.token)? {
+    }
+
+    /// After a draw: keep the number, or mark the lock lost when the draw
+    /// found it held by another owner.
+    fn fence_drawn(&self, drawn: Option<u64>) -> Result<u64> {
+        match drawn {
             Some(f) => Ok(self.state.set_fence(f)),
             None => {
                 self.lost("drawing its fence found it expired or held by another owner");
@@ -320,24 +336,14 @@ impl Lock {
 
     /// [`Lock::fence`] for async callers.
     pub async fn fence_async(&self) -> Result<u64> {
-        let known = self.state.fence();
-        if known != 0 {
-            return Ok(known);
-        }
-        if !self.in_owner_process() || self.done || self.is_lost() {
-            return Err(self.not_owner());
+        if let Some(known) = self.fence_known() {
+            return known;
         }
         let drawn = self
             .async_ops()
             .fence(&self.state.keys, &self.state.token)
             .await?;
-        match drawn {
-            Some(f) => Ok(self.state.set_fence(f)),
-            None => {
-                self.lost("drawing its fence found it expired or held by another owner");
-                Err(self.not_owner())
-            }
-        }
+        self.fence_drawn(drawn)
     }
 
     /// [`Lock::owned`] for async callers.
