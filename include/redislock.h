@@ -322,7 +322,9 @@ void redislock_client_free(struct redislock_client *client);
  * `token`/`token_len`: borrowed caller token, or NULL and 0 for 128 random
  * bits. `out`: on success receives a new lock handle owned by the caller
  * (give it back with `redislock_release` or `redislock_lock_free`);
- * untouched on failure.
+ * untouched on failure. With a caller token, `out` may be NULL: no handle
+ * is made (nothing renews the lock, and `redislock_release_token` or the
+ * TTL ends it), as with `redislock_lock_forget` right after the acquire.
  *
  * Returns `REDISLOCK_NOT_ACQUIRED` when the wait ran out and
  * `REDISLOCK_WRONG_TYPE` when the key holds something else (untouched).

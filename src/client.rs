@@ -192,7 +192,19 @@ impl Client {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) before any I/O for bad arguments, and
     /// [`Error::Connection`](crate::Error::Connection) / [`Error::Server`](crate::Error::Server).
     pub fn acquire_with(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
-        let (keys, token, ttl_ms) = prepare(key.as_ref(), &opts)?;
+        let (keys, token, fence, ttl_ms) = self.take(key.as_ref(), &opts)?;
+        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+    }
+
+    /// The acquire of [`Client::acquire_with`] without the handle: the
+    /// names, the token, the fence (0 when none was drawn) and the TTL.
+    /// The C API's acquire by token, which wants no handle, stops here.
+    pub(crate) fn take(
+        &self,
+        key: &[u8],
+        opts: &AcquireOptions,
+    ) -> Result<(LockKeys, Vec<u8>, u64, u64)> {
+        let (keys, token, ttl_ms) = prepare(key, opts)?;
         let started = Instant::now();
         let grant = self.inner.deployment.acquire(
             &keys,
@@ -203,7 +215,7 @@ impl Client {
             started,
         );
         self.count_acquire(&grant, started);
-        Ok(self.held(keys, token, grant?.fence, ttl_ms, opts.auto_renew, None))
+        Ok((keys, token, grant?.fence, ttl_ms))
     }
 
     /// The handle of a lock just taken.

@@ -352,7 +352,9 @@ pub extern "C" fn redislock_client_free(client: *mut redislock_client) {
 /// `token`/`token_len`: borrowed caller token, or NULL and 0 for 128 random
 /// bits. `out`: on success receives a new lock handle owned by the caller
 /// (give it back with `redislock_release` or `redislock_lock_free`);
-/// untouched on failure.
+/// untouched on failure. With a caller token, `out` may be NULL: no handle
+/// is made (nothing renews the lock, and `redislock_release_token` or the
+/// TTL ends it), as with `redislock_lock_forget` right after the acquire.
 ///
 /// Returns `REDISLOCK_NOT_ACQUIRED` when the wait ran out and
 /// `REDISLOCK_WRONG_TYPE` when the key holds something else (untouched).
@@ -414,9 +416,13 @@ fn acquire(
     guard(REDISLOCK_INTERNAL, || {
         status((|| {
             let client = non_null(client, "client")?;
-            let out = out_ptr(out, "out")?;
             let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
             let token = byte_str(token, token_len, "token", true)?;
+            if out.is_null() && token.is_none() {
+                return Err(Error::InvalidArgument(
+                    "out is NULL without a token: nobody could release the lock".into(),
+                ));
+            }
             let wait = match wait_ms {
                 0 => Wait::TryOnce,
                 ms if ms > 0 => Wait::Timeout(Duration::from_millis(ms as u64)),
@@ -428,8 +434,13 @@ fn acquire(
             if let Some(t) = token {
                 opts = opts.token(t);
             }
+            if out.is_null() {
+                client.client.take(key, &opts)?;
+                return Ok(());
+            }
             let lock = client.client.acquire_with(key, opts)?;
-            *out = Box::into_raw(Box::new(redislock_lock { lock, lost: None }));
+            // SAFETY: not NULL (above); the caller promises it is writable.
+            unsafe { *out = Box::into_raw(Box::new(redislock_lock { lock, lost: None })) };
             Ok(())
         })())
     })

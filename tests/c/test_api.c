@@ -173,6 +173,22 @@ static void test_tokens(redislock_client *c) {
   CHECK(held(c, "c:forget"), "a forgotten lock stays held");
   CHECK(redislock_release_token(c, KEY("c:forget"), (const uint8_t *)"id-7", 4) == REDISLOCK_OK, "release by token");
   CHECK(!held(c, "c:forget"), "released by token");
+
+  /* No handle at all: out NULL with a token (the request-id pattern). */
+  CHECK(redislock_acquire(c, KEY("c:nohandle"), 10000, 0, (const uint8_t *)"id-8", 4, NULL) == REDISLOCK_OK,
+        "acquire without a handle: %s", last_error());
+  CHECK(held(c, "c:nohandle"), "held without a handle");
+  CHECK(redislock_acquire(c, KEY("c:nohandle"), 10000, 0, (const uint8_t *)"id-9", 4, NULL) == REDISLOCK_NOT_ACQUIRED,
+        "a second owner without a handle is refused");
+  CHECK(redislock_release_token(c, KEY("c:nohandle"), (const uint8_t *)"id-9", 4) == REDISLOCK_NOT_OWNER,
+        "the refused token owns nothing");
+  CHECK(redislock_release_token(c, KEY("c:nohandle"), (const uint8_t *)"id-8", 4) == REDISLOCK_OK,
+        "release without a handle: %s", last_error());
+  CHECK(!held(c, "c:nohandle"), "released without a handle");
+  CHECK(redislock_acquire(c, KEY("c:nohandle"), 10000, 0, NULL, 0, NULL) == REDISLOCK_INVALID_ARGUMENT,
+        "out NULL needs a token");
+  CHECK(strstr(last_error(), "token") != NULL, "says why: %s", last_error());
+  CHECK(!held(c, "c:nohandle"), "nothing taken when refused");
 }
 
 /* Extend and ownership by token, without a handle. */

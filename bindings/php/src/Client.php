@@ -286,12 +286,28 @@ final class Client
      */
     public function acquireToken(string $key, string $token, int $ttlMs, ?int $waitMs = 0): bool
     {
-        [$status, $handle] = $this->take($key, $ttlMs, $waitMs, $token);
+        if ($ttlMs <= 0 || ($waitMs !== null && $waitMs < 0)) {
+            self::checkTimes($ttlMs, $waitMs);
+        }
+        // No handle: the token is all a release needs (one FFI call, not
+        // three), and the common outcomes are checked here, not in calls.
+        $status = FFI::get()->redislock_acquire(
+            $this->handle ?? $this->handle(),
+            $key,
+            strlen($key),
+            $ttlMs,
+            $waitMs ?? -1,
+            $token,
+            strlen($token),
+            null,
+        );
+        if ($status === FFI::OK) {
+            return true;
+        }
         if ($status === FFI::NOT_ACQUIRED) {
             return false;
         }
         FFI::checkStatus($status);
-        FFI::get()->redislock_lock_forget($handle);
         return true;
     }
 
@@ -301,7 +317,16 @@ final class Client
      */
     public function releaseToken(string $key, string $token): bool
     {
-        $status = FFI::get()->redislock_release_token($this->handle(), $key, strlen($key), $token, strlen($token));
+        $status = FFI::get()->redislock_release_token(
+            $this->handle ?? $this->handle(),
+            $key,
+            strlen($key),
+            $token,
+            strlen($token),
+        );
+        if ($status === FFI::OK) {
+            return true;
+        }
         if ($status === FFI::NOT_OWNER) {
             return false;
         }
@@ -368,7 +393,7 @@ final class Client
     }
 
     /** @return array{0: int, 1: \FFI\CData} the status and the lock handle */
-    private function take(string $key, int $ttlMs, ?int $waitMs, ?string $token): array
+    private static function checkTimes(int $ttlMs, ?int $waitMs): void
     {
         if ($ttlMs <= 0) {
             throw new InvalidArgument("ttlMs must be at least 1, got $ttlMs");
@@ -376,6 +401,11 @@ final class Client
         if ($waitMs !== null && $waitMs < 0) {
             throw new InvalidArgument("waitMs must be null (forever), 0 (try once) or positive, got $waitMs");
         }
+    }
+
+    private function take(string $key, int $ttlMs, ?int $waitMs, ?string $token): array
+    {
+        self::checkTimes($ttlMs, $waitMs);
         $ffi = FFI::get();
         $out = $ffi->new('redislock_lock*');
         $status = $ffi->redislock_acquire(
