@@ -115,6 +115,8 @@ def main():
         paired = "4" if args.quick else "20"
         run([py, "uncontended.py", "paired", "--seconds", paired, "--out", f"{out}/paired.jsonl"], env)
         run(["php", "uncontended.php", "paired", paired, "0", f"{out}/paired.jsonl"], env)
+        run([os.path.join(examples, "bench_core"), "--url", server.url, "--json", f"{out}/paired.jsonl",
+             "--paired", "6" if args.quick else "30"], env)
         run([py, "server_cost.py", "--out", out] + (["--quick"] if args.quick else []), env)
         locks, hold = ("2000", "6") if args.quick else ("10000", "30")
         run([os.path.join(examples, "bench_renew"), "--url", server.url, "--locks", locks,

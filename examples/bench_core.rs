@@ -9,6 +9,9 @@
 //! With `--url URL --json FILE [--round R]` (as `bench/run.py` calls it) it
 //! uses that server, measures only this library's cycles and hand-off, and
 //! appends JSON lines to FILE (redis-benchmark is run by bench/raw_limit.py).
+//! With `--url URL --json FILE --paired PAIRS` it pairs our try-once cycle
+//! with redis-benchmark's SET + EVALSHA in alternating batches instead (see
+//! `paired_mode`): the ratio `make bench` judges the Rust goal by.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -70,10 +73,14 @@ fn raw_cycle(raw: &mut redis::Connection, sha: &str, seconds: f64) -> f64 {
 }
 
 fn redis_benchmark(port: u16, cmd: &[&str]) -> f64 {
+    redis_benchmark_n("127.0.0.1", port, 50_000, cmd)
+}
+
+fn redis_benchmark_n(host: &str, port: u16, n: u32, cmd: &[&str]) -> f64 {
     let out = Command::new("redis-benchmark")
         .args([
             "-h",
-            "127.0.0.1",
+            host,
             "-p",
             &port.to_string(),
             "-c",
@@ -81,7 +88,7 @@ fn redis_benchmark(port: u16, cmd: &[&str]) -> f64 {
             "-P",
             "1",
             "-n",
-            "50000",
+            &n.to_string(),
             "--csv",
         ])
         .args(cmd)
@@ -295,9 +302,96 @@ fn json_mode(url: &str, path: &str, round: u32, seconds: f64) {
     writeln!(f, "{rec}").unwrap();
 }
 
+/// Ours against redis-benchmark's SET + EVALSHA cycle, paired: `pairs`
+/// times, in alternating order, a batch of our try-once cycles and the same
+/// number of redis-benchmark SET NX PX and EVALSHA requests (-c 1 -P 1);
+/// per pair, our cycles/s over redis-benchmark's cycle rate (1 / (1/SET +
+/// 1/EVALSHA)). One JSON line, as the paired benchmarks of bench/ write.
+fn paired_mode(url: &str, path: &str, pairs: usize) {
+    use std::io::Write;
+    const BATCH: u32 = 2000;
+    let client = Client::open(url).unwrap();
+    let parsed = redis::Client::open(url).unwrap();
+    let (host, port) = match &parsed.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+        other => panic!("--paired needs a TCP URL, not {other:?}"),
+    };
+    let mut raw = parsed.get_connection().unwrap();
+    let release = "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(release)
+        .query(&mut raw)
+        .unwrap();
+    let ttl = Duration::from_secs(10);
+    let ours = || {
+        let start = Instant::now();
+        for _ in 0..BATCH {
+            client
+                .acquire("bench:paired", ttl, Wait::TryOnce)
+                .unwrap()
+                .release()
+                .unwrap();
+        }
+        f64::from(BATCH) / start.elapsed().as_secs_f64()
+    };
+    let theirs = || {
+        let set = redis_benchmark_n(&host, port, BATCH, &["SET", "k", "v", "NX", "PX", "10000"]);
+        let evalsha = redis_benchmark_n(&host, port, BATCH, &["EVALSHA", &sha, "1", "k", "tok"]);
+        1.0 / (1.0 / set + 1.0 / evalsha)
+    };
+    ours(); // warm-up
+    let (mut ratios, mut ours_us, mut theirs_us) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in 0..pairs {
+        let (o, t) = if pair % 2 == 0 {
+            let o = ours();
+            (o, theirs())
+        } else {
+            let t = theirs();
+            (ours(), t)
+        };
+        ratios.push(o / t);
+        ours_us.push(1e6 / o);
+        theirs_us.push(1e6 / t);
+    }
+    let summary = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let m = v[v.len() / 2];
+        format!(
+            "{{\"median\": {m:.2}, \"min\": {:.2}, \"max\": {:.2}}}",
+            v[0],
+            v[v.len() - 1]
+        )
+    };
+    let list: Vec<String> = ratios.iter().map(|r| format!("{r:.4}")).collect();
+    let rec = format!(
+        "{{\"bench\": \"paired\", \"impl\": \"rust-redislock\", \"base\": \"redis-benchmark SET+EVALSHA\", \
+         \"lang\": \"rust\", \"round\": 0, \"batch\": {BATCH}, \"ours_us\": {}, \"helper_us\": {}, \
+         \"speed_ratio\": [{}]}}",
+        summary(&mut ours_us),
+        summary(&mut theirs_us),
+        list.join(", ")
+    );
+    println!("{rec}");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    writeln!(f, "{rec}").unwrap();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let seconds: f64 = opt(&args, "--seconds").map_or(3.0, |s| s.parse().expect("--seconds S"));
+    if let (Some(url), Some(path), Some(pairs)) = (
+        opt(&args, "--url"),
+        opt(&args, "--json"),
+        opt(&args, "--paired"),
+    ) {
+        paired_mode(&url, &path, pairs.parse().expect("--paired PAIRS"));
+        return;
+    }
     if let (Some(url), Some(path)) = (opt(&args, "--url"), opt(&args, "--json")) {
         let round = opt(&args, "--round").map_or(0, |r| r.parse().unwrap());
         json_mode(&url, &path, round, seconds);
