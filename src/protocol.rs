@@ -382,20 +382,22 @@ impl Caps {
         self.cell(cap).load(Ordering::Relaxed) != NO
     }
 
-    /// What the server's reply to a try said: `refused` when it answered a
-    /// syntax error (the option is unknown there).
-    pub(crate) fn learn(&self, cap: Cap, refused: bool) {
-        let v = if refused { NO } else { YES };
+    /// Learn from the reply to a try of `cap`, and say whether the server
+    /// refused it (a syntax error: the option is unknown there; the caller
+    /// then falls back). Any other reply shows the server takes it; other
+    /// errors (a broken connection) teach nothing.
+    pub(crate) fn refused<T>(&self, cap: Cap, reply: &crate::Result<T>) -> bool {
+        let v = match reply {
+            Ok(_) => YES,
+            // What Redis and Valkey answer for an unknown `SET` option.
+            Err(crate::Error::Server { message, .. }) if message.contains("syntax error") => NO,
+            Err(_) => return false,
+        };
         if self.cell(cap).load(Ordering::Relaxed) != v {
             self.cell(cap).store(v, Ordering::Relaxed);
         }
+        v == NO
     }
-}
-
-/// Whether a server error means "this command does not take that option":
-/// what Redis and Valkey answer for an unknown `SET` option.
-pub(crate) fn is_syntax_error(message: &str) -> bool {
-    message.contains("syntax error")
 }
 
 /// `SET key token NX PX ttl GET`: the uncontended acquire. Replies nil
@@ -818,6 +820,29 @@ pub(crate) fn split_handoff(payload: &[u8]) -> Option<(&[u8], u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caps_learn_from_replies() {
+        let server = |message: &str| -> crate::Result<()> {
+            Err(crate::Error::Server {
+                addr: "127.0.0.1:1".into(),
+                message: message.into(),
+            })
+        };
+        let caps = Caps::default();
+        assert!(caps.worth_trying(Cap::IfEq) && !caps.known(Cap::IfEq));
+        // A broken connection or another server error teaches nothing.
+        assert!(!caps.refused(Cap::IfEq, &Err::<(), _>(crate::Error::Internal("x".into()))));
+        assert!(!caps.refused(Cap::IfEq, &server("WRONGTYPE Operation against a key")));
+        assert!(caps.worth_trying(Cap::IfEq) && !caps.known(Cap::IfEq));
+        // A syntax error: refused, not tried again; any reply: taken.
+        assert!(caps.refused(Cap::IfEq, &server("ERR syntax error")));
+        assert!(!caps.worth_trying(Cap::IfEq));
+        assert!(!caps.refused(Cap::IfEq, &Ok(())));
+        assert!(caps.known(Cap::IfEq));
+        // Kept apart per feature.
+        assert!(caps.worth_trying(Cap::NxGet) && !caps.known(Cap::NxGet));
+    }
 
     fn companion_key(key: &[u8], suffix: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();

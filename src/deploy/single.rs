@@ -230,20 +230,14 @@ impl<P: Transport> Single<P> {
         let caps = self.pool.caps();
         if fence == 0 && caps.worth_trying(Cap::IfEq) {
             let cmd = protocol::set_ifeq(&keys.lock, token, ttl_ms);
-            match self.pool.query(&cmd).await {
-                Ok(Value::Okay) => {
-                    caps.learn(Cap::IfEq, false);
-                    return Ok(true);
-                }
-                Ok(Value::Nil) => {
-                    caps.learn(Cap::IfEq, false);
-                    return Ok(false);
-                }
-                Ok(other) => return Err(Error::unexpected(&other)),
-                Err(Error::Server { message, .. }) if protocol::is_syntax_error(&message) => {
-                    caps.learn(Cap::IfEq, true);
-                }
-                Err(e) => return Err(self.with_key(e, &keys.lock).await),
+            let reply = self.pool.query(&cmd).await;
+            if !caps.refused(Cap::IfEq, &reply) {
+                return match reply {
+                    Ok(Value::Okay) => Ok(true),
+                    Ok(Value::Nil) => Ok(false),
+                    Ok(other) => Err(Error::unexpected(&other)),
+                    Err(e) => Err(self.with_key(e, &keys.lock).await),
+                };
             }
         }
         let (ms, fence) = (ttl_ms.to_string(), fence.to_string());

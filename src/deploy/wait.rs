@@ -81,19 +81,15 @@ pub(super) async fn try_take(
     let caps = server.io().caps();
     if !fenced && caps.worth_trying(Cap::NxGet) {
         let cmd = protocol::set_nx_get(&keys.lock, token, ttl_ms);
-        match server.command(&cmd, &keys.lock).await {
-            Ok((Value::Nil, _)) => {
-                caps.learn(Cap::NxGet, false);
-                return Ok(Tried::Taken(0));
-            }
-            // A first sending that took it before its connection broke.
-            Ok((Value::BulkString(holder), true)) if holder == token => return Ok(Tried::Taken(0)),
-            Ok((Value::BulkString(_), _)) => return Ok(Tried::Held(-1)),
-            Ok((other, _)) => return Err(Error::unexpected(&other)),
-            Err(Error::Server { message, .. }) if protocol::is_syntax_error(&message) => {
-                caps.learn(Cap::NxGet, true);
-            }
-            Err(e) => return Err(e),
+        let reply = server.command(&cmd, &keys.lock).await;
+        if !caps.refused(Cap::NxGet, &reply) {
+            return match reply? {
+                (Value::Nil, _) => Ok(Tried::Taken(0)),
+                // A first sending that took it before its connection broke.
+                (Value::BulkString(holder), true) if holder == token => Ok(Tried::Taken(0)),
+                (Value::BulkString(_), _) => Ok(Tried::Held(-1)),
+                (other, _) => Err(Error::unexpected(&other)),
+            };
         }
     }
     let ttl = ttl_ms.to_string();

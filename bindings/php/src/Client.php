@@ -286,13 +286,10 @@ final class Client
      */
     public function acquireToken(string $key, string $token, int $ttlMs, ?int $waitMs = 0): bool
     {
-        if ($ttlMs <= 0 || ($waitMs !== null && $waitMs < 0)) {
-            self::checkTimes($ttlMs, $waitMs);
-        }
-        // No handle: the token is all a release needs (one FFI call, not
-        // three), and the common outcomes are checked here, not in calls.
+        self::checkTimes($ttlMs, $waitMs);
+        // No handle: the token is all a release needs (one FFI call, not three).
         $status = FFI::get()->redislock_acquire(
-            $this->handle ?? $this->handle(),
+            $this->handle(),
             $key,
             strlen($key),
             $ttlMs,
@@ -301,9 +298,6 @@ final class Client
             strlen($token),
             null,
         );
-        if ($status === FFI::OK) {
-            return true;
-        }
         if ($status === FFI::NOT_ACQUIRED) {
             return false;
         }
@@ -317,16 +311,7 @@ final class Client
      */
     public function releaseToken(string $key, string $token): bool
     {
-        $status = FFI::get()->redislock_release_token(
-            $this->handle ?? $this->handle(),
-            $key,
-            strlen($key),
-            $token,
-            strlen($token),
-        );
-        if ($status === FFI::OK) {
-            return true;
-        }
+        $status = FFI::get()->redislock_release_token($this->handle(), $key, strlen($key), $token, strlen($token));
         if ($status === FFI::NOT_OWNER) {
             return false;
         }
@@ -392,7 +377,6 @@ final class Client
         return $out->cdata;
     }
 
-    /** @return array{0: int, 1: \FFI\CData} the status and the lock handle */
     private static function checkTimes(int $ttlMs, ?int $waitMs): void
     {
         if ($ttlMs <= 0) {
@@ -403,6 +387,7 @@ final class Client
         }
     }
 
+    /** @return array{0: int, 1: \FFI\CData} the status and the lock handle */
     private function take(string $key, int $ttlMs, ?int $waitMs, ?string $token): array
     {
         self::checkTimes($ttlMs, $waitMs);
