@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use once_cell::race::OnceBox;
 use redis::Value;
 
 use crate::crc16::crc16;
@@ -400,19 +401,94 @@ impl Caps {
     }
 }
 
-/// `SET key token NX PX ttl GET`: the uncontended acquire. Replies nil
-/// when it took the lock, the holder's token when the lock is held, and
-/// WRONGTYPE when the key holds something else.
-pub(crate) fn set_nx_get(key: &[u8], token: &[u8], ttl_ms: u64) -> redis::Cmd {
-    // Sized at once: growing it costs more than sending it.
-    let mut cmd = redis::Cmd::with_capacity(7, key.len() + token.len() + 30);
-    cmd.arg("SET")
-        .arg(key)
-        .arg(token)
-        .arg("NX")
-        .arg("PX")
-        .arg(ttl_ms)
-        .arg("GET");
+/// `SET key token NX PX ttl GET`: the uncontended acquire, as its
+/// arguments (`ttl` is the caller's, in decimal). Replies nil when it took
+/// the lock, the holder's token when the lock is held, and WRONGTYPE when
+/// the key holds something else.
+pub(crate) fn set_nx_get<'a>(key: &'a [u8], token: &'a [u8], ttl: &'a Decimal) -> [&'a [u8]; 7] {
+    [b"SET", key, token, b"NX", b"PX", ttl.as_bytes(), b"GET"]
+}
+
+/// A number in decimal, on the stack.
+pub(crate) struct Decimal {
+    digits: [u8; 20],
+    at: u8,
+}
+
+impl Decimal {
+    pub(crate) fn new(n: u64) -> Decimal {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = n;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        Decimal {
+            digits,
+            at: at as u8,
+        }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.digits[usize::from(self.at)..]
+    }
+}
+
+/// A command packed for the wire as RESP (an array of bulk strings) in one
+/// allocation of the right size: what the blocking transport sends, without
+/// redis-rs's `Cmd` (building and packing one costs more than the system
+/// calls that send it).
+pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
+    pack_parts(&[args])
+}
+
+/// [`pack`] of the arguments of `parts`, one after the other.
+pub(crate) fn pack_parts(parts: &[&[&[u8]]]) -> Vec<u8> {
+    let (mut n, mut size) = (0, 16);
+    for part in parts {
+        n += part.len();
+        size += part.iter().map(|a| a.len() + 16).sum::<usize>();
+    }
+    let mut out = Vec::with_capacity(size);
+    push_header(&mut out, b'*', n);
+    for part in parts {
+        for a in *part {
+            push_header(&mut out, b'$', a.len());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out
+}
+
+/// `*n\r\n` or `$n\r\n`, written at once for the short lengths of almost
+/// every argument.
+#[inline]
+fn push_header(out: &mut Vec<u8>, kind: u8, n: usize) {
+    let digit = |d: usize| b'0' + (d % 10) as u8;
+    if n < 10 {
+        out.extend_from_slice(&[kind, digit(n), b'\r', b'\n']);
+    } else if n < 100 {
+        out.extend_from_slice(&[kind, digit(n / 10), digit(n), b'\r', b'\n']);
+    } else {
+        out.push(kind);
+        out.extend_from_slice(Decimal::new(n as u64).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// A redis-rs command of these arguments (the async transport's form).
+pub(crate) fn cmd_of(args: &[&[u8]]) -> redis::Cmd {
+    let size = args.iter().map(|a| a.len()).sum();
+    let mut cmd = redis::Cmd::with_capacity(args.len(), size);
+    for a in args {
+        cmd.arg(*a);
+    }
     cmd
 }
 
@@ -459,6 +535,16 @@ impl Script {
         cmd.arg("EVALSHA").arg(&self.sha);
         push_keys_args(&mut cmd, keys, args);
         cmd
+    }
+
+    /// [`Script::evalsha`] packed for the wire (see [`pack`]).
+    pub(crate) fn evalsha_packed(&self, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
+        let nkeys = Decimal::new(keys.len() as u64);
+        pack_parts(&[
+            &[b"EVALSHA", self.sha.as_bytes(), nkeys.as_bytes()],
+            keys,
+            args,
+        ])
     }
 
     /// The EVAL command (the fallback after NOSCRIPT).
@@ -529,50 +615,59 @@ pub(crate) fn scripts() -> &'static Scripts {
 #[derive(Debug, Clone)]
 pub(crate) struct LockKeys {
     pub(crate) lock: Vec<u8>,
-    /// `{K}:meta`, `{K}:queue` and the counter's name, one after the other
-    /// (one allocation for the three: every acquisition makes them).
-    companions: Vec<u8>,
-    /// Where the queue's and the counter's names start in `companions`.
-    queue_at: usize,
-    counter_at: usize,
+    /// `{K}:meta`: every release names it.
+    meta: Vec<u8>,
+    /// `{K}:queue` then the counter's name, made when first asked for: an
+    /// uncontended try and release never need them. Lock-free (racing
+    /// threads may both make them; one is kept), so that a child forked in
+    /// the middle never finds them half made and waits.
+    rest: OnceBox<(Vec<u8>, usize)>,
 }
 
 impl LockKeys {
     pub(crate) fn new(key: &[u8]) -> LockKeys {
-        let mut companions = Vec::with_capacity(2 * (key.len() + 8) + 32);
-        push_companion(&mut companions, key, META_SUFFIX);
-        let queue_at = companions.len();
-        push_companion(&mut companions, key, b":queue");
-        let counter_at = companions.len();
-        push_counter(&mut companions, slot(key));
+        let mut meta = Vec::with_capacity(key.len() + 2 + META_SUFFIX.len());
+        push_companion(&mut meta, key, META_SUFFIX);
         LockKeys {
             lock: key.to_vec(),
-            companions,
-            queue_at,
-            counter_at,
+            meta,
+            rest: OnceBox::new(),
         }
     }
 
-    pub(crate) fn meta(&self) -> &[u8] {
-        &self.companions[..self.queue_at]
+    #[cfg(test)]
+    fn meta(&self) -> &[u8] {
+        &self.meta
+    }
+
+    fn rest(&self) -> (&[u8], &[u8]) {
+        let (names, counter_at) = self.rest.get_or_init(|| {
+            let mut names = Vec::with_capacity(self.lock.len() + 32);
+            push_companion(&mut names, &self.lock, b":queue");
+            let counter_at = names.len();
+            push_counter(&mut names, slot(&self.lock));
+            Box::new((names, counter_at))
+        });
+        names.split_at(*counter_at)
     }
 
     pub(crate) fn queue(&self) -> &[u8] {
-        &self.companions[self.queue_at..self.counter_at]
+        self.rest().0
     }
 
     pub(crate) fn counter(&self) -> &[u8] {
-        &self.companions[self.counter_at..]
+        self.rest().1
     }
 
     /// The KEYS of every script but RELEASE: lock, meta, queue, counter.
     pub(crate) fn all(&self) -> [&[u8]; 4] {
-        [&self.lock, self.meta(), self.queue(), self.counter()]
+        let (queue, counter) = self.rest();
+        [&self.lock, &self.meta, queue, counter]
     }
 
     /// The KEYS of RELEASE: lock, meta (the first two of [`LockKeys::all`]).
     pub(crate) fn release(&self) -> [&[u8]; 2] {
-        [&self.lock, self.meta()]
+        [&self.lock, &self.meta]
     }
 }
 
@@ -872,6 +967,47 @@ mod tests {
             push_decimal(&mut out, n);
             assert_eq!(out, format!("x{n}").as_bytes());
         }
+    }
+
+    #[test]
+    fn packed_commands_are_what_redis_rs_sends() {
+        let long = vec![b'x'; 70_000];
+        for args in [
+            vec![&b"PING"[..]],
+            vec![b"SET", b"k", b"", b"NX", b"PX", b"10000", b"GET"],
+            vec![b"SET", &long[..], b"\r\n\0\xff"],
+            vec![&long[..9], &long[..10], &long[..99], &long[..100]],
+        ] {
+            assert_eq!(pack(&args), cmd_of(&args).get_packed_command());
+        }
+        let s = &scripts().release;
+        let (keys, args): ([&[u8]; 2], [&[u8]; 1]) = ([b"k", b"{k}:meta"], [b"tok"]);
+        assert_eq!(
+            s.evalsha_packed(&keys, &args),
+            s.evalsha(&keys, &args).get_packed_command()
+        );
+        for n in [0, 9, 10, 99, 100, 10_000, u64::MAX] {
+            assert_eq!(Decimal::new(n).as_bytes(), n.to_string().as_bytes());
+        }
+        let ttl = Decimal::new(2500);
+        assert_eq!(
+            pack(&set_nx_get(b"k", b"t", &ttl)),
+            b"*7\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n2500\r\n$3\r\nGET\r\n"
+        );
+    }
+
+    #[test]
+    fn lazily_made_names_are_made_once_across_threads() {
+        let keys = LockKeys::new(b"jobs");
+        let seen: Vec<usize> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| keys.queue().as_ptr() as usize))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+        assert_eq!(keys.queue(), b"{jobs}:queue");
+        assert_eq!(keys.clone().all(), keys.all());
     }
 
     #[test]

@@ -146,7 +146,7 @@ impl<P: Transport> wait::Server for Single<P> {
         }
     }
 
-    async fn command(&self, cmd: &redis::Cmd, key: &[u8]) -> Result<(Value, bool)> {
+    async fn command(&self, cmd: &[&[u8]], key: &[u8]) -> Result<(Value, bool)> {
         match self.pool.query_resent(cmd).await {
             Ok(v) => Ok(v),
             Err(e) => Err(self.with_key(e, key).await),

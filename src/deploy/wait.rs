@@ -44,11 +44,11 @@ pub(super) trait Server {
         retry_args: Option<&[&[u8]]>,
     ) -> impl Future<Output = Result<Value>> + Send;
 
-    /// One command on the node of `key`, saying whether it was sent again
-    /// after a broken connection; errors name `key`.
+    /// One command (its arguments) on the node of `key`, saying whether it
+    /// was sent again after a broken connection; errors name `key`.
     fn command(
         &self,
-        cmd: &redis::Cmd,
+        cmd: &[&[u8]],
         key: &[u8],
     ) -> impl Future<Output = Result<(Value, bool)>> + Send;
 
@@ -79,8 +79,9 @@ pub(super) async fn try_take(
     fenced: bool,
 ) -> Result<Tried> {
     let caps = server.io().caps();
+    let ttl = protocol::Decimal::new(ttl_ms);
     if !fenced && caps.worth_trying(Cap::NxGet) {
-        let cmd = protocol::set_nx_get(&keys.lock, token, ttl_ms);
+        let cmd = protocol::set_nx_get(&keys.lock, token, &ttl);
         let reply = server.command(&cmd, &keys.lock).await;
         if !caps.refused(Cap::NxGet, &reply) {
             return match reply? {
@@ -92,7 +93,6 @@ pub(super) async fn try_take(
             };
         }
     }
-    let ttl = ttl_ms.to_string();
     let f: &[u8] = if fenced { b"1" } else { b"0" };
     let reply = server
         .script(

@@ -373,8 +373,8 @@ impl Transport for AsyncPool {
         self.run(Request::Cmd(cmd)).await.map(|(v, _)| v)
     }
 
-    async fn query_resent(&self, cmd: &Cmd) -> Result<(Value, bool)> {
-        self.run(Request::Cmd(cmd)).await
+    async fn query_resent(&self, args: &[&[u8]]) -> Result<(Value, bool)> {
+        self.run(Request::Cmd(&crate::protocol::cmd_of(args))).await
     }
 
     async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>> {

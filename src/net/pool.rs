@@ -359,7 +359,7 @@ impl Pool {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Result<Value> {
-        let evalsha = script.evalsha(keys, args);
+        let evalsha = script.evalsha_packed(keys, args);
         self.with_timeout(timeout, |con, _| {
             run_script(con, script, &evalsha, keys, args)
         })
@@ -396,11 +396,15 @@ impl Pool {
         args: &[&[u8]],
         retry_args: Option<&[&[u8]]>,
     ) -> Result<Value> {
-        let evalsha = script.evalsha(keys, args);
+        let evalsha = script.evalsha_packed(keys, args);
         self.with(|con, retried| match (retried, retry_args) {
-            (true, Some(again)) => {
-                run_script(con, script, &script.evalsha(keys, again), keys, again)
-            }
+            (true, Some(again)) => run_script(
+                con,
+                script,
+                &script.evalsha_packed(keys, again),
+                keys,
+                again,
+            ),
             _ => run_script(con, script, &evalsha, keys, args),
         })
     }
@@ -414,7 +418,7 @@ impl Pool {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Result<(Value, bool)> {
-        let evalsha = script.evalsha(keys, args);
+        let evalsha = script.evalsha_packed(keys, args);
         let mut resent = false;
         let v = self.with(|con, retried| {
             resent |= retried;
@@ -522,11 +526,14 @@ impl Pool {
 fn run_script(
     con: &mut Conn,
     script: &Script,
-    evalsha: &Cmd,
+    evalsha: &[u8],
     keys: &[&[u8]],
     args: &[&[u8]],
 ) -> redis::RedisResult<Value> {
-    match evalsha.query::<Value>(con) {
+    match con
+        .req_packed_command(evalsha)
+        .and_then(Value::extract_error)
+    {
         Err(e) if e.kind() == RedisKind::Server(redis::ServerErrorKind::NoScript) => {
             script.eval(keys, args).query(con)
         }
@@ -658,11 +665,12 @@ impl Transport for Arc<Pool> {
         self.with(|con, _| cmd.query(con))
     }
 
-    async fn query_resent(&self, cmd: &Cmd) -> Result<(Value, bool)> {
+    async fn query_resent(&self, args: &[&[u8]]) -> Result<(Value, bool)> {
+        let packed = crate::protocol::pack(args);
         let mut resent = false;
         let v = self.with(|con, retried| {
             resent |= retried;
-            cmd.query(con)
+            con.req_packed_command(&packed)?.extract_error()
         })?;
         Ok((v, resent))
     }

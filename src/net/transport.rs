@@ -67,9 +67,10 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
     /// One command, routed by its first argument.
     fn query(&self, cmd: &Cmd) -> impl Future<Output = Result<Value>> + Send;
 
-    /// Like `query`, saying whether it was sent again after a broken
+    /// One command given as its arguments, routed by the first one after
+    /// the command's name, saying whether it was sent again after a broken
     /// connection (the first sending may have taken effect).
-    fn query_resent(&self, cmd: &Cmd) -> impl Future<Output = Result<(Value, bool)>> + Send;
+    fn query_resent(&self, args: &[&[u8]]) -> impl Future<Output = Result<(Value, bool)>> + Send;
 
     /// Commands in one round trip, on the node of the first one's key.
     fn pipeline(&self, pipe: &Pipeline) -> impl Future<Output = Result<Vec<Value>>> + Send;
