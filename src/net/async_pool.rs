@@ -22,7 +22,8 @@ use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, 
 
 use crate::error::{Error, Result};
 use crate::net::hub::{Delivery, Ticket};
-use crate::net::pool::{is_dead_connection, is_demoted, Endpoint, Pool, Target, Transient};
+use crate::net::pool::{is_dead_connection, is_demoted, Pool, Transient};
+use crate::net::target::{Endpoint, Target};
 use crate::net::transport::{Detached, Transport};
 use crate::protocol::Script;
 use crate::stats::{Counters, Event};

@@ -128,7 +128,7 @@ impl Channel {
                     }
                 }
                 Ok(None) => {}
-                Err(e) => break crate::net::pool::io_reason(&e),
+                Err(e) => break crate::net::wire::io_reason(&e),
             }
             if Instant::now() >= next_tick {
                 tick();

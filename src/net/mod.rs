@@ -1,11 +1,16 @@
-//! Connections: talking to Redis servers, and nothing of locks. [`wire`] is
-//! one connection whose every wait rides out signals, reading replies that
-//! [`resp`] delimits; [`pool`] lends them to threads and forgets a parent's
-//! connections after `fork()`; [`hub`] shares one subscriber connection per
+//! Connections: talking to Redis servers, and nothing of locks.
+//!
+//! [`resp`] delimits replies; [`wire`] is one connection whose every wait
+//! rides out signals; [`sentinel`] finds a service's master
+//! and [`cluster`] the node serving a key's slot; [`target`] says where a
+//! client's connections go; [`hub`] shares one subscriber connection per
 //! node among a client's waiters and hands each wake-up message to its
-//! waiter; [`sentinel`] finds a service's master and [`cluster`] the node
-//! serving a key's slot. Above it, the deployments decide what to send;
-//! below it, only the protocol's script type and message layout.
+//! waiter; [`transport`] is what a deployment asks of its connections;
+//! [`pool`] (blocking) and `async_pool` (tokio) answer it, lending
+//! connections to threads and tasks and forgetting a parent's after
+//! `fork()`. Each module uses only those named before it, so there is no
+//! circle. Above this layer the deployments decide what to send; below it
+//! there is only the protocol's script type and message layout.
 
 #[cfg(feature = "tokio")]
 pub(crate) mod async_pool;
@@ -14,5 +19,6 @@ pub(crate) mod hub;
 pub(crate) mod pool;
 pub(crate) mod resp;
 pub(crate) mod sentinel;
+pub(crate) mod target;
 pub(crate) mod transport;
 pub(crate) mod wire;

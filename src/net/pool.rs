@@ -15,28 +15,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
+use redis::{Cmd, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 
 use crate::error::{Error, Result};
-use crate::net::cluster::{Cluster, Routed};
+use crate::net::cluster::Routed;
 use crate::net::hub::{Delivery, Hub, Ticket};
+use crate::net::target::{Endpoint, Target};
 use crate::net::transport::Transport;
-use crate::net::wire::{is_auth_error, server_message, Tls, Wire, UNTRUSTED_HINT};
+use crate::net::wire::{io_reason, is_auth_error, server_message, Wire, UNTRUSTED_HINT};
 use crate::protocol::Script;
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
-
-/// Where connections go.
-pub(crate) enum Endpoint {
-    /// One server.
-    Direct(ConnectionInfo),
-    /// The current master of a Sentinel service.
-    Sentinel(crate::net::sentinel::Sentinel),
-    /// A Redis Cluster: commands are routed by key slot (see `cluster`);
-    /// waiters subscribe on the node that owns their lock's slot, where the
-    /// release script's PUBLISH is counted.
-    Cluster(Arc<Cluster>),
-}
 
 /// A command connection: to one server, or routed over a cluster.
 pub(crate) enum Conn {
@@ -107,21 +96,6 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c) => c.is_open(),
         }
     }
-}
-
-/// How to reach the server and how long to wait for it.
-pub(crate) struct Target {
-    pub(crate) endpoint: Endpoint,
-    /// Opt-in: after acquiring, wait until this many replicas have the lock
-    /// (Redis WAIT), at most this long.
-    pub(crate) wait_replicas: Option<(u32, Duration)>,
-    /// `host:port` or the socket path: safe to print.
-    pub(crate) addr: String,
-    /// For `rediss://` URLs (also `rediss+sentinel://`, `rediss+cluster://`,
-    /// whose endpoints hold the same settings).
-    pub(crate) tls: Option<Tls>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) command_timeout: Duration,
 }
 
 struct Idle {
@@ -608,16 +582,6 @@ pub(crate) fn is_demoted(e: &redis::RedisError) -> bool {
         e.kind(),
         RedisKind::Server(redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown)
     )
-}
-
-pub(crate) fn io_reason(e: &redis::RedisError) -> String {
-    if e.is_connection_refusal() {
-        return String::from("connection refused");
-    }
-    if e.is_connection_dropped() {
-        return String::from("the connection was closed");
-    }
-    server_message(e)
 }
 
 /// Every method answers on the calling thread; the futures never suspend.

@@ -1,11 +1,9 @@
 //! What a deployment needs of its connections, written once as async
 //! methods so that one wait loop and one set of lock operations serve both
-//! the blocking API and the async one. The blocking [`Pool`] answers every
+//! the blocking API and the async one. The blocking pool answers every
 //! method at once on the calling thread (its futures never suspend, and
 //! [`block_on`] runs them in one poll); the async pool awaits its
 //! multiplexed connection and tokio's timers.
-//!
-//! [`Pool`]: crate::net::pool::Pool
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -17,7 +15,7 @@ use redis::{Cmd, Pipeline, Value};
 
 use crate::error::Result;
 use crate::net::hub::{Delivery, Ticket};
-use crate::net::pool::Target;
+use crate::net::target::Target;
 use crate::protocol::Script;
 use crate::stats::Counters;
 

@@ -548,6 +548,17 @@ pub(crate) fn server_message(e: &redis::RedisError) -> String {
     }
 }
 
+/// What went wrong on a connection, in words.
+pub(crate) fn io_reason(e: &redis::RedisError) -> String {
+    if e.is_connection_refusal() {
+        return String::from("connection refused");
+    }
+    if e.is_connection_dropped() {
+        return String::from("the connection was closed");
+    }
+    server_message(e)
+}
+
 fn is_timeout(e: &redis::RedisError) -> bool {
     e.is_timeout() || e.to_string().contains("timed out")
 }
