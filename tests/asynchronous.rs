@@ -349,7 +349,7 @@ async fn tasks_waiting_through_a_server_restart_are_all_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_acquires_waits_and_releases_asynchronously() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    // The default per-node timeout (50 ms for these locks) is tested in
+    // The default per-node timeout (a tenth of the TTL) is tested in
     // tests/redlock.rs; here a pause of the machine must not fail a try.
     let c = Client::redlock(servers.iter().map(|s| s.url()))
         .node_timeout(2 * S)

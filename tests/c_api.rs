@@ -162,7 +162,7 @@ fn redlock_from_c() {
         let mut cmd = c_program(&exe, valgrind);
         // Under valgrind a round trip takes milliseconds, and beside the
         // valgrind runs of the other tests on 2 cores a plain one can stall
-        // longer than the default per-node timeout (50 ms for a 10 s lock,
+        // longer than the default per-node timeout (1 s for a 10 s lock,
         // tested in tests/redlock.rs): what is tested here is the C API.
         let opt = if valgrind {
             "node_timeout=5s"

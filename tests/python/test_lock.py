@@ -446,8 +446,8 @@ def test_redlock_over_three_servers(dead_url):
     try:
         urls = [s.url for s in servers]
         raws = [redis.Redis(port=s.port) for s in servers]
-        # The default per-node timeout (1/200 of the TTL: 50 ms here) is one
-        # a busy machine misses; slow nodes are not what this test is about.
+        # A per-node timeout above the default (a tenth of the TTL: 1 s
+        # here): slow nodes are not what this test is about.
         client = Client(urls, node_timeout=2.0)
         with client.lock("rl", ttl=10.0, timeout=10.0) as lock:
             # Each call returns once a majority answered: the last node may

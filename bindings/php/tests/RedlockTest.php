@@ -11,9 +11,8 @@ use RedisLock\NoQuorum;
  * A Redlock call returns once a majority answered: the node beyond the
  * majority may be written a moment later, so a check of every node waits
  * for it (everyNode) instead of reading at once. The URLs give each node
- * 2 s to answer (?node_timeout=2s): the default, 1/200 of the TTL (50 ms
- * for a 10 s lock), is less than a busy machine may pause, and these tests
- * are about majorities, not about slow nodes.
+ * 2 s to answer (?node_timeout=2s), more than the default (a tenth of
+ * the TTL): these tests are about majorities, not about slow nodes.
  */
 final class RedlockTest extends TestCase
 {
