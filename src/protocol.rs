@@ -702,18 +702,7 @@ fn push_companion(out: &mut Vec<u8>, key: &[u8], suffix: &[u8]) {
 
 /// Append `n` in decimal.
 fn push_decimal(out: &mut Vec<u8>, n: u32) {
-    let mut digits = [0u8; 10];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(Decimal::new(n.into()).as_bytes());
 }
 
 include!(concat!(env!("OUT_DIR"), "/slot_tags.rs"));
