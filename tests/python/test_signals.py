@@ -75,6 +75,16 @@ def test_a_wait_rides_out_signals_with_a_handler(client, raw, restart):
 
 
 def test_ctrl_c_stops_a_wait_promptly_and_leaves_nothing_held(client, raw):
+    # Python's own Ctrl-C handler, which it does not install when started
+    # with SIGINT ignored (a background job of a non-interactive shell).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctrl_c_stops_a_wait(client, raw)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def ctrl_c_stops_a_wait(client, raw):
     holder = client.lock("ctrl-c", ttl=10.0)
     assert holder.acquire(blocking=False)
     sent = []
