@@ -7,14 +7,15 @@
 //! positive, `elapsed` measured on the monotonic clock from the start of
 //! that attempt; it fails as soon as a majority can no longer agree, or
 //! when the per-node timeout (by default a tenth of the TTL, at least 10 ms
-//! and at most the command timeout: 1 s for a 10 s lock) runs out. A node that had not answered by then is left
-//! to finish in the background: its late grant is kept if the lock is held
-//! and released otherwise (or once the lock is released). A failed attempt
-//! takes back what it got (compare-and-delete: only keys holding our token
-//! go) and, while the wait allows, is tried again after a random delay.
-//! Extend needs a majority and re-checks validity; release goes to every
-//! node and returns once a majority answered. When too many nodes fail to
-//! answer for a majority to be possible, the result is [`Error::NoQuorum`].
+//! and at most the command timeout: 1 s for a 10 s lock) runs out. A node
+//! that had not answered by then is left to finish in the background: its
+//! late grant is kept if the lock is held and released otherwise (or once
+//! the lock is released). A failed attempt takes back what it got
+//! (compare-and-delete: only keys holding our token go) and, while the
+//! wait allows, is tried again after a random delay. Extend needs a
+//! majority and re-checks validity; release goes to every node and returns
+//! once a majority answered. When too many nodes fail to answer for a
+//! majority to be possible, the result is [`Error::NoQuorum`].
 //!
 //! Waiting here is by retries, not hand-off (a queue spread over nodes would
 //! need its own consensus). Fencing numbers are the largest of the agreeing

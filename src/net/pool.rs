@@ -497,6 +497,12 @@ impl Pool {
     }
 }
 
+/// One command packed for the wire (see `protocol::pack`); an error reply
+/// is an error, as `Cmd::query` makes it.
+fn send_packed(con: &mut Conn, packed: &[u8]) -> redis::RedisResult<Value> {
+    con.req_packed_command(packed)?.extract_error()
+}
+
 fn run_script(
     con: &mut Conn,
     script: &Script,
@@ -504,10 +510,7 @@ fn run_script(
     keys: &[&[u8]],
     args: &[&[u8]],
 ) -> redis::RedisResult<Value> {
-    match con
-        .req_packed_command(evalsha)
-        .and_then(Value::extract_error)
-    {
+    match send_packed(con, evalsha) {
         Err(e) if e.kind() == RedisKind::Server(redis::ServerErrorKind::NoScript) => {
             script.eval(keys, args).query(con)
         }
@@ -634,7 +637,7 @@ impl Transport for Arc<Pool> {
         let mut resent = false;
         let v = self.with(|con, retried| {
             resent |= retried;
-            con.req_packed_command(&packed)?.extract_error()
+            send_packed(con, &packed)
         })?;
         Ok((v, resent))
     }
