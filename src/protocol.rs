@@ -48,7 +48,7 @@
 //! order: lock, meta, queue, counter. [`RELEASE`] takes lock and meta, and
 //! finds the queue from meta's name.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -180,9 +180,12 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// token into `{K}:meta`, which a plain acquisition does not) or
 /// {0, pttl, holder_token|false, ahead} (queued behind `ahead` waiters).
 ///
-/// Queueing makes sure `{K}:meta` exists, so that the release takes its
-/// slow path and serves the queue; both live the holder's TTL plus a grace
-/// period, pushed forward by every retry.
+/// Every queueing pushes the queue's expiry to the holder's TTL plus a
+/// grace period. The first waiter of a queue (and every retry) also makes
+/// sure `{K}:meta` exists with that expiry, so that a release by a holder
+/// that took the lock at once takes its slow path and serves the queue; the
+/// waiters behind it leave `{K}:meta` alone (a holder that waited releases
+/// with [`RELEASE_QUEUED`], which looks at the queue itself).
 ///
 /// The first call of a wait does the least: SET NX, PTTL, RPUSH, and the
 /// expiries. Its SET NX fails quietly on a key of another type; the
@@ -210,7 +213,7 @@ if first then
   if type(n) == 'table' then
     return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
   end
-  if n == 1 then redis.call('PEXPIRE', KEYS[3], keep) end
+  redis.call('PEXPIRE', KEYS[3], keep)
   pos = n - 1
 else
   local holder = redis.call('GET', KEYS[1])
@@ -232,7 +235,7 @@ else
   end
   redis.call('PEXPIRE', KEYS[3], keep)
 end
-if redis.call('PEXPIRE', KEYS[2], keep) == 0 then
+if (pos == 0 or not first) and redis.call('PEXPIRE', KEYS[2], keep) == 0 then
   redis.pcall('SET', KEYS[2], '0:', 'PX', keep)
 end
 if first then return {0, pttl, false, pos} end
@@ -278,6 +281,31 @@ while true do
     local ttl, tok = tonumber(string.sub(m, 51, sep - 1)), string.sub(m, sep + 1)
     redis.call('SET', KEYS[1], tok, 'PX', ttl)
     redis.call('SET', KEYS[2], '0:' .. tok, 'PX', math.max(ttl, redis.call('PTTL', q)))
+    return 2
+  end
+end
+"#;
+
+/// The release of a holder that waited (its grant came by hand-off or by a
+/// retry): under contention the queue is the likely case, so it is looked
+/// at first, without deleting and re-making `{K}:meta` around each hand-off.
+/// KEYS: lock, meta, queue. ARGV: token. Returns as [`RELEASE`]. The lock
+/// goes to the oldest live waiter, as there; `{K}:meta` is left as the
+/// waiters keep it (they also keep the queue's expiry), and deleted with the
+/// lock once the queue is empty.
+pub(crate) const RELEASE_QUEUED: &str = r#"
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+while true do
+  local m = redis.pcall('LPOP', KEYS[3])
+  if type(m) ~= 'string' then
+    redis.call('DEL', KEYS[1], KEYS[2])
+    return 1
+  end
+  local sep = string.find(m, ':', 51, true)
+  if sep and redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
+                        string.sub(m, 34, 49)) > 0 then
+    redis.call('SET', KEYS[1], string.sub(m, sep + 1), 'PX',
+               tonumber(string.sub(m, 51, sep - 1)))
     return 2
   end
 end
@@ -343,6 +371,61 @@ local n = redis.pcall('LLEN', KEYS[3])
 if type(n) ~= 'number' then n = 0 end
 return {holder, redis.call('PTTL', KEYS[1]), fence, n}
 "#;
+
+/// Lock names a client recently found held, so that its next blocking
+/// acquisition of one goes straight to ENQUEUE (which tries the lock too)
+/// instead of first sending the plain try that would fail: one command and
+/// one round trip less per contended acquisition. A fixed table of hashes,
+/// without a lock (a name may push out another of the same slot; a lost
+/// hint only costs the try). A name leaves when ENQUEUE finds it free.
+pub(crate) struct Contended {
+    slots: [AtomicU64; CONTENDED_SLOTS],
+}
+
+const CONTENDED_SLOTS: usize = 64;
+
+impl Default for Contended {
+    fn default() -> Contended {
+        Contended {
+            slots: [const { AtomicU64::new(0) }; CONTENDED_SLOTS],
+        }
+    }
+}
+
+impl std::fmt::Debug for Contended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Contended")
+    }
+}
+
+impl Contended {
+    /// FNV-1a, never 0 (an empty slot).
+    fn hash(key: &[u8]) -> u64 {
+        let h = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        h | 1
+    }
+
+    fn slot(&self, h: u64) -> &AtomicU64 {
+        &self.slots[(h >> 32) as usize % CONTENDED_SLOTS]
+    }
+
+    pub(crate) fn is(&self, key: &[u8]) -> bool {
+        let h = Self::hash(key);
+        self.slot(h).load(Ordering::Relaxed) == h
+    }
+
+    pub(crate) fn set(&self, key: &[u8], held: bool) {
+        let h = Self::hash(key);
+        let slot = self.slot(h);
+        if held {
+            slot.store(h, Ordering::Relaxed);
+        } else {
+            let _ = slot.compare_exchange(h, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+}
 
 /// What a server accepts beyond Redis 6.2, learnt from its replies and
 /// kept per client and server (a failover to another version corrects it
@@ -572,6 +655,7 @@ pub(crate) struct Scripts {
     pub(crate) enqueue: Script,
     pub(crate) cancel: Script,
     pub(crate) release: Script,
+    pub(crate) release_queued: Script,
     pub(crate) fence: Script,
     pub(crate) extend: Script,
     pub(crate) inspect: Script,
@@ -594,6 +678,7 @@ pub(crate) fn scripts() -> &'static Scripts {
         enqueue: Script::new(ENQUEUE),
         cancel: Script::new(CANCEL),
         release: Script::with_keys(RELEASE, 2),
+        release_queued: Script::with_keys(RELEASE_QUEUED, 3),
         fence: Script::new(FENCE),
         extend: Script::new(EXTEND),
         inspect: Script::new(INSPECT),
@@ -612,7 +697,7 @@ pub(crate) fn scripts() -> &'static Scripts {
 }
 
 /// The names of the keys that one lock uses (see the module comment).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct LockKeys {
     pub(crate) lock: Vec<u8>,
     /// `{K}:meta`: every release names it.
@@ -622,6 +707,24 @@ pub(crate) struct LockKeys {
     /// threads may both make them; one is kept), so that a child forked in
     /// the middle never finds them half made and waits.
     rest: OnceBox<(Vec<u8>, usize)>,
+    /// Set when this holder's grant came after a wait: its release then
+    /// looks at the queue first ([`RELEASE_QUEUED`]).
+    waited: AtomicBool,
+}
+
+impl Clone for LockKeys {
+    fn clone(&self) -> LockKeys {
+        let rest = OnceBox::new();
+        if let Some(names) = self.rest.get() {
+            let _ = rest.set(Box::new(names.clone()));
+        }
+        LockKeys {
+            lock: self.lock.clone(),
+            meta: self.meta.clone(),
+            rest,
+            waited: AtomicBool::new(self.waited()),
+        }
+    }
 }
 
 impl LockKeys {
@@ -632,7 +735,19 @@ impl LockKeys {
             lock: key.to_vec(),
             meta,
             rest: OnceBox::new(),
+            waited: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the grant came after a wait (see [`LockKeys::set_waited`]).
+    pub(crate) fn waited(&self) -> bool {
+        self.waited.load(Ordering::Relaxed)
+    }
+
+    /// Say how the grant came: after a wait (by hand-off or a retry) there
+    /// are likely waiters behind.
+    pub(crate) fn set_waited(&self, waited: bool) {
+        self.waited.store(waited, Ordering::Relaxed);
     }
 
     #[cfg(test)]
@@ -668,6 +783,11 @@ impl LockKeys {
     /// The KEYS of RELEASE: lock, meta (the first two of [`LockKeys::all`]).
     pub(crate) fn release(&self) -> [&[u8]; 2] {
         [&self.lock, &self.meta]
+    }
+
+    /// The KEYS of RELEASE_QUEUED: lock, meta, queue.
+    pub(crate) fn release_queued(&self) -> [&[u8]; 3] {
+        [&self.lock, &self.meta, self.queue()]
     }
 }
 
@@ -932,6 +1052,20 @@ mod tests {
         let mut out = Vec::new();
         push_companion(&mut out, key, suffix);
         out
+    }
+
+    #[test]
+    fn contended_names_are_remembered_until_found_free() {
+        let c = Contended::default();
+        assert!(!c.is(b"a"));
+        c.set(b"a", true);
+        assert!(c.is(b"a") && !c.is(b"b"));
+        // Another name clearing its own slot leaves "a" alone.
+        c.set(b"b", false);
+        assert!(c.is(b"a"));
+        c.set(b"a", false);
+        assert!(!c.is(b"a"));
+        assert_ne!(Contended::hash(b""), 0);
     }
 
     #[test]

@@ -238,3 +238,235 @@ fn a_retry_that_cannot_connect_queues_again_when_the_server_is_back() {
         .expect("the wait outlived the closed port");
     lock.release().unwrap();
 }
+
+/// Waiting threads of one client take turns reading the shared subscriber:
+/// the one that reads gives up while another still waits behind it. The
+/// turn passes on, and the hand-off reaches the one left by its message:
+/// it sends nothing more (a retry would run ENQUEUE again, and the one
+/// second in the queue retries only once the holder's minute has run out).
+#[test]
+fn a_reading_waiter_that_gives_up_passes_the_reading_on() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let client = Client::open(&srv.url()).unwrap();
+    common::load_scripts(&client);
+    let holder = client.acquire("turns", 60 * S, Wait::TryOnce).unwrap();
+    // The first to wait reads the connection.
+    let impatient = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("turns", 30 * S, Wait::Timeout(2 * S)))
+    };
+    wait_until("the first queued", 10 * S, || queued(&client, "turns") == 1);
+    let patient = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("turns", 30 * S, Wait::Timeout(120 * S)))
+    };
+    wait_until("the second queued", 10 * S, || {
+        queued(&client, "turns") == 2
+    });
+    let err = impatient.join().unwrap().unwrap_err();
+    assert_eq!(err.kind(), redislock::ErrorKind::NotAcquired, "{err}");
+    assert_eq!(queued(&client, "turns"), 1, "it left the queue");
+    let before = client.stats();
+    let scripts = commands(&mut raw);
+    holder.release().unwrap();
+    let lock = patient.join().unwrap().expect("the patient waiter");
+    assert_eq!(
+        commands(&mut raw) - scripts,
+        1,
+        "scripts since the release: only it"
+    );
+    common::assert_one_hand_off(&client, &before, "the waiter left reading");
+    lock.release().unwrap();
+}
+
+/// An async task waits behind a thread that reads the shared subscriber;
+/// the thread gives up, and the background reader takes over for the task.
+#[test]
+fn a_task_waiting_behind_a_thread_that_gives_up_still_gets_its_hand_off() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let client = Client::open(&srv.url()).unwrap();
+    common::load_scripts(&client);
+    let holder = client.acquire("mix", 60 * S, Wait::TryOnce).unwrap();
+    let thread_waiter = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("mix", 30 * S, Wait::Timeout(2 * S)))
+    };
+    wait_until("the thread queued", 10 * S, || queued(&client, "mix") == 1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let task = {
+        let client = client.clone();
+        rt.spawn(async move {
+            client
+                .acquire_async("mix", 30 * S, Wait::Timeout(120 * S))
+                .await
+        })
+    };
+    wait_until("the task queued", 10 * S, || queued(&client, "mix") == 2);
+    let err = thread_waiter.join().unwrap().unwrap_err();
+    assert_eq!(err.kind(), redislock::ErrorKind::NotAcquired, "{err}");
+    let before = client.stats();
+    let scripts = commands(&mut raw);
+    holder.release().unwrap();
+    let lock = rt.block_on(task).unwrap().expect("the task");
+    assert_eq!(
+        commands(&mut raw) - scripts,
+        1,
+        "scripts since the release: only it"
+    );
+    common::assert_one_hand_off(&client, &before, "the task");
+    rt.block_on(lock.release_async()).unwrap();
+}
+
+/// What clients sent since the slow log was reset (it logs every command
+/// at threshold 0), oldest first, the command's name in upper case: not
+/// the commands that scripts ran (their client is the server's own,
+/// `?:0`), nor the test's own SLOWLOG, CONFIG and INFO.
+fn slowlog(raw: &mut redis::Connection) -> Vec<Vec<String>> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").arg(-1).query(raw).unwrap();
+    let mut cmds: Vec<Vec<String>> = entries
+        .iter()
+        .filter_map(|e| {
+            let redis::Value::Array(parts) = e else {
+                panic!("slow log entry {e:?}")
+            };
+            let client: String = redis::from_redis_value(parts[4].clone()).unwrap();
+            if client.starts_with('?') {
+                return None;
+            }
+            let args: Vec<Vec<u8>> = redis::from_redis_value(parts[3].clone()).unwrap();
+            Some(
+                args.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .filter(|c: &Vec<String>| {
+            !matches!(c[0].to_uppercase().as_str(), "SLOWLOG" | "CONFIG" | "INFO")
+        })
+        .collect();
+    cmds.reverse();
+    for c in &mut cmds {
+        c[0] = c[0].to_uppercase();
+    }
+    cmds
+}
+
+/// A client that found a lock held sends its next blocking acquisition of
+/// it straight to ENQUEUE (the plain try would fail again), and a holder
+/// that waited releases with the script that looks at the queue first; the
+/// last release leaves no key behind. Observed in the server's slow log
+/// (every command, at threshold 0), which lists what clients sent.
+#[test]
+fn a_contended_lock_skips_the_plain_try_and_releases_through_the_queue() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let h = Client::open(&srv.url()).unwrap();
+    let w = Client::open(&srv.url()).unwrap();
+    // The first round loads the scripts (EVALSHA, NOSCRIPT, EVAL) and opens
+    // the subscriber; the second is checked.
+    let round = |check: bool, raw: &mut redis::Connection| {
+        let holder = h.acquire("hot", 60 * S, Wait::TryOnce).unwrap();
+        let _: () = redis::cmd("SLOWLOG").arg("RESET").query(raw).unwrap();
+        let waiter = {
+            let w = w.clone();
+            thread::spawn(move || w.acquire("hot", 30 * S, Wait::Timeout(120 * S)))
+        };
+        wait_until("queued", 10 * S, || w.stats().waiters_now == 1);
+        let sent: Vec<String> = slowlog(raw).iter().map(|c| c[0].clone()).collect();
+        if check {
+            // ENQUEUE, and maybe its retries already (the head retries
+            // from 25 ms): never the plain SET first.
+            assert!(
+                !sent.is_empty() && sent.iter().all(|c| c == "EVALSHA"),
+                "what the waiter sent: {sent:?}"
+            );
+        }
+        holder.release().unwrap();
+        let lock = waiter.join().unwrap().expect("the waiter");
+        let _: () = redis::cmd("SLOWLOG").arg("RESET").query(raw).unwrap();
+        lock.release().unwrap();
+        let release = slowlog(raw);
+        if check {
+            assert_eq!(release.len(), 1, "{release:?}");
+            assert_eq!(
+                (release[0][0].as_str(), release[0][2].as_str()),
+                ("EVALSHA", "3"),
+                "the release of a holder that waited names the lock, meta and queue"
+            );
+        }
+    };
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(1000)
+        .query(&mut raw)
+        .unwrap();
+    round(false, &mut raw);
+    round(true, &mut raw);
+    let left: Vec<String> = redis::cmd("KEYS").arg("*hot*").query(&mut raw).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // Found free through ENQUEUE, the name is forgotten: a free lock's next
+    // blocking acquisition is the plain try again.
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut raw).unwrap();
+    w.acquire("hot", 30 * S, Wait::Timeout(S))
+        .unwrap()
+        .release()
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut raw).unwrap();
+    w.acquire("hot", 30 * S, Wait::Timeout(S))
+        .unwrap()
+        .release()
+        .unwrap();
+    let sent: Vec<String> = slowlog(&mut raw).iter().map(|c| c[0].clone()).collect();
+    assert_eq!(
+        sent,
+        ["SET", "EVALSHA"],
+        "a free lock: the try, then the release"
+    );
+}
+
+/// Every waiter that queues pushes the queue's expiry past the holder's
+/// remaining TTL, not only the first: a queue that never empties under
+/// steady contention must not expire under its waiters.
+#[test]
+fn each_waiter_that_queues_keeps_the_queue_alive_as_long_as_the_holder() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.acquire("long", 5 * S, Wait::TryOnce).unwrap();
+    let first = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("long", 5 * S, Wait::Timeout(120 * S)))
+    };
+    wait_until("the first queued", 10 * S, || queued(&client, "long") == 1);
+    let pttl = |raw: &mut redis::Connection| -> i64 {
+        redis::cmd("PTTL").arg("{long}:queue").query(raw).unwrap()
+    };
+    assert!(pttl(&mut raw) <= 15_000, "{}", pttl(&mut raw));
+    holder.extend(60 * S).unwrap();
+    let second = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire("long", 5 * S, Wait::Timeout(120 * S)))
+    };
+    wait_until("the second queued", 10 * S, || queued(&client, "long") == 2);
+    assert!(
+        pttl(&mut raw) > 60_000,
+        "the queue lives the holder's 60 s and a grace: {} ms",
+        pttl(&mut raw)
+    );
+    holder.release().unwrap();
+    first.join().unwrap().unwrap().release().unwrap();
+    second.join().unwrap().unwrap().release().unwrap();
+}

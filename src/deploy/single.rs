@@ -182,7 +182,10 @@ impl<P: Transport> Single<P> {
             ),
             Some(deadline) => {
                 let when = (deadline, started);
-                wait::acquire(self, keys, token, ttl_ms, fenced, when, interrupt).await?
+                let grant =
+                    wait::acquire(self, keys, token, ttl_ms, fenced, when, interrupt).await?;
+                keys.set_waited(grant.how != Granted::AtOnce);
+                grant
             }
         };
         if let Some(replicas) = self.pool.target().wait_replicas {
@@ -195,11 +198,19 @@ impl<P: Transport> Single<P> {
     /// [`Error::Unconfirmed`] when it was not the owner on a second sending
     /// whose first sending's reply was lost with its connection.
     pub(crate) async fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
-        let (reply, resent) = match self
-            .pool
-            .script_resent(&scripts().release, &keys.release(), &[token])
-            .await
-        {
+        let sent = if keys.waited() {
+            let s = scripts();
+            let keys = keys.release_queued();
+            self.pool
+                .script_resent(&s.release_queued, &keys, &[token])
+                .await
+        } else {
+            let keys = keys.release();
+            self.pool
+                .script_resent(&scripts().release, &keys, &[token])
+                .await
+        };
+        let (reply, resent) = match sent {
             Ok(r) => r,
             Err(e) => return Err(self.with_key(e, &keys.lock).await),
         };

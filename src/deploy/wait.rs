@@ -3,7 +3,9 @@
 //! A waiter registers with the client's subscriber connection to the
 //! lock's server (a [`Ticket`]: every waiter of a client shares one
 //! connection per node) and runs the ENQUEUE script, which either takes the
-//! lock or puts the waiter in the lock's queue. Then it blocks on its
+//! lock or puts the waiter in the lock's queue. (A lock this client found
+//! held last time goes there without the plain try first; a grant after a
+//! wait is released with RELEASE_QUEUED, which looks at the queue first.) Then it blocks on its
 //! ticket until the release script hands the lock over (the message
 //! carries the fencing number), or until its next retry is due. The head
 //! of the queue retries backing off from 25 ms, doubling with jitter up to
@@ -137,15 +139,18 @@ pub(super) async fn acquire(
     interrupt: Option<&Interrupt>,
 ) -> Result<Grant> {
     // A free lock costs one request, as with the hand-written helper; the
-    // queue (and a subscriber registration) only once it is seen held.
-    match try_take(server, keys, token, ttl_ms, fenced).await {
-        Ok(Tried::Taken(fence)) => return Ok(Grant::new(fence, Granted::AtOnce)),
-        // Held, or a server that refuses for a moment (loading): the queue
-        // below asks again while the wait allows.
-        Ok(Tried::Held(_)) | Err(Error::Unavailable { .. }) => {}
-        Err(e) => return Err(e),
-    }
+    // queue (and a subscriber registration) only once it is seen held. A
+    // lock this client found held last time goes to the queue at once.
     let io = server.io();
+    if !io.contended().is(&keys.lock) {
+        match try_take(server, keys, token, ttl_ms, fenced).await {
+            Ok(Tried::Taken(fence)) => return Ok(Grant::new(fence, Granted::AtOnce)),
+            // Held, or a server that refuses for a moment (loading): the
+            // queue below asks again while the wait allows.
+            Ok(Tried::Held(_)) | Err(Error::Unavailable { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
     let stats = io.stats();
     let mut waiting = None;
     let ticket = io.register_waiter(&keys.lock).await?;
@@ -226,6 +231,7 @@ pub(super) async fn acquire(
             Some(Attempt::Taken(fence)) => {
                 q.done();
                 if waiting.is_none() {
+                    io.contended().set(&keys.lock, false);
                     return Ok(Grant::new(fence, Granted::AtOnce));
                 }
                 tracing::debug!(
@@ -250,6 +256,7 @@ pub(super) async fn acquire(
                 if waiting.is_none() {
                     // The first reply leaves the holder out (the hot path).
                     waiting = Some(stats.up(Gauge::Waiters));
+                    io.contended().set(&keys.lock, true);
                     tracing::debug!(
                         lock = %show_key(&keys.lock),
                         holder_ttl_ms = pttl,

@@ -331,6 +331,10 @@ impl Transport for AsyncPool {
         &self.0.pool.caps
     }
 
+    fn contended(&self) -> &crate::protocol::Contended {
+        &self.0.pool.contended
+    }
+
     fn remote_publish(&self) -> bool {
         self.0.pool.remote_publish()
     }

@@ -1,6 +1,5 @@
 //! Waiters' wake-ups: one subscriber connection per server node for all the
-//! waiters of a client (its threads, its async tasks, its C callers), read
-//! by one thread that hands each message to the waiter it names.
+//! waiters of a client (its threads, its async tasks, its C callers).
 //!
 //! A [`Channel`] is a connection SUBSCRIBEd to `redislock:w:<id>`. A waiter
 //! registers a nonce on it and gets a [`Ticket`] before it joins a lock's
@@ -11,13 +10,26 @@
 //! failed) closes the channel with [`Ticket::abandon`]: from then on a
 //! release counts nobody there and hands the lock to the next waiter.
 //!
+//! Who reads the connection (leader and followers): a waiting thread that
+//! finds nobody reading reads the socket itself, so that the message that
+//! hands it the lock wakes it straight from the kernel, with no second
+//! thread to wake on the way. Messages for others go to their slots. The
+//! other waiting threads queue for their turn, oldest first (the oldest is
+//! the likeliest next in the lock's queue), and the reader passes the turn
+//! on when its own message came or its wait ended. Async tasks cannot
+//! block on a socket: while any waits, and no thread reads, the channel's
+//! background thread reads for them. That thread also runs the client's
+//! tick about once a second and, when nobody reads, looks at the socket
+//! then, so that a dead connection is noticed without a waiter.
+//!
 //! When the connection dies (the server restarted, or closed it), every
 //! ticket on it reports [`Delivery::Lost`] and the next registration opens
 //! a new channel. After `fork()` a child never touches its parent's
-//! channels: their reader threads do not exist there, and their sockets are
-//! the parent's.
+//! channels: their threads do not exist there, and their sockets are the
+//! parent's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -28,6 +40,12 @@ use crate::protocol;
 use crate::sync::locked;
 
 const TICK: Duration = Duration::from_secs(1);
+/// How long the background thread reads for async tasks before it looks
+/// whether a waiting thread should read instead.
+const TASK_READ: Duration = Duration::from_millis(100);
+/// How long the background thread looks at a socket nobody reads, at a
+/// tick, for a closed connection (and messages left there).
+const PROBE: Duration = Duration::from_millis(1);
 
 /// What a waiter was told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +67,8 @@ struct SlotState {
     /// What came, once something did.
     came: Option<Delivery>,
     task: Option<Waker>,
+    /// Set for a waiting thread when it may read the connection.
+    turn: bool,
 }
 
 impl Slot {
@@ -57,9 +77,14 @@ impl Slot {
             state: Mutex::new(SlotState {
                 came: None,
                 task: None,
+                turn: false,
             }),
             wake: Condvar::new(),
         }
+    }
+
+    fn came(&self) -> Option<Delivery> {
+        locked(&self.state).came.clone()
     }
 
     fn deliver(&self, d: Delivery) {
@@ -76,6 +101,18 @@ impl Slot {
             w.wake();
         }
     }
+
+    /// Give a queued thread the turn to read, unless its wait is over.
+    fn give_turn(&self) -> bool {
+        let mut st = locked(&self.state);
+        if st.came.is_some() {
+            return false;
+        }
+        st.turn = true;
+        drop(st);
+        self.wake.notify_all();
+        true
+    }
 }
 
 /// One subscribed connection and the waiters it serves.
@@ -84,6 +121,8 @@ pub(crate) struct Channel {
     id: String,
     pid: u32,
     waiters: Mutex<Waiters>,
+    /// The background thread waits here for work.
+    idle: Condvar,
     closer: Closer,
 }
 
@@ -91,6 +130,12 @@ struct Waiters {
     by_nonce: HashMap<String, Arc<Slot>>,
     /// Set when the connection died: why.
     lost: Option<String>,
+    /// The connection, while nobody reads it.
+    wire: Option<Wire>,
+    /// Threads waiting for their turn to read, oldest first.
+    turns: VecDeque<Arc<Slot>>,
+    /// Tickets that async tasks wait on.
+    tasks: usize,
 }
 
 impl Channel {
@@ -99,49 +144,151 @@ impl Channel {
     }
 
     /// Shut the connection down (in the process that opened it only: a
-    /// child shares the socket with its parent). The reader thread then
-    /// tells every waiter.
+    /// child shares the socket with its parent). Whoever reads it then
+    /// tells every waiter; if nobody does, this does.
     fn close(&self) {
-        if crate::sync::pid() == self.pid {
-            self.closer.close();
+        if crate::sync::pid() != self.pid {
+            return;
+        }
+        self.closer.close();
+        let unread = locked(&self.waiters).wire.take();
+        if unread.is_some() {
+            drop(unread);
+            self.fail("the subscriber connection was closed".into());
         }
     }
 
-    /// The reader thread: dispatch messages until the connection dies,
-    /// running `tick` about once a second.
-    fn read(self: Arc<Channel>, mut con: Wire, tick: &(dyn Fn() + Send + Sync)) {
-        let mut next_tick = Instant::now() + TICK;
-        let reason = loop {
-            match con.next_message(next_tick, false) {
-                Ok(Some(payload)) => {
-                    let Some((nonce, fence)) = protocol::split_handoff(&payload) else {
-                        continue;
-                    };
-                    // A message for a waiter that already left (it took the
-                    // lock by its own retry, or its CANCEL found the lock
-                    // handed to it) needs nothing.
-                    let slot = std::str::from_utf8(nonce)
-                        .ok()
-                        .and_then(|n| locked(&self.waiters).by_nonce.get(n).cloned());
-                    if let Some(slot) = slot {
-                        slot.deliver(Delivery::Handed(fence));
-                    }
+    /// The connection died: tell every waiter, and the background thread.
+    fn fail(&self, reason: String) {
+        let slots: Vec<Arc<Slot>> = {
+            let mut w = locked(&self.waiters);
+            w.lost = Some(reason.clone());
+            w.turns.clear();
+            w.by_nonce.values().cloned().collect()
+        };
+        self.idle.notify_all();
+        for slot in slots {
+            slot.deliver(Delivery::Lost(reason.clone()));
+        }
+    }
+
+    /// Read messages into their waiters' slots until `until`, or until
+    /// `mine` (the reading waiter's slot) got one, or `enough` says so
+    /// after a message. `Err`: the connection died, and why.
+    fn pump(
+        &self,
+        con: &mut Wire,
+        until: Instant,
+        mine: Option<&Arc<Slot>>,
+        enough: impl Fn(&Waiters) -> bool,
+    ) -> std::result::Result<(), String> {
+        loop {
+            let payload = match con.next_message(until, false) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(crate::net::wire::io_reason(&e)),
+            };
+            let Some((nonce, fence)) = protocol::split_handoff(&payload) else {
+                continue;
+            };
+            // A message for a waiter that already left (it took the lock by
+            // its own retry, or its CANCEL found the lock handed to it)
+            // needs nothing.
+            let slot = {
+                let w = locked(&self.waiters);
+                let slot = std::str::from_utf8(nonce)
+                    .ok()
+                    .and_then(|n| w.by_nonce.get(n).cloned());
+                if slot.is_none() && enough(&w) {
+                    return Ok(());
                 }
-                Ok(None) => {}
-                Err(e) => break crate::net::wire::io_reason(&e),
+                slot
+            };
+            let Some(slot) = slot else { continue };
+            slot.deliver(Delivery::Handed(fence));
+            if mine.is_some_and(|m| Arc::ptr_eq(m, &slot)) || enough(&locked(&self.waiters)) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The reader is done with the connection: hand it back and pass the
+    /// turn on, or report it dead.
+    fn put_back(&self, con: Wire, read: std::result::Result<(), String>) {
+        match read {
+            Ok(()) => {
+                let mut w = locked(&self.waiters);
+                w.wire = Some(con);
+                self.pass_turn(&mut w);
+            }
+            Err(reason) => {
+                drop(con);
+                self.fail(reason);
+            }
+        }
+    }
+
+    /// Nobody reads: the oldest waiting thread reads next, or the
+    /// background thread if tasks wait.
+    fn pass_turn(&self, w: &mut Waiters) {
+        if w.wire.is_none() {
+            return;
+        }
+        while let Some(slot) = w.turns.pop_front() {
+            if slot.give_turn() {
+                return;
+            }
+        }
+        if w.tasks > 0 {
+            self.idle.notify_one();
+        }
+    }
+
+    /// A waiting thread is done waiting: out of the turn queue, and a turn
+    /// given to it meanwhile goes to the next.
+    fn leave_turns(&self, slot: &Arc<Slot>) {
+        let mut w = locked(&self.waiters);
+        w.turns.retain(|s| !Arc::ptr_eq(s, slot));
+        let had = std::mem::take(&mut locked(&slot.state).turn);
+        if had {
+            self.pass_turn(&mut w);
+        }
+    }
+
+    /// The background thread: read for async tasks while no thread does,
+    /// run `tick` about once a second, and end with the connection.
+    fn background(self: Arc<Channel>, tick: &(dyn Fn() + Send + Sync)) {
+        let mut next_tick = Instant::now() + TICK;
+        loop {
+            let (con, until) = {
+                let mut w = locked(&self.waiters);
+                loop {
+                    if w.lost.is_some() {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if w.wire.is_some() && w.tasks > 0 {
+                        break (w.wire.take(), (now + TASK_READ).min(next_tick));
+                    }
+                    if now >= next_tick {
+                        break (w.wire.take(), now + PROBE);
+                    }
+                    w = self
+                        .idle
+                        .wait_timeout(w, next_tick - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            };
+            if let Some(mut con) = con {
+                // Threads read for themselves: once one waits, stop.
+                let read = self.pump(&mut con, until, None, |w| !w.turns.is_empty());
+                self.put_back(con, read);
             }
             if Instant::now() >= next_tick {
                 tick();
                 next_tick = Instant::now() + TICK;
             }
-        };
-        let slots: Vec<Arc<Slot>> = {
-            let mut w = locked(&self.waiters);
-            w.lost = Some(reason.clone());
-            w.by_nonce.values().cloned().collect()
-        };
-        for slot in slots {
-            slot.deliver(Delivery::Lost(reason.clone()));
         }
     }
 }
@@ -152,6 +299,8 @@ pub(crate) struct Ticket {
     channel: Arc<Channel>,
     nonce: String,
     slot: Arc<Slot>,
+    /// Counted in the channel's `tasks`.
+    task: AtomicBool,
 }
 
 impl Ticket {
@@ -164,41 +313,83 @@ impl Ticket {
         &self.nonce
     }
 
-    /// Block for at most `slice`; `None` when nothing came.
+    /// Block for at most `slice`; `None` when nothing came. The calling
+    /// thread reads the connection itself when nobody does.
     pub(crate) fn wait(&self, slice: Duration) -> Option<Delivery> {
         let until = Instant::now() + slice;
-        let mut st = locked(&self.slot.state);
+        let ch = &self.channel;
         loop {
-            if let Some(d) = &st.came {
-                return Some(d.clone());
+            let con = {
+                let mut w = locked(&ch.waiters);
+                if let Some(d) = self.slot.came() {
+                    drop(w);
+                    self.channel.leave_turns(&self.slot);
+                    return Some(d);
+                }
+                let con = w.wire.take();
+                if con.is_none() && !w.turns.iter().any(|s| Arc::ptr_eq(s, &self.slot)) {
+                    w.turns.push_back(self.slot.clone());
+                }
+                con
+            };
+            if let Some(mut con) = con {
+                let read = ch.pump(&mut con, until, Some(&self.slot), |_| false);
+                ch.put_back(con, read);
+                if let Some(d) = self.slot.came() {
+                    return Some(d);
+                }
+                if Instant::now() >= until {
+                    return None;
+                }
+                continue;
             }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
+            // Another reads: wait for a message or for the turn.
+            let mut st = locked(&self.slot.state);
+            loop {
+                if st.came.is_some() {
+                    break;
+                }
+                if st.turn {
+                    st.turn = false;
+                    break;
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    drop(st);
+                    ch.leave_turns(&self.slot);
+                    return None;
+                }
+                st = self
+                    .slot
+                    .wake
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
-            st = self
-                .slot
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
         }
     }
 
     /// What came, or leave the task's waker for the reader to wake.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn poll_delivery(&self, cx: &mut Context<'_>) -> Poll<Delivery> {
-        let mut st = locked(&self.slot.state);
-        match &st.came {
-            Some(d) => Poll::Ready(d.clone()),
-            None => {
-                match &mut st.task {
-                    Some(w) => w.clone_from(cx.waker()),
-                    None => st.task = Some(cx.waker().clone()),
-                }
-                Poll::Pending
+        {
+            let mut st = locked(&self.slot.state);
+            if let Some(d) = &st.came {
+                return Poll::Ready(d.clone());
+            }
+            match &mut st.task {
+                Some(w) => w.clone_from(cx.waker()),
+                None => st.task = Some(cx.waker().clone()),
             }
         }
+        if !self.task.swap(true, Ordering::Relaxed) {
+            let mut w = locked(&self.channel.waiters);
+            w.tasks += 1;
+            if w.wire.is_some() {
+                self.channel.idle.notify_one();
+            }
+        }
+        Poll::Pending
     }
 
     /// Wait for the next message: the last one was not acted on (see the
@@ -223,7 +414,11 @@ impl Drop for Ticket {
         // In a forked child the parent's reader may have held this mutex
         // at the fork: leave the parent's channel alone.
         if crate::sync::pid() == self.channel.pid {
-            locked(&self.channel.waiters).by_nonce.remove(&self.nonce);
+            let mut w = locked(&self.channel.waiters);
+            w.by_nonce.remove(&self.nonce);
+            if *self.task.get_mut() {
+                w.tasks -= 1;
+            }
         }
     }
 }
@@ -310,6 +505,7 @@ impl Hub {
             channel,
             nonce,
             slot,
+            task: AtomicBool::new(false),
         }
     }
 
@@ -329,11 +525,15 @@ impl Hub {
             waiters: Mutex::new(Waiters {
                 by_nonce: HashMap::new(),
                 lost: None,
+                wire: Some(con),
+                turns: VecDeque::new(),
+                tasks: 0,
             }),
+            idle: Condvar::new(),
             closer,
         });
         let reader = channel.clone();
-        crate::sync::spawn_quiet("redislock-wake", move || reader.read(con, &*tick))
+        crate::sync::spawn_quiet("redislock-wake", move || reader.background(&*tick))
             .map_err(|e| Error::Internal(format!("cannot start the wake-up thread: {e}")))?;
         Ok(channel)
     }

@@ -146,6 +146,7 @@ pub(crate) struct Pool {
     hub: Hub,
     /// What the server accepts beyond Redis 6.2.
     pub(crate) caps: crate::protocol::Caps,
+    pub(crate) contended: crate::protocol::Contended,
 }
 
 impl Pool {
@@ -171,6 +172,7 @@ impl Pool {
             idle,
             hub: Hub::new(Box::new(trim)),
             caps: crate::protocol::Caps::default(),
+            contended: crate::protocol::Contended::default(),
         }
     }
 
@@ -599,6 +601,10 @@ impl Transport for Arc<Pool> {
 
     fn caps(&self) -> &crate::protocol::Caps {
         &self.caps
+    }
+
+    fn contended(&self) -> &crate::protocol::Contended {
+        &self.contended
     }
 
     fn remote_publish(&self) -> bool {

@@ -33,6 +33,9 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
     /// What the server accepts (learnt from its replies).
     fn caps(&self) -> &crate::protocol::Caps;
 
+    /// Lock names this client recently found held there.
+    fn contended(&self) -> &crate::protocol::Contended;
+
     /// Whether a subscriber may receive messages PUBLISHed on another node
     /// (Cluster broadcasts them; a demoted Sentinel master gets them
     /// replicated).

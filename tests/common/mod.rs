@@ -877,3 +877,21 @@ pub fn clients(raw: &mut redis::Connection) -> std::collections::HashMap<String,
     }
     by_kind
 }
+
+/// One hand-off on the lock `warm-up`, so that every script a wait and its
+/// releases run is loaded (a first run is EVALSHA, NOSCRIPT, then EVAL):
+/// for tests that count the scripts run.
+pub fn load_scripts(client: &redislock::Client) {
+    use redislock::Wait;
+    let s = Duration::from_secs(1);
+    let holder = client.acquire("warm-up", 60 * s, Wait::TryOnce).unwrap();
+    let waiter = {
+        let client = client.clone();
+        std::thread::spawn(move || client.acquire("warm-up", 30 * s, Wait::Timeout(120 * s)))
+    };
+    wait_until("the warm-up waiter queued", 10 * s, || {
+        client.inspect("warm-up").unwrap().waiters == 1
+    });
+    holder.release().unwrap();
+    waiter.join().unwrap().unwrap().release().unwrap();
+}
