@@ -8,7 +8,7 @@ VENV := target/venv-test
 
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-demo \
 	test-valkey test-valkey-run demo demo-run \
-	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-c bench-core bench-stats clean
+	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-c bench-core bench-stats clean
 
 all: build
 
@@ -154,6 +154,23 @@ bench: deps
 
 bench-quick:
 	$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
+
+## make bench-versus BASE=<git revision>: the contended figures of this tree
+## against the same figures at BASE (default: the last commit), interleaved
+BASE ?= HEAD
+VERSUS := target/bench-versus
+bench-versus: deps
+	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
+	$(VENV_BENCH)/bin/pip install -q redis==8.1.0
+	rm -rf $(VERSUS)/base-src $(VERSUS)/base $(VERSUS)/new $(VERSUS)/wheels
+	git worktree prune
+	git worktree add --detach $(VERSUS)/base-src $(BASE)
+	cd $(VERSUS)/base-src && CARGO_TARGET_DIR=$(CURDIR)/target/python $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps -w $(CURDIR)/$(VERSUS)/wheels/base .
+	git worktree remove --force $(VERSUS)/base-src
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w $(VERSUS)/wheels/new .
+	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/base $(VERSUS)/wheels/base/redislock-*.whl
+	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/new $(VERSUS)/wheels/new/redislock-*.whl
+	$(VENV_BENCH)/bin/python bench/versus.py $(VERSUS)/base $(VERSUS)/new $(VERSUS_ARGS)
 
 # The C benchmarks (bench/c/): the C API against a hiredis helper, linked
 # against the release library `make bench` builds (found at run time under
