@@ -158,6 +158,22 @@ impl Channel {
         }
     }
 
+    /// If nobody reads the connection and it has something to read (its
+    /// end, or messages), read that now.
+    fn look_if_unread(&self) {
+        let con = {
+            let mut w = locked(&self.waiters);
+            if w.wire.is_none() || !self.closer.readable() {
+                return;
+            }
+            w.wire.take()
+        };
+        if let Some(mut con) = con {
+            let read = self.pump(&mut con, Instant::now() + PROBE, None, |_| false);
+            self.put_back(con, read);
+        }
+    }
+
     /// The connection died: tell every waiter, and the background thread.
     fn fail(&self, reason: String) {
         let slots: Vec<Arc<Slot>> = {
@@ -443,17 +459,24 @@ impl Hub {
         }
     }
 
-    /// The live channel to `node`, if any.
+    /// The live channel to `node`, if any. One that nobody reads is looked
+    /// at first: a connection the server closed meanwhile shows its end
+    /// there, and a new waiter must not queue under a dead channel.
     fn live(&self, node: &str) -> Option<Arc<Channel>> {
-        let mut c = locked(&self.channels);
-        let pid = crate::sync::pid();
-        if c.0 != pid {
-            // A forked child: forget the parent's channels without closing
-            // them (dropping one closes only this process's descriptor).
-            c.0 = pid;
-            c.1.clear();
-        }
-        c.1.get(node).filter(|ch| !ch.lost()).cloned()
+        let ch = {
+            let mut c = locked(&self.channels);
+            let pid = crate::sync::pid();
+            if c.0 != pid {
+                // A forked child: forget the parent's channels without
+                // closing them (dropping one closes only this process's
+                // descriptor).
+                c.0 = pid;
+                c.1.clear();
+            }
+            c.1.get(node).cloned()?
+        };
+        ch.look_if_unread();
+        (!ch.lost()).then_some(ch)
     }
 
     /// Register a new waiter on the channel to `node`, opening one if there

@@ -177,6 +177,25 @@ impl Closer {
             Closer::Unix(s) => s.shutdown(std::net::Shutdown::Both),
         };
     }
+
+    /// Whether the socket has something to read now (bytes, or its end),
+    /// without reading or waiting.
+    pub(crate) fn readable(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Closer::Tcp(s) => s.as_raw_fd(),
+            #[cfg(unix)]
+            Closer::Unix(s) => s.as_raw_fd(),
+        };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one initialised pollfd for an open descriptor, no wait.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n > 0 && p.revents != 0
+    }
 }
 
 /// Reads that resume after EINTR until `deadline`, with the time left.
