@@ -165,11 +165,15 @@ bench-versus: deps
 	rm -rf $(VERSUS)/base-src $(VERSUS)/base $(VERSUS)/new $(VERSUS)/wheels
 	git worktree prune
 	git worktree add --detach $(VERSUS)/base-src $(BASE)
-	cd $(VERSUS)/base-src && CARGO_TARGET_DIR=$(CURDIR)/target/python $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps -w $(CURDIR)/$(VERSUS)/wheels/base .
+	# Its own cargo target: a target shared by two checkouts of one crate
+	# can leave the other checkout's library in place of this one's.
+	cd $(VERSUS)/base-src && CARGO_TARGET_DIR=$(CURDIR)/$(VERSUS)/cargo $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps -w $(CURDIR)/$(VERSUS)/wheels/base .
 	git worktree remove --force $(VERSUS)/base-src
 	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w $(VERSUS)/wheels/new .
 	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/base $(VERSUS)/wheels/base/redislock-*.whl
 	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/new $(VERSUS)/wheels/new/redislock-*.whl
+	test "$$(cmp -s $(VERSUS)/base/redislock/_native.abi3.so $(VERSUS)/new/redislock/_native.abi3.so; echo $$?)" != 0 \
+		|| { echo "bench-versus: the two builds are the same library (BASE=$(BASE) is this tree?)" >&2; exit 1; }
 	$(VENV_BENCH)/bin/python bench/versus.py $(VERSUS)/base $(VERSUS)/new $(VERSUS_ARGS)
 
 # The C benchmarks (bench/c/): the C API against a hiredis helper, linked
