@@ -4,7 +4,8 @@
 //! acquires), and the hand-off latency from a release to the woken waiter.
 //! The full comparison with other libraries lives in `bench/` (`make bench`).
 //!
-//! `cargo run --release --example bench_core -- [--seconds S]`
+//! `cargo run --release --example bench_core -- [--seconds S] [--redlock]`
+//! (`--redlock`: only the Redlock rows)
 //!
 //! With `--url URL --json FILE [--round R]` (as `bench/run.py` calls it) it
 //! uses that server, measures only this library's cycles and hand-off, and
@@ -399,6 +400,11 @@ fn main() {
     }
     let server = common::Server::start();
     let client = Client::open(&server.url()).unwrap();
+    if args.iter().any(|a| a == "--redlock") {
+        redlock_rows(&client, seconds);
+        stalled_nodes(10);
+        return;
+    }
     let mut raw = server.raw();
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")

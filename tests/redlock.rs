@@ -556,3 +556,39 @@ fn renewal_and_inspection_over_redlock() {
     });
     assert!(!client.release_token("rl-token", "req-1").unwrap());
 }
+
+#[test]
+fn connections_the_nodes_closed_and_a_flushed_script_cache_fail_no_acquisition() {
+    // The caller's thread sends on pooled connections itself: one the
+    // server closed meanwhile, or a reply of NOSCRIPT, sends the command
+    // again whole (on a fresh connection, as EVAL).
+    let (servers, client) = cluster(3);
+    let client = warm(&servers, client);
+    for round in 0..3 {
+        for srv in &servers {
+            let mut raw = srv.raw();
+            let killed: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("normal")
+                .arg("SKIPME")
+                .arg("yes")
+                .query(&mut raw)
+                .unwrap();
+            assert!(killed >= 1, "round {round}: the client had no connection");
+            let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
+        }
+        let before = client.stats().reconnects;
+        let lock = client.acquire("closed", 10 * S, Wait::TryOnce).unwrap();
+        assert!(client.stats().reconnects > before, "round {round}");
+        wait_until("every node to hold the lock", 10 * S, || {
+            servers
+                .iter()
+                .all(|s| value(s, "closed").as_deref() == Some(lock.token()))
+        });
+        lock.release().unwrap();
+        wait_until("the release everywhere", 10 * S, || {
+            nowhere(&servers, "closed")
+        });
+    }
+}

@@ -1,15 +1,21 @@
 //! One command sent to every Redlock node at once, and the caller woken as
 //! soon as the replies so far decide the outcome.
 //!
-//! The commands run on a small pool of library threads shared by every
-//! Redlock client of the process (started when needed, gone after
-//! [`IDLE_EXIT`] unused, started afresh in a child after `fork()`). Each
-//! worker sends one command to one node and waits for its reply for as long
-//! as the operation allows (for an acquisition, up to the lock's TTL), well
-//! past the per-node timeout the caller waits: a reply that comes after the
-//! caller decided goes to the round's `on_late` handler, which is how a
-//! grant from a slow node is released when the lock was not taken (or was
-//! released meanwhile) instead of being left on the server.
+//! The caller's thread sends the command itself on an idle pooled
+//! connection to each node and polls their sockets for the replies: no
+//! thread is woken on the way. A node without such a connection (none
+//! opened yet, TLS, a cluster), and a command that has to be run again
+//! whole (NOSCRIPT, a transient state, a broken connection), goes to a
+//! small pool of library threads shared by every Redlock client of the
+//! process (started when needed, gone after [`IDLE_EXIT`] unused, started
+//! afresh in a child after `fork()`). Once the caller has decided, the
+//! connections still waiting for a reply go to those threads too, which
+//! wait as long as the operation allows (for an acquisition, up to the
+//! lock's TTL), well past the per-node timeout the caller waited: a reply
+//! that comes after the caller decided goes to the round's `on_late`
+//! handler, which is how a grant from a slow node is released when the
+//! lock was not taken (or was released meanwhile) instead of being left on
+//! the server.
 //!
 //! A node that has left a command unanswered for a fifth of the per-node
 //! timeout is slow: it gets no new commands (the caller counts it as failed
@@ -25,14 +31,40 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::net::pool::Pool;
+use crate::net::pool::{needs_rerun, Pool};
+use crate::net::wire::Wire;
+use crate::stats::Event;
 use crate::sync::{locked, pid, spawn_quiet};
 
 /// How long an idle worker thread waits for work before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(30);
 
 /// A command for one node.
-pub(crate) type Job = Arc<dyn Fn(&Pool) -> Result<Value> + Send + Sync>;
+#[derive(Clone)]
+pub(crate) struct Job {
+    /// The command as it goes on the wire (EVALSHA for a script), for the
+    /// caller's thread to send itself.
+    packed: Arc<[u8]>,
+    /// How long a reply the caller did not wait for is still awaited.
+    wait: Duration,
+    /// The command run whole on a worker thread: connecting, EVAL after
+    /// NOSCRIPT, again on a fresh connection after a broken one.
+    whole: Arc<dyn Fn(&Pool) -> Result<Value> + Send + Sync>,
+}
+
+impl Job {
+    pub(crate) fn new(
+        packed: Vec<u8>,
+        wait: Duration,
+        whole: impl Fn(&Pool) -> Result<Value> + Send + Sync + 'static,
+    ) -> Job {
+        Job {
+            packed: packed.into(),
+            wait,
+            whole: Arc::new(whole),
+        }
+    }
+}
 
 /// What to do with a reply that came after the caller decided: the node,
 /// the reply and the decision as it is now.
@@ -122,6 +154,30 @@ pub(crate) struct Round {
     state: Mutex<RoundState>,
     replied: Condvar,
     on_late: Option<OnLate>,
+    job: Job,
+    /// The commands the caller's thread sent, for it to read the replies.
+    sent: Mutex<Vec<Sent>>,
+}
+
+/// A command the caller's thread sent on a pooled connection to node `i`.
+struct Sent {
+    i: usize,
+    node: Arc<Node>,
+    wire: Wire,
+    fd: std::os::fd::RawFd,
+    /// [`Node::begin`]'s number, and when.
+    id: u64,
+    at: Instant,
+}
+
+impl Drop for Round {
+    fn drop(&mut self) {
+        // Never the case once decided (see `decide`): still, the nodes
+        // must not look slow for ever.
+        for s in std::mem::take(&mut *locked(&self.sent)) {
+            s.node.end(s.id);
+        }
+    }
 }
 
 struct RoundState {
@@ -195,17 +251,163 @@ impl Round {
             }),
             replied: Condvar::new(),
             on_late,
+            job,
+            sent: Mutex::new(Vec::new()),
         });
+        let mut sent = Vec::new();
+        let mut to_workers = Vec::new();
         for i in to_send {
-            let (node, round, job) = (nodes[i].clone(), round.clone(), job.clone());
+            let node = &nodes[i];
+            let Some(mut wire) = node.pool.take_pollable() else {
+                to_workers.push(i);
+                continue;
+            };
             let id = node.begin(now);
+            let fd = wire.poll_fd();
+            match (wire.send_command(&round.job.packed), fd) {
+                (Ok(()), Some(fd)) => sent.push(Sent {
+                    i,
+                    node: node.clone(),
+                    wire,
+                    fd,
+                    id,
+                    at: now,
+                }),
+                _ => {
+                    // A pooled connection found broken: as `Pool::with`
+                    // does, again on a fresh one.
+                    node.end(id);
+                    node.pool.stats.count(Event::ConnectionError);
+                    node.pool.stats.count(Event::Reconnect);
+                    to_workers.push(i);
+                }
+            }
+        }
+        *locked(&round.sent) = sent;
+        for i in to_workers {
+            round.whole_on_worker(i, nodes[i].clone());
+        }
+        round
+    }
+
+    /// Run the job whole for node `i` on a worker thread.
+    fn whole_on_worker(self: &Arc<Round>, i: usize, node: Arc<Node>) {
+        let round = self.clone();
+        let id = node.begin(Instant::now());
+        run(Box::new(move || {
+            let reply = (round.job.whole)(&node.pool);
+            node.end(id);
+            round.deliver(i, reply, &node);
+        }));
+    }
+
+    /// What the reply read on a connection the caller's thread sent on
+    /// makes of it: the reply, or `None` when the job must run whole.
+    fn settle(s: Sent, r: redis::RedisResult<Value>) -> Option<Result<Value>> {
+        let Sent { node, wire, id, .. } = s;
+        node.end(id);
+        match r.and_then(|v| v.extract_error()) {
+            Ok(v) => {
+                node.pool.put_wire(wire);
+                Some(Ok(v))
+            }
+            Err(e) if needs_rerun(&e) => {
+                if !crate::net::pool::is_demoted(&e) {
+                    node.pool.put_wire(wire);
+                }
+                None
+            }
+            Err(e) if e.is_io_error() || e.kind() == redis::ErrorKind::Parse => {
+                node.pool.stats.count(Event::ConnectionError);
+                node.pool.stats.count(Event::Reconnect);
+                None
+            }
+            Err(e) => {
+                // A server error leaves the connection usable.
+                node.pool.put_wire(wire);
+                Some(Err(node.pool.error(e, false)))
+            }
+        }
+    }
+
+    /// Read the replies that have come on the connections the caller's
+    /// thread sent on, waiting at most `wait` for one.
+    fn read_sent(self: &Arc<Round>, sent: &mut Vec<Sent>, wait: Duration) {
+        let mut fds: Vec<libc::pollfd> = sent
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // Whole milliseconds, rounded up: the caller checks the time.
+        let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` holds initialised pollfds for open descriptors
+        // (their connections are in `sent`) and outlives the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n <= 0 {
+            return;
+        }
+        let mut k = 0;
+        let mut got = Vec::new();
+        let mut redo = Vec::new();
+        while k < sent.len() {
+            if fds[k].revents == 0 {
+                k += 1;
+                continue;
+            }
+            let r = match sent[k].wire.try_reply() {
+                Ok(None) => {
+                    k += 1;
+                    continue;
+                }
+                Ok(Some(v)) => Ok(v),
+                Err(e) => Err(e),
+            };
+            fds.swap_remove(k);
+            let s = sent.swap_remove(k);
+            let (i, node) = (s.i, s.node.clone());
+            match Round::settle(s, r) {
+                Some(reply) => got.push((i, reply)),
+                None => redo.push((i, node)),
+            }
+        }
+        if !got.is_empty() {
+            let mut st = locked(&self.state);
+            for (i, reply) in got {
+                st.replies[i] = Some(reply);
+            }
+        }
+        for (i, node) in redo {
+            self.whole_on_worker(i, node);
+        }
+    }
+
+    /// After the caller decided: the connections still waiting for a
+    /// reply go to worker threads, which read it (its late handling).
+    fn leave_to_workers(self: &Arc<Round>, sent: Vec<Sent>) {
+        for mut s in sent {
+            // A reply already here costs no thread.
+            if let r @ (Ok(Some(_)) | Err(_)) = s.wire.try_reply() {
+                let (i, node) = (s.i, s.node.clone());
+                match Round::settle(s, r.map(|v| v.unwrap_or(Value::Nil))) {
+                    Some(reply) => self.deliver(i, reply, &node),
+                    None => self.whole_on_worker(i, node),
+                }
+                continue;
+            }
+            let round = self.clone();
             run(Box::new(move || {
-                let reply = job(&node.pool);
-                node.end(id);
+                let r = s.wire.reply_by(s.at + round.job.wait);
+                let (i, node) = (s.i, s.node.clone());
+                let reply = match Round::settle(s, r) {
+                    Some(reply) => reply,
+                    None => (round.job.whole)(&node.pool),
+                };
                 round.deliver(i, reply, &node);
             }));
         }
-        round
     }
 
     fn deliver(&self, i: usize, reply: Result<Value>, node: &Node) {
@@ -226,10 +428,11 @@ impl Round {
     /// until `deadline`, after which it is asked with `last` set and must
     /// settle it (unanswered nodes then count as failed).
     pub(crate) fn decide(
-        &self,
+        self: &Arc<Round>,
         deadline: Instant,
         mut decide: impl FnMut(&[Option<Result<Value>>], bool) -> Option<Outcome>,
     ) -> Decided {
+        let mut sent = std::mem::take(&mut *locked(&self.sent));
         let mut st = locked(&self.state);
         loop {
             let now = Instant::now();
@@ -240,6 +443,8 @@ impl Round {
             if let Some(outcome) = outcome {
                 st.outcome = outcome;
                 let replies = std::mem::take(&mut st.replies);
+                drop(st);
+                self.leave_to_workers(sent);
                 return Decided {
                     outcome,
                     pending: replies.iter().any(Option::is_none),
@@ -247,11 +452,28 @@ impl Round {
                     replies,
                 };
             }
-            st = self
-                .replied
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            if sent.is_empty() {
+                st = self
+                    .replied
+                    .wait_timeout(st, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                continue;
+            }
+            // Workers deliver under the lock and notify; while the caller
+            // polls its sockets it looks at theirs every millisecond.
+            let workers = st
+                .replies
+                .iter()
+                .enumerate()
+                .any(|(i, r)| r.is_none() && !sent.iter().any(|s| s.i == i));
+            drop(st);
+            let mut wait = deadline - now;
+            if workers {
+                wait = wait.min(Duration::from_millis(1));
+            }
+            self.read_sent(&mut sent, wait);
+            st = locked(&self.state);
         }
     }
 

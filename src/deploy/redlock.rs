@@ -240,7 +240,12 @@ fn script_job(
     wait: Duration,
 ) -> Job {
     let keys = keys.clone();
-    Arc::new(move |p: &Pool| {
+    let packed = {
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let script = script();
+        script.evalsha_packed(&keys.all()[..script.nkeys], &args)
+    };
+    Job::new(packed, wait, move |p: &Pool| {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let script = script();
         p.script_within(wait, script, &keys.all()[..script.nkeys], &args)
@@ -589,7 +594,11 @@ fn values(
     enough: impl Fn(&[Option<Result<Value>>]) -> bool,
 ) -> Result<Vec<Option<Vec<u8>>>> {
     let k = key.to_vec();
-    let job: Job = Arc::new(move |p: &Pool| p.with(|con, _| redis::cmd("GET").arg(&k).query(con)));
+    let job = Job::new(
+        protocol::pack(&[b"GET", key]),
+        r.command_timeout(),
+        move |p: &Pool| p.with(|con, _| redis::cmd("GET").arg(&k).query(con)),
+    );
     let vals = read(r, key, job, enough)?;
     Ok(vals
         .into_iter()
@@ -616,7 +625,12 @@ fn is_owned_by(r: &Redlock, key: &[u8], token: &[u8]) -> Result<bool> {
 fn inspect(r: &Redlock, keys: &LockKeys) -> Result<LockInfo> {
     let n = r.nodes.len();
     let k = keys.clone();
-    let job: Job = Arc::new(move |p: &Pool| p.script(&scripts().inspect, &k.all(), &[], None));
+    let inspect = &scripts().inspect;
+    let job = Job::new(
+        inspect.evalsha_packed(&keys.all()[..inspect.nkeys], &[]),
+        r.command_timeout(),
+        move |p: &Pool| p.script(&scripts().inspect, &k.all(), &[], None),
+    );
     let replies = read(r, &keys.lock, job, |_| false)?;
     let infos = replies
         .iter()

@@ -244,6 +244,28 @@ impl Pool {
         idle.cmd.pop().map(|(con, _)| con)
     }
 
+    /// The most recently used idle connection, if it is one whose replies
+    /// can be polled for (see [`Wire::poll_fd`]): never connects, never
+    /// waits. Give it back with [`Pool::put_wire`] once its reply is read.
+    pub(crate) fn take_pollable(&self) -> Option<Wire> {
+        let mut idle = locked(&self.idle);
+        idle.check_pid();
+        match idle.cmd.last() {
+            Some((Conn::Plain(w), _)) if w.poll_fd().is_some() => {}
+            _ => return None,
+        }
+        match idle.cmd.pop() {
+            Some((Conn::Plain(w), _)) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Pool a connection taken with [`Pool::take_pollable`] again (unless
+    /// it saw an I/O error).
+    pub(crate) fn put_wire(&self, w: Wire) {
+        self.put(Conn::Plain(w));
+    }
+
     fn put(&self, con: Conn) {
         let mut idle = locked(&self.idle);
         idle.check_pid();
@@ -580,6 +602,17 @@ pub(crate) fn transient_state(e: &redis::RedisError) -> Option<&'static str> {
         "MASTERDOWN" => "a replica that lost its master (MASTERDOWN)",
         _ => return None,
     })
+}
+
+/// An error reply after which a command sent on its own (see
+/// [`Pool::take_pollable`]) must be run again the way [`Pool::with`] runs
+/// it: NOSCRIPT (EVAL follows), a transient state (asked again after a
+/// pause) or a demoted master (a fresh connection finds the new one). The
+/// command had no effect.
+pub(crate) fn needs_rerun(e: &redis::RedisError) -> bool {
+    e.kind() == RedisKind::Server(redis::ServerErrorKind::NoScript)
+        || transient_state(e).is_some()
+        || is_demoted(e)
 }
 
 pub(crate) fn is_demoted(e: &redis::RedisError) -> bool {

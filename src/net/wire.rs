@@ -476,6 +476,80 @@ impl Wire {
         }
     }
 
+    /// The socket to poll for this connection's replies: none under TLS,
+    /// where what the socket brings is records, not replies.
+    pub(crate) fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        match &self.stream {
+            Stream::Tcp(s) => Some(s.as_raw_fd()),
+            #[cfg(unix)]
+            Stream::Unix(s) => Some(s.as_raw_fd()),
+            #[cfg(feature = "tls")]
+            Stream::Tls(_) => None,
+        }
+    }
+
+    /// Send a packed command without reading its reply: the caller reads
+    /// it later with [`Wire::try_reply`] or [`Wire::reply_by`].
+    pub(crate) fn send_command(&mut self, packed: &[u8]) -> RedisResult<()> {
+        self.send(packed)
+    }
+
+    /// The next reply if the bytes that came make one, reading only what
+    /// the socket holds now: never waits (a connection with a
+    /// [`Wire::poll_fd`]).
+    pub(crate) fn try_reply(&mut self) -> RedisResult<Option<Value>> {
+        let r = self.try_reply_inner();
+        if r.is_err() {
+            self.open = false;
+        }
+        r
+    }
+
+    fn try_reply_inner(&mut self) -> RedisResult<Option<Value>> {
+        if !self.open {
+            return Err(io::Error::from(io::ErrorKind::NotConnected).into());
+        }
+        if let Some(reply) = self.inbox.take()? {
+            return Ok(Some(reply));
+        }
+        let Some(fd) = self.poll_fd() else {
+            return Ok(None);
+        };
+        let room = self.inbox.room();
+        // SAFETY: `room` is writable memory of `room.len()` bytes that
+        // outlives the call; `fd` is this connection's open socket.
+        let n = unsafe { libc::recv(fd, room.as_mut_ptr().cast(), room.len(), libc::MSG_DONTWAIT) };
+        match n {
+            0 => Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+            n if n < 0 => {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                    _ => Err(e.into()),
+                }
+            }
+            n => {
+                self.inbox.filled(n as usize);
+                self.inbox.take()
+            }
+        }
+    }
+
+    /// The next reply, waited for until `deadline` (past the connection's
+    /// own timeout if need be).
+    pub(crate) fn reply_by(&mut self, deadline: Instant) -> RedisResult<Value> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            self.open = false;
+            return Err(io::Error::from(io::ErrorKind::TimedOut).into());
+        }
+        // The next send puts the connection's own timeout back.
+        self.stream.set_read_timeout(Some(left))?;
+        self.shortened = true;
+        self.read_by(deadline)
+    }
+
     /// SUBSCRIBE to `channel` and read the confirmation.
     pub(crate) fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         let cmd = redis::cmd("SUBSCRIBE").arg(channel).get_packed_command();
