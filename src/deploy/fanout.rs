@@ -39,6 +39,9 @@ use crate::sync::{locked, pid, spawn_quiet};
 /// How long an idle worker thread waits for work before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(30);
 
+/// A command run whole on one node's pool.
+type Whole = Arc<dyn Fn(&Pool) -> Result<Value> + Send + Sync>;
+
 /// A command for one node.
 #[derive(Clone)]
 pub(crate) struct Job {
@@ -49,7 +52,7 @@ pub(crate) struct Job {
     wait: Duration,
     /// The command run whole on a worker thread: connecting, EVAL after
     /// NOSCRIPT, again on a fresh connection after a broken one.
-    whole: Arc<dyn Fn(&Pool) -> Result<Value> + Send + Sync>,
+    whole: Whole,
 }
 
 impl Job {
