@@ -7,7 +7,7 @@ Every server is a fresh throwaway one started here. Batches of --batch
 cycles alternate (one server first in even pairs); per pair the Redlock
 rate over the single server's. Prints one JSON line per deployment.
 
-    python3 redlock.py [--seconds S] [--batch N] [--out FILE] [--round R]
+    python3 redlock.py [--seconds S] [--batch N] [--out FILE] [--round R] [--only DEPLOYMENT]
 """
 import argparse
 import os
@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--batch", type=int, default=200)
     ap.add_argument("--out")
     ap.add_argument("--round", type=int, default=0)
+    ap.add_argument("--only", help="one deployment: '3 nodes', '5 nodes' or '5 nodes, one stopped'")
     args = ap.parse_args()
     servers = [RedisServer() for _ in range(1 + 3 + 5 + 5)]
     try:
@@ -52,6 +53,8 @@ def main():
             ("5 nodes, one stopped", servers[9:14], True),
         ]
         for name, nodes, stop_one in deployments:
+            if args.only and name != args.only:
+                continue
             client = redislock.Client([s.url for s in nodes])
             cycles(client, 100)                     # connections, script cache
             cycles(single, 100)
@@ -74,7 +77,7 @@ def main():
                   "single_cps": round(statistics.median(single_cps)),
                   "redlock_cps": round(statistics.median(redlock_cps)),
                   "ratio": ratios}, args.out)
-            client.close()
+            del client
     finally:
         for s in servers:
             s.stop()

@@ -126,6 +126,13 @@ def report(d):
         goals.add("renewal: CPU of the renewing process", "< 10 % of a core", "%.1f %%" % r["renew_cpu_pct"],
                   r["renew_cpu_pct"] < 10)
 
+    rl = load(d, "redlock.jsonl")
+    for lang in ("Rust", "Python"):
+        ratios = [v for r in rl if r["lang"] == lang.lower() and r["deployment"] == "3 nodes" for v in r["ratio"]]
+        if ratios:
+            goal_median(goals, f"{lang}: Redlock over 3 healthy nodes vs one server, try-once cycles/s "
+                        "(paired batches)", 0.5, ratios)
+
     wt, ac = load(d, "waiters.jsonl"), load(d, "async_contention.jsonl")
     waiting_goals(goals, wt, ac)
     fpm = load(d, "fpm.jsonl")
@@ -201,6 +208,16 @@ def report(d):
 
     if fpm:
         out.append(fpm_table(fpm))
+
+    if rl:
+        lines = ["### Redlock against one server: try-once acquire → release\n",
+                 "| lang | deployment | cycles/s | one server's cycles/s | ratio (median, min–max of the pairs) |",
+                 "|---|---|---|---|---|"]
+        for (lang, dep), recs in by(rl, "lang", "deployment").items():
+            lines.append("| %s | %s | %s | %s | %s |" % (
+                lang, dep, mmm([r["redlock_cps"] for r in recs]), mmm([r["single_cps"] for r in recs]),
+                mrange([v for r in recs for v in r["ratio"]])))
+        out.append("\n".join(lines))
 
     if wt or ac:
         out.append(waiting_tables(wt, ac))

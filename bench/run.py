@@ -19,6 +19,8 @@ implementations alike), appending JSON lines under bench/results/DATE/:
                  tasks on held locks (redislock, redis-py asyncio Lock), and 10,000
                  tokio tasks on 100 locks (Rust): connections, commands while
                  waiting, hand-off, a free lock's latency meanwhile
+  redlock        try-once cycles/s over 3 and 5 nodes (and 5 with one stopped)
+                 against one server, paired batches: Rust and Python
   renewal        10,000 locks renewed in the background by one client
   paired         ours against the hand-written helper in one process, interleaved
                  batches: Python (raw socket), PHP (phpredis)
@@ -106,6 +108,9 @@ def main():
             for impl in ["redislock", "redis-py", "redis-py-big-pool"]:
                 run([py, "waiters.py", "asyncio", impl, "--n", waiters, "--round", r,
                      "--out", f"{out}/waiters.jsonl"], env)
+            run([os.path.join(examples, "bench_core"), "--redlock", "--url", server.url,
+                 "--seconds", secs, "--json", f"{out}/redlock.jsonl"], env)
+            run([py, "redlock.py", "--seconds", secs, "--round", r, "--out", f"{out}/redlock.jsonl"], env)
             run([os.path.join(examples, "async_contention"), "--url", server.url,
                  "--tasks", tasks, "--locks", "100", "--round", r,
                  "--json", f"{out}/async_contention.jsonl"], env)

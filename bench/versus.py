@@ -17,6 +17,8 @@ figure is also read in round trips of its own moment:
                       acquisitions per worker, lost updates, acquisitions/s
   threads             100 threads of one process, one client, down a chain
                       (waiters.py threads): hand-off p50 in µs and in RTT
+  redlock             try-once cycles/s over 3 healthy nodes against one
+                      server, paired in one process (redlock.py): the ratio
 
 It prints a table of medians and, per figure, the median of the ratios
 new/base taken inside each round; JSON lines go to bench/results/.
@@ -59,6 +61,11 @@ def one(kind, workers, seconds, env):
                 "handoff_rtt": rec["handoff_p50_us"] / rtt, "cmds_per_acq": rec["cmds_per_acq"],
                 "fairness": rec["fair_min"] / max(1, rec["fair_max"]),
                 "lost": rec["lost_updates"] + rec["overlaps"], "acq_per_s": rec["acq_per_s"]}
+    if kind == "redlock":
+        recs = [json.loads(line) for line in
+                run([sys.executable, "redlock.py", "--seconds", str(seconds), "--only", "3 nodes"],
+                    env).strip().splitlines() if line.startswith("{")]
+        return {"rtt_us": rtt, "redlock_ratio": statistics.median(recs[0]["ratio"])}
     rec = last_json(run([sys.executable, "waiters.py", "threads", "--n", str(workers)], env))
     return {"rtt_us": rtt, "handoff_us": rec["handoff_p50_us"],
             "handoff_rtt": rec["handoff_p50_us"] / rtt}
@@ -76,7 +83,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "versus.jsonl")
     server = RedisServer()
-    figures = [("contended", 2), ("contended", 8), ("threads", 100)]
+    figures = [("contended", 2), ("contended", 8), ("threads", 100), ("redlock", 3)]
     got = {}
     try:
         for r in range(args.rounds):
@@ -92,6 +99,7 @@ def main():
                         f.write(json.dumps(rec, sort_keys=True) + "\n")
                 got.setdefault((kind, n), []).append(pair)
                 print(f"round {r} {kind} {n}: " + ", ".join(
+                    f"{w} ratio {pair[w]['redlock_ratio']:.2f}" if kind == "redlock" else
                     f"{w} {pair[w]['handoff_us']:.0f} µs = {pair[w]['handoff_rtt']:.2f} RTT" for w in order),
                     flush=True)
     finally:
@@ -103,8 +111,9 @@ def main():
     print("\n| figure | before | after | after/before (median of pairs) |")
     print("|---|---|---|---|")
     for (kind, n), pairs in got.items():
-        name = f"{kind} {n}" + (" processes" if kind == "contended" else " threads")
-        for key, fmt in [("handoff_us", "{:.0f} µs"), ("handoff_rtt", "{:.2f} RTT"),
+        name = f"{kind} {n}" + {"contended": " processes", "threads": " threads"}.get(kind, " nodes")
+        for key, fmt in [("redlock_ratio", "{:.2f}× one server"),
+                         ("handoff_us", "{:.0f} µs"), ("handoff_rtt", "{:.2f} RTT"),
                          ("cmds_per_acq", "{:.1f}"), ("fairness", "{:.2f}"), ("lost", "{:.0f}"),
                          ("acq_per_s", "{:.0f}/s")]:
             if key not in pairs[0]["base"]:

@@ -5,7 +5,8 @@
 //! The full comparison with other libraries lives in `bench/` (`make bench`).
 //!
 //! `cargo run --release --example bench_core -- [--seconds S] [--redlock]`
-//! (`--redlock`: only the Redlock rows)
+//! (`--redlock`: only the Redlock rows; with `--url URL --json FILE` as
+//! well, against that single server, appending JSON lines to FILE)
 //!
 //! With `--url URL --json FILE [--round R]` (as `bench/run.py` calls it) it
 //! uses that server, measures only this library's cycles and hand-off, and
@@ -149,7 +150,9 @@ fn handoff(client: &Client, n: usize) -> Vec<Duration> {
 /// Redlock over 5 nodes one of which is stopped (SIGSTOP), interleaved in
 /// batches of a tenth of `seconds`; each Redlock rate is also given as a
 /// ratio to the single server's batch next to it (median of the batches).
-fn redlock_rows(single: &Client, seconds: f64) {
+/// With `json`, each deployment's pairs are also appended to that file.
+fn redlock_rows(single: &Client, seconds: f64, json: Option<&str>) {
+    use std::io::Write;
     let three: Vec<common::Server> = (0..3).map(|_| common::Server::start()).collect();
     let five: Vec<common::Server> = (0..5).map(|_| common::Server::start()).collect();
     let mut stalled: Vec<common::Server> = (0..5).map(|_| common::Server::start()).collect();
@@ -194,11 +197,28 @@ fn redlock_rows(single: &Client, seconds: f64) {
         median(&mut single_rates)
     );
     for (i, (name, _)) in clients.iter().enumerate() {
+        let list: Vec<String> = ratios[i].iter().map(|r| format!("{r:.4}")).collect();
+        let rec = format!(
+            "{{\"bench\": \"redlock\", \"impl\": \"redislock\", \"lang\": \"rust\", \
+             \"deployment\": \"{}\", \"single_cps\": {:.0}, \"redlock_cps\": {:.0}, \"ratio\": [{}]}}",
+            name.trim_start_matches("Redlock over "),
+            median(&mut single_rates.clone()),
+            median(&mut rates[i]),
+            list.join(", ")
+        );
         println!(
             "| {name} | {:.0} | {:.2} |",
             median(&mut rates[i]),
             median(&mut ratios[i])
         );
+        if let Some(path) = json {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            writeln!(f, "{rec}").unwrap();
+        }
     }
     drop(clients);
     stalled[4].resume();
@@ -385,6 +405,19 @@ fn paired_mode(url: &str, path: &str, pairs: usize) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let seconds: f64 = opt(&args, "--seconds").map_or(3.0, |s| s.parse().expect("--seconds S"));
+    if args.iter().any(|a| a == "--redlock") {
+        // The single server: the one given (as `bench/run.py` does) or a
+        // throwaway one like the nodes.
+        let server = opt(&args, "--url").is_none().then(common::Server::start);
+        let url = opt(&args, "--url").unwrap_or_else(|| server.as_ref().unwrap().url());
+        let client = Client::open(&url).unwrap();
+        let json = opt(&args, "--json");
+        redlock_rows(&client, seconds, json.as_deref());
+        if json.is_none() {
+            stalled_nodes(10);
+        }
+        return;
+    }
     if let (Some(url), Some(path), Some(pairs)) = (
         opt(&args, "--url"),
         opt(&args, "--json"),
@@ -400,11 +433,6 @@ fn main() {
     }
     let server = common::Server::start();
     let client = Client::open(&server.url()).unwrap();
-    if args.iter().any(|a| a == "--redlock") {
-        redlock_rows(&client, seconds);
-        stalled_nodes(10);
-        return;
-    }
     let mut raw = server.raw();
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
@@ -450,7 +478,7 @@ fn main() {
         );
     }
 
-    redlock_rows(&client, seconds);
+    redlock_rows(&client, seconds, None);
     stalled_nodes(10);
 
     let n = 2000;
