@@ -20,7 +20,7 @@ mod stats;
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyConnectionError, PyException, PyTypeError, PyValueError};
@@ -109,7 +109,23 @@ thread_local! {
     static IN_CALL: Cell<bool> = const { Cell::new(false) };
     /// The first exception raised inside a log line of that call.
     static RAISED: RefCell<Option<PyErr>> = const { RefCell::new(None) };
+    /// What `logging` answered in that call when asked whether a logger
+    /// takes a level (see [`Logs`]).
+    static ASKED: RefCell<Vec<Asked>> = const { RefCell::new(Vec::new()) };
 }
+
+/// One answer of `logging`: a core module (its `'static` path, by
+/// address), a level, whether that logger takes it, and when it was asked.
+struct Asked {
+    target: usize,
+    level: log::Level,
+    enabled: bool,
+    at: Instant,
+}
+
+/// How long an answer of `logging` is used within one call: a level set
+/// while a call waits applies to its lines after this at the latest.
+const ASKED_FOR: Duration = Duration::from_secs(1);
 
 /// `py.detach(f)`, then the exception raised inside one of the core's log
 /// lines meanwhile, if any. Those lines reach `logging` on the calling
@@ -122,6 +138,8 @@ where
     T: pyo3::marker::Ungil,
 {
     let outer = IN_CALL.replace(true);
+    // A call asks `logging` afresh (a level set before it is obeyed).
+    ASKED.with(|a| a.borrow_mut().clear());
     let r = py.detach(f);
     IN_CALL.set(outer);
     match take_raised() {
@@ -792,9 +810,12 @@ async fn sole(mut shared: Arc<CoreLock>) -> CoreLock {
 /// the core's modules (`redislock.deploy.wait`, `redislock.renew`, ...),
 /// children of `redislock`. Only the core's own lines: the crates under it
 /// stay quiet. Loggers are cached but not their levels, so a level set at
-/// any time is obeyed; the cost (taking the GIL to ask `isEnabledFor`) is
-/// paid only by the lines there are, all on slow paths (a wait, a retry, a
-/// loss): an acquire or release that finds the lock free logs nothing.
+/// any time is obeyed: by the next call, and within a second by a call
+/// that is waiting. The cost (taking the GIL to ask `isEnabledFor`) is paid
+/// only by the lines there are, all on slow paths (a wait, a retry, a
+/// loss), and once per call and logger: the line of a hand-off, which ends
+/// a wait that logged when it queued, costs nothing when it is not wanted.
+/// An acquire or release that finds the lock free logs nothing.
 fn forward_logs(py: Python<'_>) -> PyResult<()> {
     let logger = pyo3_log::Logger::new(py, pyo3_log::Caching::Loggers)?
         .filter(log::LevelFilter::Off)
@@ -825,9 +846,40 @@ impl log::Log for Logs {
         if !self.0.enabled(record.metadata()) {
             return;
         }
+        // Inside a call, what `logging` answered earlier in it.
+        let target = record.target().as_ptr() as usize;
+        let level = record.level();
+        let asked = IN_CALL.get().then(|| {
+            ASKED.with(|a| {
+                let a = a.borrow();
+                a.iter()
+                    .find(|x| x.target == target && x.level == level)
+                    .filter(|x| x.at.elapsed() < ASKED_FOR)
+                    .map(|x| x.enabled)
+            })
+        });
+        if asked == Some(Some(false)) {
+            return;
+        }
         // One attach around pyo3-log's own: on a thread Python does not
         // know, the exception would go with the thread state made for it.
         Python::attach(|py| {
+            if asked == Some(None) {
+                let enabled = python_takes(py, record.target(), level);
+                ASKED.with(|a| {
+                    let mut a = a.borrow_mut();
+                    a.retain(|x| !(x.target == target && x.level == level));
+                    a.push(Asked {
+                        target,
+                        level,
+                        enabled,
+                        at: Instant::now(),
+                    });
+                });
+                if !enabled {
+                    return;
+                }
+            }
             self.0.log(record);
             if let Some(e) = PyErr::take(py) {
                 if IN_CALL.get() {
@@ -844,6 +896,30 @@ impl log::Log for Logs {
     fn flush(&self) {
         self.0.flush()
     }
+}
+
+/// Whether the `logging` logger of a core module (`redislock.deploy.wait`
+/// for `redislock::deploy::wait`) takes `level`, as pyo3-log names both.
+/// When `logging` cannot tell, yes: pyo3-log then decides.
+fn python_takes(py: Python<'_>, target: &str, level: log::Level) -> bool {
+    let number = match level {
+        log::Level::Error => 40,
+        log::Level::Warn => 30,
+        log::Level::Info => 20,
+        log::Level::Debug => 10,
+        log::Level::Trace => 5,
+    };
+    let name = target.replace("::", ".");
+    let asked = py
+        .import("logging")
+        .and_then(|logging| logging.call_method1("getLogger", (name,)))
+        .and_then(|logger| logger.call_method1("isEnabledFor", (number,)))
+        .and_then(|enabled| enabled.is_truthy());
+    asked.unwrap_or_else(|e| {
+        // Kept for the call, as an exception of pyo3-log's would be.
+        e.restore(py);
+        true
+    })
 }
 
 /// The native module.

@@ -82,6 +82,29 @@ def test_hand_offs_and_losses_are_logged(client, raw, caplog):
     assert all(r.thread != threading.get_ident() for r in renew_lines)
 
 
+def test_a_level_set_while_a_call_waits_reaches_its_later_lines(client, caplog):
+    """A call asks `logging` once per logger and level, and asks again a
+    second later: its hand-off line follows a level set during the wait."""
+    caplog.set_level(logging.DEBUG)  # caplog's handler takes everything
+    logging.getLogger("redislock").setLevel(logging.NOTSET)
+    logging.getLogger().setLevel(logging.WARNING)
+    holder = client.lock("late-level", ttl=10.0)
+    assert holder.acquire(blocking=False)
+    waiter = client.lock("late-level", ttl=10.0, timeout=30.0)
+    t = threading.Thread(target=waiter.acquire)
+    t.start()
+    wait_until(lambda: client.stats()["waiters_now"] == 1, what="the thread to wait")
+    assert lines(caplog) == []          # "queued" was not wanted then
+    caplog.set_level(logging.DEBUG, logger="redislock")
+    time.sleep(1.2)                      # past the second an answer is used for
+    holder.release()
+    t.join(30)
+    assert not t.is_alive()
+    handed = [r for r in lines(caplog, "redislock.deploy.wait") if "handed over" in r.getMessage()]
+    assert len(handed) == 1, caplog.text
+    waiter.release()
+
+
 def test_asyncio_waits_are_logged_from_the_runtime(client, caplog):
     caplog.set_level(logging.DEBUG, logger="redislock")
     holder = client.lock("async-report", ttl=10.0)
