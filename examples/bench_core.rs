@@ -152,7 +152,6 @@ fn handoff(client: &Client, n: usize) -> Vec<Duration> {
 /// ratio to the single server's batch next to it (median of the batches).
 /// With `json`, each deployment's pairs are also appended to that file.
 fn redlock_rows(single: &Client, seconds: f64, json: Option<&str>) {
-    use std::io::Write;
     let three: Vec<common::Server> = (0..3).map(|_| common::Server::start()).collect();
     let five: Vec<common::Server> = (0..5).map(|_| common::Server::start()).collect();
     let mut stalled: Vec<common::Server> = (0..5).map(|_| common::Server::start()).collect();
@@ -212,12 +211,7 @@ fn redlock_rows(single: &Client, seconds: f64, json: Option<&str>) {
             median(&mut ratios[i])
         );
         if let Some(path) = json {
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .unwrap();
-            writeln!(f, "{rec}").unwrap();
+            append_line(path, &rec);
         }
     }
     drop(clients);
@@ -329,7 +323,6 @@ fn json_mode(url: &str, path: &str, round: u32, seconds: f64) {
 /// per pair, our cycles/s over redis-benchmark's cycle rate (1 / (1/SET +
 /// 1/EVALSHA)). One JSON line, as the paired benchmarks of bench/ write.
 fn paired_mode(url: &str, path: &str, pairs: usize) {
-    use std::io::Write;
     const BATCH: u32 = 2000;
     let client = Client::open(url).unwrap();
     let parsed = redis::Client::open(url).unwrap();
@@ -394,12 +387,18 @@ fn paired_mode(url: &str, path: &str, pairs: usize) {
         list.join(", ")
     );
     println!("{rec}");
+    append_line(path, &rec);
+}
+
+/// Append one line to the file at `path`.
+fn append_line(path: &str, line: &str) {
+    use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .unwrap();
-    writeln!(f, "{rec}").unwrap();
+    writeln!(f, "{line}").unwrap();
 }
 
 fn main() {

@@ -567,14 +567,7 @@ fn connections_the_nodes_closed_and_a_flushed_script_cache_fail_no_acquisition()
     for round in 0..3 {
         for srv in &servers {
             let mut raw = srv.raw();
-            let killed: i64 = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg("normal")
-                .arg("SKIPME")
-                .arg("yes")
-                .query(&mut raw)
-                .unwrap();
+            let killed = common::kill_clients(&mut raw, "normal");
             assert!(killed >= 1, "round {round}: the client had no connection");
             let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
         }

@@ -202,14 +202,7 @@ fn a_retry_that_cannot_connect_queues_again_when_the_server_is_back() {
     // Its command connections go and the port closes (Redis 7 moves the
     // listener at once); the subscriber and this connection stay.
     let port = srv.port;
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut raw)
-        .unwrap();
+    common::kill_clients(&mut raw, "normal");
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("port")

@@ -895,3 +895,16 @@ pub fn load_scripts(client: &redislock::Client) {
     holder.release().unwrap();
     waiter.join().unwrap().unwrap().release().unwrap();
 }
+
+/// CLIENT KILL of every connection of `kind` (normal, pubsub) but `raw`'s
+/// own: how many there were.
+pub fn kill_clients(raw: &mut redis::Connection, kind: &str) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg(kind)
+        .arg("SKIPME")
+        .arg("yes")
+        .query(raw)
+        .unwrap()
+}
