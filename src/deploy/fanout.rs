@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::net::pool::{needs_rerun, Pool};
+use crate::net::pool::{is_dead_connection, needs_rerun, Pool};
 use crate::net::wire::Wire;
 use crate::stats::Event;
 use crate::sync::{locked, pid, spawn_quiet};
@@ -320,14 +320,23 @@ impl Round {
                 }
                 None
             }
-            Err(e) if e.is_io_error() || e.kind() == redis::ErrorKind::Parse => {
+            // A connection the server closed: again on a fresh one, as
+            // `Pool::with` does (never after a timeout: the command may
+            // still run).
+            Err(e) if is_dead_connection(&e) => {
                 node.pool.stats.count(Event::ConnectionError);
                 node.pool.stats.count(Event::Reconnect);
                 None
             }
             Err(e) => {
-                // A server error leaves the connection usable.
-                node.pool.put_wire(wire);
+                // A server error leaves the connection usable; nothing else
+                // does (a late reply would be taken for the next).
+                if matches!(
+                    e.kind(),
+                    redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+                ) {
+                    node.pool.put_wire(wire);
+                }
                 Some(Err(node.pool.error(e, false)))
             }
         }
