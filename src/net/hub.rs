@@ -69,6 +69,10 @@ struct SlotState {
     task: Option<Waker>,
     /// Set for a waiting thread when it may read the connection.
     turn: bool,
+    /// Whether a thread sleeps on `wake`: only then is it notified (a
+    /// notification is a system call, and the thread that reads usually
+    /// delivers to its own slot).
+    asleep: bool,
 }
 
 impl Slot {
@@ -78,6 +82,7 @@ impl Slot {
                 came: None,
                 task: None,
                 turn: false,
+                asleep: false,
             }),
             wake: Condvar::new(),
         }
@@ -88,15 +93,17 @@ impl Slot {
     }
 
     fn deliver(&self, d: Delivery) {
-        let task = {
+        let (task, asleep) = {
             let mut st = locked(&self.state);
             if st.came.is_some() {
                 return;
             }
             st.came = Some(d);
-            st.task.take()
+            (st.task.take(), st.asleep)
         };
-        self.wake.notify_all();
+        if asleep {
+            self.wake.notify_all();
+        }
         if let Some(w) = task {
             w.wake();
         }
@@ -109,8 +116,11 @@ impl Slot {
             return false;
         }
         st.turn = true;
+        let asleep = st.asleep;
         drop(st);
-        self.wake.notify_all();
+        if asleep {
+            self.wake.notify_all();
+        }
         true
     }
 }
@@ -375,12 +385,14 @@ impl Ticket {
                     ch.leave_turns(&self.slot);
                     return None;
                 }
+                st.asleep = true;
                 st = self
                     .slot
                     .wake
                     .wait_timeout(st, left)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                st.asleep = false;
             }
         }
     }
