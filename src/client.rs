@@ -18,7 +18,7 @@ use crate::deploy::{Deployment, Grant, Granted};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::options::{check_key, check_token, ttl_millis, AcquireOptions, LockInfo, Wait};
-use crate::protocol::{self, LockKeys};
+use crate::protocol::{self, Kind, LockKeys};
 use crate::renew::{LockState, Renewer};
 use crate::stats::{Counters, Event, Stats};
 
@@ -196,6 +196,46 @@ impl Client {
         Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
     }
 
+    /// Take `permits` of the counting semaphore `key`, which admits `limit`
+    /// permits in all (this call's `limit`: each call is admitted by its
+    /// own). Holders are served in arrival order: while anyone waits, a
+    /// later caller queues behind it even when permits are free, and a
+    /// waiter for several permits gets them as soon as they are free. Each
+    /// holder has its own lease of `opts.ttl`, its own token and fence
+    /// (always drawn), and is released, extended and renewed like a lock.
+    /// A semaphore `key` never collides with the lock `key`.
+    ///
+    /// Errors as [`Client::acquire_with`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// also for a `limit` of 0 or above 1,000,000, `permits` of 0 or above
+    /// `limit`, and over Redlock (not supported yet).
+    pub fn acquire_semaphore(
+        &self,
+        key: impl AsRef<[u8]>,
+        limit: u32,
+        permits: u32,
+        opts: AcquireOptions,
+    ) -> Result<Lock> {
+        let kind = semaphore_kind(limit, permits)?;
+        let (keys, token, fence, ttl_ms) = self.take_as(key.as_ref(), kind, &opts)?;
+        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+    }
+
+    /// Take the read-write lock `key` shared: with any number of readers,
+    /// while no writer holds it or waits for it (a queued writer stops new
+    /// readers; the readers queued behind it enter together after it). As
+    /// [`Client::acquire_semaphore`] otherwise.
+    pub fn acquire_read(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
+        let (keys, token, fence, ttl_ms) = self.take_as(key.as_ref(), Kind::Read, &opts)?;
+        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+    }
+
+    /// Take the read-write lock `key` exclusively: once no reader or writer
+    /// holds it and nobody queued earlier waits. See [`Client::acquire_read`].
+    pub fn acquire_write(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
+        let (keys, token, fence, ttl_ms) = self.take_as(key.as_ref(), Kind::Write, &opts)?;
+        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+    }
+
     /// The acquire of [`Client::acquire_with`] without the handle: the
     /// names, the token, the fence (0 when none was drawn) and the TTL.
     /// The C API's acquire by token, which wants no handle, stops here.
@@ -204,7 +244,17 @@ impl Client {
         key: &[u8],
         opts: &AcquireOptions,
     ) -> Result<(LockKeys, Vec<u8>, u64, u64)> {
-        let (keys, token, ttl_ms) = prepare(key, opts)?;
+        self.take_as(key, Kind::Lock, opts)
+    }
+
+    /// [`Client::take`] of the name `key` locked as `kind`.
+    pub(crate) fn take_as(
+        &self,
+        key: &[u8],
+        kind: Kind,
+        opts: &AcquireOptions,
+    ) -> Result<(LockKeys, Vec<u8>, u64, u64)> {
+        let (keys, token, ttl_ms) = prepare(key, kind, opts)?;
         let started = Instant::now();
         let grant = self.inner.deployment.acquire(
             &keys,
@@ -319,7 +369,7 @@ fn check_key_token(key: &[u8], token: &[u8]) -> Result<()> {
 
 /// Check the arguments of an acquisition: the keys, the token (given or
 /// new) and the TTL in ms.
-fn prepare(key: &[u8], opts: &AcquireOptions) -> Result<(LockKeys, Vec<u8>, u64)> {
+fn prepare(key: &[u8], kind: Kind, opts: &AcquireOptions) -> Result<(LockKeys, Vec<u8>, u64)> {
     check_key(key)?;
     let ttl_ms = ttl_millis(opts.ttl)?;
     let token = match &opts.token {
@@ -329,7 +379,23 @@ fn prepare(key: &[u8], opts: &AcquireOptions) -> Result<(LockKeys, Vec<u8>, u64)
         }
         None => protocol::new_token(),
     };
-    Ok((LockKeys::new(key), token, ttl_ms))
+    Ok((LockKeys::of(key, kind), token, ttl_ms))
+}
+
+/// The kind of a semaphore of `limit` permits taken `permits` at a time.
+pub(crate) fn semaphore_kind(limit: u32, permits: u32) -> Result<Kind> {
+    if limit == 0 || limit > protocol::MAX_LIMIT {
+        return Err(Error::invalid(format!(
+            "a semaphore's limit must be 1 to {}, not {limit}",
+            protocol::MAX_LIMIT
+        )));
+    }
+    if permits == 0 || permits > limit {
+        return Err(Error::invalid(format!(
+            "permits must be 1 to the limit ({limit}), not {permits}"
+        )));
+    }
+    Ok(Kind::Semaphore { limit, permits })
 }
 
 /// The async API (feature `tokio`, on by default): the same operations,
@@ -368,7 +434,7 @@ impl Client {
         key: impl AsRef<[u8]>,
         opts: AcquireOptions,
     ) -> Result<Lock> {
-        let (keys, token, ttl_ms) = prepare(key.as_ref(), &opts)?;
+        let (keys, token, ttl_ms) = prepare(key.as_ref(), Kind::Lock, &opts)?;
         let ops = self.async_ops();
         let started = Instant::now();
         let grant = ops

@@ -212,8 +212,12 @@ impl Lock {
 
     /// Whether the key still holds this lock's token (one round trip).
     pub fn owned(&self) -> Result<bool> {
-        self.deployment
-            .is_owned_by(&self.state.keys.lock, &self.state.token)
+        let (keys, token) = (&self.state.keys, &self.state.token);
+        if keys.shared() {
+            // A semaphore's holder has a fence as long as it holds.
+            return Ok(self.deployment.fence(keys, token)?.is_some());
+        }
+        self.deployment.is_owned_by(&keys.lock, token)
     }
 
     /// Renew this lock in the background at about a third of its TTL until
@@ -348,8 +352,10 @@ impl Lock {
 
     /// [`Lock::owned`] for async callers.
     pub async fn owned_async(&self) -> Result<bool> {
-        self.async_ops()
-            .is_owned_by(&self.state.keys.lock, &self.state.token)
-            .await
+        let (keys, token) = (&self.state.keys, &self.state.token);
+        if keys.shared() {
+            return Ok(self.async_ops().fence(keys, token).await?.is_some());
+        }
+        self.async_ops().is_owned_by(&keys.lock, token).await
     }
 }

@@ -146,6 +146,9 @@ end
     };
 }
 
+mod semaphore;
+pub(crate) use semaphore::{MAX_LIMIT, WRITER};
+
 /// One atomic attempt: take the lock or report the holder, drawing the
 /// fence at once when asked (Redlock, fenced locks, servers without `SET
 /// … NX GET`). ARGV: token, ttl_ms, retry (1 when a first run may have
@@ -659,6 +662,11 @@ pub(crate) struct Scripts {
     pub(crate) fence: Script,
     pub(crate) extend: Script,
     pub(crate) inspect: Script,
+    pub(crate) sem_acquire: Script,
+    pub(crate) sem_release: Script,
+    pub(crate) sem_extend: Script,
+    pub(crate) sem_fence: Script,
+    pub(crate) sem_cancel: Script,
 }
 
 /// The scripts with their hashes, made once per process without a lock: a
@@ -682,6 +690,11 @@ pub(crate) fn scripts() -> &'static Scripts {
         fence: Script::new(FENCE),
         extend: Script::new(EXTEND),
         inspect: Script::new(INSPECT),
+        sem_acquire: Script::new(semaphore::SEM_ACQUIRE),
+        sem_release: Script::new(semaphore::SEM_RELEASE),
+        sem_extend: Script::new(semaphore::SEM_EXTEND),
+        sem_fence: Script::new(semaphore::SEM_FENCE),
+        sem_cancel: Script::new(semaphore::SEM_CANCEL),
     }));
     let ptr = std::ptr::null_mut();
     match SCRIPTS.compare_exchange(ptr, fresh, Ordering::AcqRel, Ordering::Acquire) {
@@ -696,10 +709,46 @@ pub(crate) fn scripts() -> &'static Scripts {
     }
 }
 
+/// What a name is locked as: a lock (one holder), a counting semaphore
+/// (holders of `permits` each, `limit` permits in all), or either side of a
+/// read-write lock. See [`semaphore`] for the last three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Lock,
+    Semaphore { limit: u32, permits: u32 },
+    Read,
+    Write,
+}
+
+impl Kind {
+    /// `(permits, limit)` of a holder of a semaphore or read-write lock.
+    fn permits(self) -> Option<(u32, u32)> {
+        match self {
+            Kind::Lock => None,
+            Kind::Semaphore { limit, permits } => Some((permits, limit)),
+            Kind::Read => Some((1, WRITER)),
+            Kind::Write => Some((WRITER, WRITER)),
+        }
+    }
+}
+
+/// The scripts of one kind of name, and how their arguments differ.
+pub(crate) struct KindScripts {
+    /// An attempt that may join the queue (ENQUEUE's arguments and reply;
+    /// a semaphore's also tries without queueing, with no member).
+    pub(crate) enqueue: &'static Script,
+    /// Leave the queue (CANCEL's arguments and reply).
+    pub(crate) cancel: &'static Script,
+    pub(crate) extend: &'static Script,
+    pub(crate) fence: &'static Script,
+}
+
 /// The names of the keys that one lock uses (see the module comment).
 #[derive(Debug)]
 pub(crate) struct LockKeys {
+    /// The lock's key; a semaphore's or read-write lock's holders.
     pub(crate) lock: Vec<u8>,
+    pub(crate) kind: Kind,
     /// `{K}:meta`: every release names it.
     meta: Vec<u8>,
     /// `{K}:queue` then the counter's name, made when first asked for: an
@@ -720,6 +769,7 @@ impl Clone for LockKeys {
         }
         LockKeys {
             lock: self.lock.clone(),
+            kind: self.kind,
             meta: self.meta.clone(),
             rest,
             waited: AtomicBool::new(self.waited()),
@@ -733,9 +783,80 @@ impl LockKeys {
         push_companion(&mut meta, key, META_SUFFIX);
         LockKeys {
             lock: key.to_vec(),
+            kind: Kind::Lock,
             meta,
             rest: OnceBox::new(),
             waited: AtomicBool::new(false),
+        }
+    }
+
+    /// The keys of the name `key` locked as `kind`: a semaphore's under
+    /// `{K}:sem`, a read-write lock's under `{K}:rw` (see [`semaphore`]).
+    pub(crate) fn of(key: &[u8], kind: Kind) -> LockKeys {
+        let base: &[u8] = match kind {
+            Kind::Lock => return LockKeys::new(key),
+            Kind::Semaphore { .. } => b":sem",
+            Kind::Read | Kind::Write => b":rw",
+        };
+        let mut lock = Vec::with_capacity(key.len() + 8);
+        push_companion(&mut lock, key, base);
+        let mut meta = lock.clone();
+        meta.extend_from_slice(b":info");
+        LockKeys {
+            lock,
+            kind,
+            meta,
+            rest: OnceBox::new(),
+            waited: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the name is a semaphore or a side of a read-write lock.
+    pub(crate) fn shared(&self) -> bool {
+        self.kind != Kind::Lock
+    }
+
+    /// The scripts of this kind of name.
+    pub(crate) fn scripts(&self) -> KindScripts {
+        let s = scripts();
+        if self.shared() {
+            KindScripts {
+                enqueue: &s.sem_acquire,
+                cancel: &s.sem_cancel,
+                extend: &s.sem_extend,
+                fence: &s.sem_fence,
+            }
+        } else {
+            KindScripts {
+                enqueue: &s.enqueue,
+                cancel: &s.cancel,
+                extend: &s.extend,
+                fence: &s.fence,
+            }
+        }
+    }
+
+    /// The arguments ENQUEUE's (or SEM_ACQUIRE's) take after the grace
+    /// period: `fenced` for a lock, the permits and the limit otherwise.
+    pub(crate) fn tail_args(&self, fenced: bool) -> Vec<Vec<u8>> {
+        match self.kind.permits() {
+            None => vec![if fenced { b"1".to_vec() } else { b"0".to_vec() }],
+            Some((k, limit)) => vec![k.to_string().into_bytes(), limit.to_string().into_bytes()],
+        }
+    }
+
+    /// A waiter's entry in the queue (see [`queue_member`]).
+    pub(crate) fn member(&self, sub_id: &str, nonce: &str, ttl_ms: u64, token: &[u8]) -> Vec<u8> {
+        match self.kind.permits() {
+            None => queue_member(sub_id, nonce, ttl_ms, token),
+            Some((k, limit)) => {
+                let mut head = format!("{ttl_ms}:{k}").into_bytes();
+                head.extend_from_slice(format!(":{limit}").as_bytes());
+                let mut m = queue_member(sub_id, nonce, 0, token);
+                // `<id>:<nonce>:0:<token>` → `<id>:<nonce>:<ttl>:<k>:<limit>:<token>`
+                m.splice(50..51, head);
+                m
+            }
         }
     }
 

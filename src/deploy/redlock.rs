@@ -84,6 +84,9 @@ impl Deployment for Redlock {
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant> {
+        if keys.shared() {
+            return Err(not_over_redlock());
+        }
         let deadline = match wait {
             Wait::TryOnce => Some(started),
             Wait::Timeout(d) => started.checked_add(d),
@@ -147,6 +150,14 @@ const OP_NODE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a worker waits for an acquisition's reply, at most: a grant
 /// that comes later than this is left to expire by its TTL.
 const LATE_GRANT_WAIT: Duration = Duration::from_secs(60);
+
+/// Semaphores and read-write locks are not served over Redlock yet.
+fn not_over_redlock() -> Error {
+    Error::invalid(
+        "semaphores and read-write locks need one server (direct, Sentinel or Cluster); \
+         over Redlock they are not supported yet",
+    )
+}
 
 pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1

@@ -18,7 +18,7 @@ use crate::net::async_pool::AsyncPool;
 use crate::net::pool::Pool;
 use crate::net::transport::{block_on, Transport};
 use crate::options::{Interrupt, LockInfo, Wait};
-use crate::protocol::{self, scripts, Cap, LockKeys, Script};
+use crate::protocol::{self, scripts, Cap, LockKeys, Script, QUEUE_GRACE_MS};
 use crate::stats::Event;
 
 /// Generic over the transport: the blocking [`Pool`] or the async one.
@@ -64,9 +64,11 @@ impl<P: Transport> Single<P> {
         (n, t): (u32, Duration),
     ) -> Result<()> {
         let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
-        let extend = scripts()
-            .extend
-            .eval(&keys.all(), &[token, ms.as_bytes(), fence.as_bytes()]);
+        let grace = QUEUE_GRACE_MS.to_string();
+        let extend = keys.scripts().extend.eval(
+            &keys.all(),
+            &[token, ms.as_bytes(), fence.as_bytes(), grace.as_bytes()],
+        );
         let wait_ms = t.as_millis().max(1) as u64;
         let mut pipe = redis::pipe();
         pipe.add_command(extend).cmd("WAIT").arg(n).arg(wait_ms);
@@ -153,8 +155,11 @@ impl<P: Transport> wait::Server for Single<P> {
         }
     }
 
-    async fn holds(&self, key: &[u8], token: &[u8]) -> Result<bool> {
-        self.is_owned_by(key, token).await
+    async fn holds(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
+        if keys.shared() {
+            return Ok(self.fence(keys, token).await?.is_some());
+        }
+        self.is_owned_by(&keys.lock, token).await
     }
 }
 
@@ -198,7 +203,13 @@ impl<P: Transport> Single<P> {
     /// [`Error::Unconfirmed`] when it was not the owner on a second sending
     /// whose first sending's reply was lost with its connection.
     pub(crate) async fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
-        let sent = if keys.waited() {
+        let grace = QUEUE_GRACE_MS.to_string();
+        let sent = if keys.shared() {
+            let all = keys.all();
+            self.pool
+                .script_resent(&scripts().sem_release, &all, &[token, grace.as_bytes()])
+                .await
+        } else if keys.waited() {
             let s = scripts();
             let keys = keys.release_queued();
             self.pool
@@ -239,7 +250,7 @@ impl<P: Transport> Single<P> {
         // Without a fence to keep beside the lock, `SET … IFEQ` does it
         // where the server has it (Valkey 8.1, Redis 8.4).
         let caps = self.pool.caps();
-        if fence == 0 && caps.worth_trying(Cap::IfEq) {
+        if fence == 0 && !keys.shared() && caps.worth_trying(Cap::IfEq) {
             let cmd = protocol::set_ifeq(&keys.lock, token, ttl_ms);
             let reply = self.pool.query(&cmd).await;
             if !caps.refused(Cap::IfEq, &reply) {
@@ -252,12 +263,13 @@ impl<P: Transport> Single<P> {
             }
         }
         let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
+        let grace = QUEUE_GRACE_MS.to_string();
         let reply = self
             .script(
-                &scripts().extend,
+                keys.scripts().extend,
                 &keys.lock,
                 &keys.all(),
-                &[token, ms.as_bytes(), fence.as_bytes()],
+                &[token, ms.as_bytes(), fence.as_bytes(), grace.as_bytes()],
                 None,
             )
             .await?;
@@ -284,24 +296,23 @@ impl<P: Transport> Single<P> {
         let caps = self.pool.caps();
         let mut alone = None;
         if !caps.known(Cap::IfEq) && caps.worth_trying(Cap::IfEq) {
-            if let Some(i) = locks.iter().position(|l| l.fence == 0) {
+            if let Some(i) = locks.iter().position(|l| l.fence == 0 && !l.keys.shared()) {
                 let l = &locks[i];
                 alone = Some((i, self.extend(l.keys, l.token, 0, l.ttl_ms).await.ok()));
             }
         }
-        let extend = &scripts().extend;
         let ifeq = caps.known(Cap::IfEq);
+        let grace = QUEUE_GRACE_MS.to_string();
         let mut pipe = redis::pipe();
         let rest = (locks.iter().enumerate()).filter(|&(i, _)| Some(i) != alone.map(|a| a.0));
         for (_, l) in rest {
-            if ifeq && l.fence == 0 {
+            if ifeq && l.fence == 0 && !l.keys.shared() {
                 pipe.add_command(protocol::set_ifeq(&l.keys.lock, l.token, l.ttl_ms));
                 continue;
             }
             let (ttl, fence) = (l.ttl_ms.to_string(), l.fence.to_string());
-            pipe.add_command(
-                extend.eval(&l.keys.all(), &[l.token, ttl.as_bytes(), fence.as_bytes()]),
-            );
+            let args = [l.token, ttl.as_bytes(), fence.as_bytes(), grace.as_bytes()];
+            pipe.add_command(l.keys.scripts().extend.eval(&l.keys.all(), &args));
         }
         let sent = if locks.len() > usize::from(alone.is_some()) {
             self.pool.pipeline(&pipe).await
@@ -327,7 +338,13 @@ impl<P: Transport> Single<P> {
 
     pub(crate) async fn fence(&self, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
         let reply = self
-            .script(&scripts().fence, &keys.lock, &keys.all(), &[token], None)
+            .script(
+                keys.scripts().fence,
+                &keys.lock,
+                &keys.all(),
+                &[token],
+                None,
+            )
             .await?;
         match &reply {
             Value::Nil => Ok(None),

@@ -54,7 +54,7 @@ pub(super) trait Server {
         key: &[u8],
     ) -> impl Future<Output = Result<(Value, bool)>> + Send;
 
-    fn holds(&self, key: &[u8], token: &[u8]) -> impl Future<Output = Result<bool>> + Send;
+    fn holds(&self, keys: &LockKeys, token: &[u8]) -> impl Future<Output = Result<bool>> + Send;
 }
 
 /// What one attempt found.
@@ -82,6 +82,27 @@ pub(super) async fn try_take(
 ) -> Result<Tried> {
     let caps = server.io().caps();
     let ttl = protocol::Decimal::new(ttl_ms);
+    if keys.shared() {
+        let tail = keys.tail_args(fenced);
+        let grace = QUEUE_GRACE_MS.to_string();
+        let args: [&[u8]; 7] = [
+            token,
+            ttl.as_bytes(),
+            b"",
+            b"1",
+            grace.as_bytes(),
+            &tail[0],
+            &tail[1],
+        ];
+        let reply = server
+            .script(keys.scripts().enqueue, &keys.lock, &keys.all(), &args, None)
+            .await?;
+        return match protocol::parse_attempt(&reply) {
+            Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Ok(Tried::Taken(fence)),
+            Some(Attempt::Held { pttl, .. }) => Ok(Tried::Held(pttl)),
+            None => Err(Error::unexpected(&reply)),
+        };
+    }
     if !fenced && caps.worth_trying(Cap::NxGet) {
         let cmd = protocol::set_nx_get(&keys.lock, token, &ttl);
         let reply = server.command(&cmd, &keys.lock).await;
@@ -159,28 +180,17 @@ pub(super) async fn acquire(
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
     let mut backoff = FIRST_RETRY;
+    let tail = keys.tail_args(fenced);
+    let enqueue = keys.scripts().enqueue;
     loop {
         // A repeated run (after a dead connection) checks whether the first
         // one already took the lock or queued us: "not first".
-        let fenced: &[u8] = if fenced { b"1" } else { b"0" };
-        let again: [&[u8]; 6] = [
-            token,
-            ttl.as_bytes(),
-            &q.member,
-            b"0",
-            grace.as_bytes(),
-            fenced,
-        ];
-        let mut args = again;
+        let mut again: Vec<&[u8]> = vec![token, ttl.as_bytes(), &q.member, b"0", grace.as_bytes()];
+        again.extend(tail.iter().map(Vec::as_slice));
+        let mut args = again.clone();
         args[3] = if first { b"1" } else { b"0" };
         let reply = match server
-            .script(
-                &scripts().enqueue,
-                &keys.lock,
-                &keys.all(),
-                &args,
-                Some(&again),
-            )
+            .script(enqueue, &keys.lock, &keys.all(), &args, Some(&again))
             .await
         {
             Ok(r) => r,
@@ -313,7 +323,7 @@ pub(super) async fn acquire(
                     q.done();
                     return Ok(handed(io, keys, fence, started));
                 }
-                match server.holds(&keys.lock, token).await {
+                match server.holds(keys, token).await {
                     Ok(true) => {
                         q.done();
                         return Ok(handed(io, keys, fence, started));
@@ -407,7 +417,7 @@ impl<'a, T: Transport> Queued<'a, T> {
             io,
             keys,
             token,
-            member: protocol::queue_member(t.channel_id(), t.nonce(), ttl_ms, token),
+            member: keys.member(t.channel_id(), t.nonce(), ttl_ms, token),
             ticket: Some(t),
         }
     }
@@ -435,8 +445,14 @@ impl<T: Transport> Drop for Queued<'_, T> {
         let token = self.token.to_vec();
         let member = std::mem::take(&mut self.member);
         self.io.detach(Box::pin(async move {
+            let grace = QUEUE_GRACE_MS.to_string();
             let left = io
-                .script(&scripts().cancel, &keys.all(), &[&token, &member], None)
+                .script(
+                    keys.scripts().cancel,
+                    &keys.all(),
+                    &[&token, &member, grace.as_bytes()],
+                    None,
+                )
                 .await
                 .and_then(|reply| parse_cancel(&reply));
             match left {
@@ -444,9 +460,18 @@ impl<T: Transport> Drop for Queued<'_, T> {
                 // Handed to us as we left: nobody wants it now.
                 Ok(Some(_)) => {
                     io.stats().count(Event::HandoffReceived);
-                    let _ = io
-                        .script(&scripts().release, &keys.release(), &[&token], None)
-                        .await;
+                    let _ = if keys.shared() {
+                        io.script(
+                            &scripts().sem_release,
+                            &keys.all(),
+                            &[&token, grace.as_bytes()],
+                            None,
+                        )
+                        .await
+                    } else {
+                        io.script(&scripts().release, &keys.release(), &[&token], None)
+                            .await
+                    };
                 }
                 Err(_) => ticket.abandon(),
             }
@@ -551,12 +576,13 @@ async fn cancel(
     token: &[u8],
     member: &[u8],
 ) -> Result<Option<u64>> {
+    let grace = QUEUE_GRACE_MS.to_string();
     let reply = server
         .script(
-            &scripts().cancel,
+            keys.scripts().cancel,
             &keys.lock,
             &keys.all(),
-            &[token, member],
+            &[token, member, grace.as_bytes()],
             None,
         )
         .await?;

@@ -1,0 +1,295 @@
+//! Counting semaphores and read-write locks on one server: at most `limit`
+//! permits held under contention, arrival order with no barging, a waiter
+//! for several permits not starved, a writer not starved by readers,
+//! readers behind a writer entering together, a dead holder's permits back
+//! within its lease, one holder's renewal never extending another, and
+//! nothing left behind.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use common::{wait_until, Server};
+use redis::Commands;
+use redislock::{AcquireOptions, Client, ErrorKind, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+fn opts(ttl: Duration, wait: Wait) -> AcquireOptions {
+    AcquireOptions::new(ttl).wait(wait)
+}
+
+fn waiting() -> AcquireOptions {
+    opts(30 * S, Wait::Timeout(60 * S))
+}
+
+fn try_once() -> AcquireOptions {
+    opts(30 * S, Wait::TryOnce)
+}
+
+/// How many waiters the queue of the semaphore or read-write lock `key`
+/// holds (`kind`: "sem" or "rw").
+fn queued(srv: &Server, key: &str, kind: &str) -> usize {
+    srv.raw().llen(format!("{{{key}}}:{kind}:queue")).unwrap()
+}
+
+/// Whether no key of the semaphore or read-write lock `key` is left.
+fn nothing_left(srv: &Server, key: &str, kind: &str) -> bool {
+    let mut raw = srv.raw();
+    ["", ":info", ":queue"].iter().all(|suffix| {
+        !raw.exists::<_, bool>(format!("{{{key}}}:{kind}{suffix}"))
+            .unwrap()
+    })
+}
+
+#[test]
+fn at_most_limit_permits_are_held_under_contention() {
+    let srv = Server::start();
+    const LIMIT: usize = 3;
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..10)
+        .map(|i| {
+            // A client each, as processes have.
+            let client = Client::open(&srv.url()).unwrap();
+            let (inside, most) = (inside.clone(), most.clone());
+            thread::spawn(move || {
+                let permits = if i % 3 == 0 { 2 } else { 1 };
+                for _ in 0..25 {
+                    let lock = client
+                        .acquire_semaphore("exports", LIMIT as u32, permits, waiting())
+                        .unwrap();
+                    let now =
+                        inside.fetch_add(permits as usize, Ordering::SeqCst) + permits as usize;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    assert!(now <= LIMIT, "{now} permits held at once");
+                    thread::sleep(Duration::from_millis(1));
+                    inside.fetch_sub(permits as usize, Ordering::SeqCst);
+                    lock.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(
+        most.load(Ordering::SeqCst) >= 2,
+        "the permits were never shared"
+    );
+    assert!(nothing_left(&srv, "exports", "sem"));
+}
+
+#[test]
+fn waiters_are_admitted_in_arrival_order_and_nobody_barges() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let first = client.acquire_semaphore("line", 2, 1, try_once()).unwrap();
+    // A waiter for both permits: one is free, not enough.
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for (i, permits) in [2u32, 1, 1, 2].into_iter().enumerate() {
+        let (client, order) = (client.clone(), order.clone());
+        threads.push(thread::spawn(move || {
+            let lock = client
+                .acquire_semaphore("line", 2, permits, waiting())
+                .unwrap();
+            order.lock().unwrap().push(i);
+            thread::sleep(Duration::from_millis(20));
+            lock.release().unwrap();
+        }));
+        wait_until("the waiter to queue", 10 * S, || {
+            queued(&srv, "line", "sem") == i + 1
+        });
+    }
+    // A free permit, and still no later caller takes it.
+    let e = client
+        .acquire_semaphore("line", 2, 1, try_once())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    first.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // 1 and 2 may enter together after 0 (both fit); 3 comes last.
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order[0], 0, "{order:?}");
+    assert_eq!(order[3], 3, "{order:?}");
+    wait_until("nothing left", 10 * S, || nothing_left(&srv, "line", "sem"));
+}
+
+#[test]
+fn a_waiter_for_several_permits_is_not_starved_by_single_permits() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let held: Vec<_> = (0..3)
+        .map(|_| client.acquire_semaphore("big", 3, 1, try_once()).unwrap())
+        .collect();
+    let big = {
+        let client = client.clone();
+        thread::spawn(move || client.acquire_semaphore("big", 3, 3, waiting()).unwrap())
+    };
+    wait_until("the big waiter to queue", 10 * S, || {
+        queued(&srv, "big", "sem") == 1
+    });
+    // Single permits keep coming; each frees one of the three.
+    for lock in held {
+        lock.release().unwrap();
+        let e = client
+            .acquire_semaphore("big", 3, 1, try_once())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    }
+    let big = big.join().unwrap();
+    assert!(big.owned().unwrap());
+    big.release().unwrap();
+    assert!(nothing_left(&srv, "big", "sem"));
+}
+
+#[test]
+fn a_queued_writer_stops_new_readers_and_the_readers_behind_it_enter_together() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let reader = client.acquire_read("catalog", try_once()).unwrap();
+    let second = client.acquire_read("catalog", try_once()).unwrap();
+    assert!(client.acquire_write("catalog", try_once()).is_err());
+    let writer = {
+        let client = client.clone();
+        thread::spawn(move || {
+            let w = client.acquire_write("catalog", waiting()).unwrap();
+            thread::sleep(Duration::from_millis(200));
+            w.release().unwrap();
+        })
+    };
+    wait_until("the writer to queue", 10 * S, || {
+        queued(&srv, "catalog", "rw") == 1
+    });
+    // Readers behind the writer: new readers queue too.
+    let together = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (client, together, most) = (client.clone(), together.clone(), most.clone());
+            thread::spawn(move || {
+                let r = client.acquire_read("catalog", waiting()).unwrap();
+                let n = together.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(n, Ordering::SeqCst);
+                // Held until all three are in.
+                wait_until("the other readers", 10 * S, || {
+                    together.load(Ordering::SeqCst) == 3
+                });
+                r.release().unwrap();
+            })
+        })
+        .collect();
+    wait_until("the readers to queue", 10 * S, || {
+        queued(&srv, "catalog", "rw") == 4
+    });
+    assert_eq!(together.load(Ordering::SeqCst), 0);
+    reader.release().unwrap();
+    second.release().unwrap();
+    writer.join().unwrap();
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 3);
+    wait_until("nothing left", 10 * S, || {
+        nothing_left(&srv, "catalog", "rw")
+    });
+}
+
+#[test]
+fn a_dead_holders_permit_comes_back_when_its_lease_runs_out() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    // As a process killed while holding: never released.
+    client
+        .acquire_semaphore(
+            "crashed",
+            1,
+            1,
+            opts(Duration::from_millis(600), Wait::TryOnce),
+        )
+        .unwrap()
+        .forget();
+    let lock = client
+        .acquire_semaphore("crashed", 1, 1, opts(30 * S, Wait::Timeout(30 * S)))
+        .unwrap();
+    lock.release().unwrap();
+    assert!(nothing_left(&srv, "crashed", "sem"));
+}
+
+#[test]
+fn renewing_one_holder_never_extends_another() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let short = client
+        .acquire_semaphore("leases", 2, 1, opts(2 * S, Wait::TryOnce))
+        .unwrap();
+    let long = client
+        .acquire_semaphore("leases", 2, 1, opts(2 * S, Wait::TryOnce))
+        .unwrap();
+    long.extend(60 * S).unwrap();
+    let score = |token: &[u8]| -> f64 {
+        srv.raw()
+            .zscore::<_, _, f64>("{leases}:sem", token)
+            .unwrap()
+    };
+    assert!(score(long.token()) - score(short.token()) > 50_000.0);
+    assert!(short.fence().unwrap() < long.fence().unwrap());
+    short.release().unwrap();
+    long.release().unwrap();
+    assert!(nothing_left(&srv, "leases", "sem"));
+}
+
+#[test]
+fn a_waiter_that_gives_up_leaves_nothing_and_names_never_collide() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let lock = client
+        .acquire("shared-name", 30 * S, Wait::TryOnce)
+        .unwrap();
+    let sem = client
+        .acquire_semaphore("shared-name", 1, 1, try_once())
+        .unwrap();
+    let write = client.acquire_write("shared-name", try_once()).unwrap();
+    let e = client
+        .acquire_semaphore(
+            "shared-name",
+            1,
+            1,
+            opts(30 * S, Wait::Timeout(Duration::from_millis(200))),
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    assert_eq!(queued(&srv, "shared-name", "sem"), 0);
+    sem.release().unwrap();
+    write.release().unwrap();
+    lock.release().unwrap();
+    assert!(nothing_left(&srv, "shared-name", "sem"));
+    assert!(nothing_left(&srv, "shared-name", "rw"));
+}
+
+#[test]
+fn bad_limits_and_redlock_are_refused_before_any_io() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    for (limit, permits) in [(0, 1), (1, 0), (2, 3), (1_000_001, 1)] {
+        let e = client
+            .acquire_semaphore("bad", limit, permits, try_once())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{limit} {permits}");
+    }
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let redlock = Client::redlock(nodes.iter().map(|s| s.url()))
+        .build()
+        .unwrap();
+    let e = redlock
+        .acquire_semaphore("bad", 2, 1, try_once())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("Redlock"), "{e}");
+}
