@@ -356,6 +356,48 @@ enum redislock_status redislock_acquire_fenced(const struct redislock_client *cl
                                                struct redislock_lock **out);
 
 /**
+ * Take `permits` of the counting semaphore `key`, which admits `limit`
+ * permits in all (this call's limit, 1 to 1,000,000; `permits` 1 to
+ * `limit`). Holders are served in arrival order with no barging; each has
+ * its own lease of `ttl_ms`, token and fence, and its handle is a lock
+ * handle like any other (release, extend, renew, fence, token). `key`,
+ * `ttl_ms`, `wait_ms` and `out` (not NULL) as for `redislock_acquire`. A
+ * semaphore never collides with the lock of the same name. Over Redlock
+ * it is `REDISLOCK_INVALID_ARGUMENT` (not supported yet).
+ */
+enum redislock_status redislock_acquire_semaphore(const struct redislock_client *client,
+                                                  const uint8_t *key,
+                                                  size_t key_len,
+                                                  uint32_t limit,
+                                                  uint32_t permits,
+                                                  uint64_t ttl_ms,
+                                                  int64_t wait_ms,
+                                                  struct redislock_lock **out);
+
+/**
+ * Take the read-write lock `key` shared: any number of readers hold it at
+ * once while no writer holds it or waits for it (a queued writer stops new
+ * readers). Arguments as for `redislock_acquire_semaphore`.
+ */
+enum redislock_status redislock_acquire_read(const struct redislock_client *client,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             uint64_t ttl_ms,
+                                             int64_t wait_ms,
+                                             struct redislock_lock **out);
+
+/**
+ * Take the read-write lock `key` exclusively: once nobody holds it and
+ * nobody queued earlier waits. Arguments as for `redislock_acquire_read`.
+ */
+enum redislock_status redislock_acquire_write(const struct redislock_client *client,
+                                              const uint8_t *key,
+                                              size_t key_len,
+                                              uint64_t ttl_ms,
+                                              int64_t wait_ms,
+                                              struct redislock_lock **out);
+
+/**
  * Release the lock and free the handle. Takes ownership of `lock`, which
  * is freed whatever the outcome. Returns `REDISLOCK_NOT_OWNER` when the
  * lock expired or was taken over (the new holder's key is left alone); its

@@ -434,7 +434,42 @@ impl Client {
         key: impl AsRef<[u8]>,
         opts: AcquireOptions,
     ) -> Result<Lock> {
-        let (keys, token, ttl_ms) = prepare(key.as_ref(), Kind::Lock, &opts)?;
+        self.acquire_as_async(key.as_ref(), Kind::Lock, opts).await
+    }
+
+    /// [`Client::acquire_semaphore`] for async callers (cancelled by
+    /// dropping the future, as [`Client::acquire_with_async`]).
+    pub async fn acquire_semaphore_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        limit: u32,
+        permits: u32,
+        opts: AcquireOptions,
+    ) -> Result<Lock> {
+        let kind = semaphore_kind(limit, permits)?;
+        self.acquire_as_async(key.as_ref(), kind, opts).await
+    }
+
+    /// [`Client::acquire_read`] for async callers.
+    pub async fn acquire_read_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: AcquireOptions,
+    ) -> Result<Lock> {
+        self.acquire_as_async(key.as_ref(), Kind::Read, opts).await
+    }
+
+    /// [`Client::acquire_write`] for async callers.
+    pub async fn acquire_write_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: AcquireOptions,
+    ) -> Result<Lock> {
+        self.acquire_as_async(key.as_ref(), Kind::Write, opts).await
+    }
+
+    async fn acquire_as_async(&self, key: &[u8], kind: Kind, opts: AcquireOptions) -> Result<Lock> {
+        let (keys, token, ttl_ms) = prepare(key, kind, &opts)?;
         let ops = self.async_ops();
         let started = Instant::now();
         let grant = ops

@@ -330,6 +330,9 @@ fn the_committed_headers_match_a_fresh_generation() {
         "redislock_client_open_redlock(",
         "redislock_client_free(",
         "redislock_acquire(",
+        "redislock_acquire_semaphore(",
+        "redislock_acquire_read(",
+        "redislock_acquire_write(",
         "redislock_release(",
         "redislock_extend(",
         "redislock_lock_auto_renew(",
@@ -420,6 +423,26 @@ fn fences_from_c_leave_no_key_behind_and_grow_across_a_restart() {
     srv.restart();
     let f2 = fence(run_fence(&exe, false, &[&url, "fence", "restart-me"]));
     assert!(f2 > f1 && f2 < 1 << 53, "fence {f2} after {f1}");
+}
+
+#[test]
+fn semaphores_and_read_write_locks_from_c() {
+    let (prefix, lib) = install();
+    let exe = build_c(prefix.path(), &lib, "test_semaphore");
+    let srv = Server::start();
+    let out = Command::new(&exe).arg(srv.url()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    let (passed, failed) = verdict(&stdout);
+    assert_eq!(failed, 0, "{stdout}");
+    assert!(passed > 200, "only {passed} checks ran");
+    assert_ok(&out, "tests/c/test_semaphore");
+    // Every holder released: only the slot counters stay.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut srv.raw()).unwrap();
+    assert!(
+        keys.iter().all(|k| k.starts_with("redislock:fence:{")),
+        "left behind: {keys:?}"
+    );
 }
 
 #[test]

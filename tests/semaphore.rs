@@ -293,3 +293,72 @@ fn bad_limits_and_redlock_are_refused_before_any_io() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("Redlock"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_share_permits_and_a_dropped_wait_leaves_the_queue() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (client, inside, most) = (client.clone(), inside.clone(), most.clone());
+            tokio::spawn(async move {
+                let lock = client
+                    .acquire_semaphore_async("tasks", 2, 1, waiting())
+                    .await
+                    .unwrap();
+                let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(n, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                lock.release_async().await.unwrap();
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 2);
+
+    // A writer's wait dropped while a reader holds: it leaves the queue.
+    let reader = client
+        .acquire_read_async("tasks", try_once())
+        .await
+        .unwrap();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(300),
+        client.acquire_write_async("tasks", waiting()),
+    )
+    .await;
+    assert!(dropped.is_err());
+    wait_until("the dropped writer to leave the queue", 10 * S, || {
+        queued(&srv, "tasks", "rw") == 0
+    });
+    // New readers are not held up by a writer that is gone.
+    let second = client
+        .acquire_read_async("tasks", try_once())
+        .await
+        .unwrap();
+    second.release_async().await.unwrap();
+    reader.release_async().await.unwrap();
+    assert!(nothing_left(&srv, "tasks", "sem") && nothing_left(&srv, "tasks", "rw"));
+}
+
+#[test]
+fn a_renewed_holder_outlives_its_ttl_and_keeps_out_others() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let ttl = Duration::from_millis(600);
+    let holder = client
+        .acquire_semaphore("renewed", 1, 1, opts(ttl, Wait::TryOnce).auto_renew(true))
+        .unwrap();
+    // Three leases long: renewal (at a third of the TTL) kept it.
+    let e = client
+        .acquire_semaphore("renewed", 1, 1, opts(ttl, Wait::Timeout(3 * ttl)))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired);
+    assert!(holder.owned().unwrap() && !holder.is_lost());
+    holder.release().unwrap();
+    assert!(nothing_left(&srv, "renewed", "sem"));
+}

@@ -87,6 +87,29 @@ enum redislock_status redislock_acquire_fenced(const struct redislock_client *cl
                                                size_t token_len,
                                                struct redislock_lock **out);
 
+enum redislock_status redislock_acquire_semaphore(const struct redislock_client *client,
+                                                  const char *key,
+                                                  size_t key_len,
+                                                  uint32_t limit,
+                                                  uint32_t permits,
+                                                  uint64_t ttl_ms,
+                                                  int64_t wait_ms,
+                                                  struct redislock_lock **out);
+
+enum redislock_status redislock_acquire_read(const struct redislock_client *client,
+                                             const char *key,
+                                             size_t key_len,
+                                             uint64_t ttl_ms,
+                                             int64_t wait_ms,
+                                             struct redislock_lock **out);
+
+enum redislock_status redislock_acquire_write(const struct redislock_client *client,
+                                              const char *key,
+                                              size_t key_len,
+                                              uint64_t ttl_ms,
+                                              int64_t wait_ms,
+                                              struct redislock_lock **out);
+
 enum redislock_status redislock_release(struct redislock_lock *lock);
 
 enum redislock_status redislock_extend(struct redislock_lock *lock, uint64_t ttl_ms);

@@ -396,6 +396,98 @@ pub extern "C" fn redislock_acquire_fenced(
     acquire(args, true, out)
 }
 
+/// Take `permits` of the counting semaphore `key`, which admits `limit`
+/// permits in all (this call's limit, 1 to 1,000,000; `permits` 1 to
+/// `limit`). Holders are served in arrival order with no barging; each has
+/// its own lease of `ttl_ms`, token and fence, and its handle is a lock
+/// handle like any other (release, extend, renew, fence, token). `key`,
+/// `ttl_ms`, `wait_ms` and `out` (not NULL) as for `redislock_acquire`. A
+/// semaphore never collides with the lock of the same name. Over Redlock
+/// it is `REDISLOCK_INVALID_ARGUMENT` (not supported yet).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn redislock_acquire_semaphore(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    limit: u32,
+    permits: u32,
+    ttl_ms: u64,
+    wait_ms: i64,
+    out: *mut *mut redislock_lock,
+) -> redislock_status {
+    acquire_shared((client, key, key_len, ttl_ms, wait_ms), out, |c, k, o| {
+        c.acquire_semaphore(k, limit, permits, o)
+    })
+}
+
+/// Take the read-write lock `key` shared: any number of readers hold it at
+/// once while no writer holds it or waits for it (a queued writer stops new
+/// readers). Arguments as for `redislock_acquire_semaphore`.
+#[no_mangle]
+pub extern "C" fn redislock_acquire_read(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    ttl_ms: u64,
+    wait_ms: i64,
+    out: *mut *mut redislock_lock,
+) -> redislock_status {
+    acquire_shared((client, key, key_len, ttl_ms, wait_ms), out, |c, k, o| {
+        c.acquire_read(k, o)
+    })
+}
+
+/// Take the read-write lock `key` exclusively: once nobody holds it and
+/// nobody queued earlier waits. Arguments as for `redislock_acquire_read`.
+#[no_mangle]
+pub extern "C" fn redislock_acquire_write(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    ttl_ms: u64,
+    wait_ms: i64,
+    out: *mut *mut redislock_lock,
+) -> redislock_status {
+    acquire_shared((client, key, key_len, ttl_ms, wait_ms), out, |c, k, o| {
+        c.acquire_write(k, o)
+    })
+}
+
+/// The acquires of semaphores and read-write locks: the checks, the wait,
+/// then `take` makes the handle.
+fn acquire_shared(
+    (client, key, key_len, ttl_ms, wait_ms): (*const redislock_client, *const u8, usize, u64, i64),
+    out: *mut *mut redislock_lock,
+    take: impl FnOnce(&Client, &[u8], AcquireOptions) -> Result<Lock, Error>,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let client = non_null(client, "client")?;
+            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
+            if out.is_null() {
+                return Err(Error::InvalidArgument(
+                    "out is NULL: nobody could release what it takes".into(),
+                ));
+            }
+            let opts = AcquireOptions::new(Duration::from_millis(ttl_ms)).wait(wait_of(wait_ms));
+            let lock = take(&client.client, key, opts)?;
+            // SAFETY: not NULL (above); the caller promises it is writable.
+            unsafe { *out = Box::into_raw(Box::new(redislock_lock { lock, lost: None })) };
+            Ok(())
+        })())
+    })
+}
+
+/// `wait_ms` in words: 0 = try once, > 0 = at most this long, < 0 = forever.
+fn wait_of(wait_ms: i64) -> Wait {
+    match wait_ms {
+        0 => Wait::TryOnce,
+        ms if ms > 0 => Wait::Timeout(Duration::from_millis(ms as u64)),
+        _ => Wait::Forever,
+    }
+}
+
 /// The arguments of an acquire: client, key and its length, TTL, wait,
 /// token and its length.
 type AcquireArgs = (
@@ -423,13 +515,8 @@ fn acquire(
                     "out is NULL without a token: nobody could release the lock".into(),
                 ));
             }
-            let wait = match wait_ms {
-                0 => Wait::TryOnce,
-                ms if ms > 0 => Wait::Timeout(Duration::from_millis(ms as u64)),
-                _ => Wait::Forever,
-            };
             let mut opts = AcquireOptions::new(Duration::from_millis(ttl_ms))
-                .wait(wait)
+                .wait(wait_of(wait_ms))
                 .fenced(fenced);
             if let Some(t) = token {
                 opts = opts.token(t);
