@@ -215,8 +215,12 @@ impl Client {
         permits: u32,
         opts: AcquireOptions,
     ) -> Result<Lock> {
-        let kind = semaphore_kind(limit, permits)?;
-        let (keys, token, fence, ttl_ms) = self.take_as(key.as_ref(), kind, &opts)?;
+        self.acquire_as(key.as_ref(), semaphore_kind(limit, permits)?, opts)
+    }
+
+    /// The acquire of the name `key` locked as `kind` (the bindings').
+    pub(crate) fn acquire_as(&self, key: &[u8], kind: Kind, opts: AcquireOptions) -> Result<Lock> {
+        let (keys, token, fence, ttl_ms) = self.take_as(key, kind, &opts)?;
         Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
     }
 
@@ -225,15 +229,13 @@ impl Client {
     /// readers; the readers queued behind it enter together after it). As
     /// [`Client::acquire_semaphore`] otherwise.
     pub fn acquire_read(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
-        let (keys, token, fence, ttl_ms) = self.take_as(key.as_ref(), Kind::Read, &opts)?;
-        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+        self.acquire_as(key.as_ref(), Kind::Read, opts)
     }
 
     /// Take the read-write lock `key` exclusively: once no reader or writer
     /// holds it and nobody queued earlier waits. See [`Client::acquire_read`].
     pub fn acquire_write(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
-        let (keys, token, fence, ttl_ms) = self.take_as(key.as_ref(), Kind::Write, &opts)?;
-        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+        self.acquire_as(key.as_ref(), Kind::Write, opts)
     }
 
     /// The acquire of [`Client::acquire_with`] without the handle: the
@@ -468,7 +470,12 @@ impl Client {
         self.acquire_as_async(key.as_ref(), Kind::Write, opts).await
     }
 
-    async fn acquire_as_async(&self, key: &[u8], kind: Kind, opts: AcquireOptions) -> Result<Lock> {
+    pub(crate) async fn acquire_as_async(
+        &self,
+        key: &[u8],
+        kind: Kind,
+        opts: AcquireOptions,
+    ) -> Result<Lock> {
         let (keys, token, ttl_ms) = prepare(key, kind, &opts)?;
         let ops = self.async_ops();
         let started = Instant::now();

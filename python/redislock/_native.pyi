@@ -67,6 +67,35 @@ class Client:
         on_lost: Optional[Callable[[], object]] = None,
         fenced: bool = False,
     ) -> "Lock": ...
+    def semaphore(
+        self,
+        name: Union[str, bytes],
+        limit: int,
+        ttl: float = 30.0,
+        permits: int = 1,
+        token: Union[str, bytes, None] = None,
+        auto_renew: bool = False,
+        timeout: Optional[float] = None,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> "Lock": ...
+    def read_lock(
+        self,
+        name: Union[str, bytes],
+        ttl: float = 30.0,
+        token: Union[str, bytes, None] = None,
+        auto_renew: bool = False,
+        timeout: Optional[float] = None,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> "Lock": ...
+    def write_lock(
+        self,
+        name: Union[str, bytes],
+        ttl: float = 30.0,
+        token: Union[str, bytes, None] = None,
+        auto_renew: bool = False,
+        timeout: Optional[float] = None,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> "Lock": ...
     def release_token(self, name: Union[str, bytes], token: Union[str, bytes]) -> bool: ...
     def stats(self) -> Stats: ...
 

@@ -31,6 +31,7 @@ use pyo3::{IntoPyObjectExt, PyTraverseError, PyVisit};
 
 use lost::{deferring, fire_all, Notice};
 
+use crate::protocol::Kind;
 use crate::sync::locked;
 use crate::{
     AcquireOptions, Client as CoreClient, Error, ErrorKind, Interrupt, Lock as CoreLock, Wait,
@@ -165,6 +166,7 @@ fn acquire_interruptibly(
     py: Python<'_>,
     client: &CoreClient,
     name: &[u8],
+    kind: Kind,
     opts: AcquireOptions,
 ) -> PyResult<Result<CoreLock, Error>> {
     let raised: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
@@ -182,7 +184,7 @@ fn acquire_interruptibly(
             }
         })
     }));
-    let r = detached(py, || client.acquire_with(name, opts));
+    let r = detached(py, || client.acquire_as(name, kind, opts));
     let pending = locked(&raised).take();
     match pending {
         Some(e) => Err(e),
@@ -309,35 +311,67 @@ impl Client {
         on_lost: Option<&Bound<'_, PyAny>>,
         fenced: bool,
     ) -> PyResult<Lock> {
-        let py = name.py();
-        let name = bytes_arg(name, "name")?;
-        crate::options::check_key(&name).map_err(|e| to_py(py, e))?;
-        let ttl = seconds(ttl, "ttl")?;
-        crate::options::ttl_millis(ttl).map_err(|e| to_py(py, e))?;
-        let token = token.map(|t| bytes_arg(t, "token")).transpose()?;
-        if let Some(t) = &token {
-            crate::options::check_token(t).map_err(|e| to_py(py, e))?;
-        }
-        let on_lost = on_lost.filter(|f| !f.is_none());
-        if let Some(f) = on_lost {
-            if !f.is_callable() {
-                return Err(PyTypeError::new_err(format!(
-                    "on_lost must be callable, not {}",
-                    f.get_type().name()?
-                )));
-            }
-        }
-        Ok(Lock {
-            client: self.client.clone(),
-            name,
-            ttl,
-            wait: wait_arg(timeout)?,
-            token,
-            auto_renew,
-            fenced,
-            on_lost: Mutex::new(on_lost.map(|f| f.clone().unbind())),
-            held: Mutex::new(Vec::new()),
-        })
+        let args = (ttl, timeout, token, auto_renew, on_lost);
+        self.handle(name, Kind::Lock, args, fenced)
+    }
+
+    /// `permits` of the counting semaphore `name`, which admits `limit`
+    /// permits in all (this call's limit; 1 to 1,000,000, `permits` 1 to
+    /// `limit`, else ValueError). Waiters are served in arrival order, with
+    /// no barging; each holder has its own lease (`ttl`), token and fence.
+    /// The object is used as a lock's: `with`, `async with`, `acquire()`,
+    /// `release()`, `extend()`, `fence`, `token`, `lost`. It never collides
+    /// with the lock of the same name. The other arguments as for `lock()`.
+    #[pyo3(signature = (name, limit, ttl=30.0, permits=1, token=None, auto_renew=false, timeout=None, on_lost=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn semaphore(
+        &self,
+        name: &Bound<'_, PyAny>,
+        limit: u32,
+        ttl: f64,
+        permits: u32,
+        token: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        timeout: Option<f64>,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Lock> {
+        let kind =
+            crate::client::semaphore_kind(limit, permits).map_err(|e| to_py(name.py(), e))?;
+        self.handle(name, kind, (ttl, timeout, token, auto_renew, on_lost), true)
+    }
+
+    /// The read-write lock `name`, shared: any number of readers at once,
+    /// while no writer holds it or waits for it (a queued writer stops new
+    /// readers; the readers behind it enter together after it). As
+    /// `semaphore()` otherwise.
+    #[pyo3(signature = (name, ttl=30.0, token=None, auto_renew=false, timeout=None, on_lost=None))]
+    fn read_lock(
+        &self,
+        name: &Bound<'_, PyAny>,
+        ttl: f64,
+        token: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        timeout: Option<f64>,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Lock> {
+        let args = (ttl, timeout, token, auto_renew, on_lost);
+        self.handle(name, Kind::Read, args, true)
+    }
+
+    /// The read-write lock `name`, exclusive: once nobody holds it and
+    /// nobody queued earlier waits. As `read_lock()` otherwise.
+    #[pyo3(signature = (name, ttl=30.0, token=None, auto_renew=false, timeout=None, on_lost=None))]
+    fn write_lock(
+        &self,
+        name: &Bound<'_, PyAny>,
+        ttl: f64,
+        token: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        timeout: Option<f64>,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Lock> {
+        let args = (ttl, timeout, token, auto_renew, on_lost);
+        self.handle(name, Kind::Write, args, true)
     }
 
     /// What this client did since it was made (or since a fork, in the
@@ -368,6 +402,60 @@ impl Client {
     }
 }
 
+/// Handles of every kind.
+impl Client {
+    /// A handle on the name `name` locked as `kind`; the arguments
+    /// checked before any I/O.
+    fn handle(
+        &self,
+        name: &Bound<'_, PyAny>,
+        kind: Kind,
+        (ttl, timeout, token, auto_renew, on_lost): HandleArgs<'_, '_>,
+        fenced: bool,
+    ) -> PyResult<Lock> {
+        let py = name.py();
+
+        let name = bytes_arg(name, "name")?;
+        crate::options::check_key(&name).map_err(|e| to_py(py, e))?;
+        let ttl = seconds(ttl, "ttl")?;
+        crate::options::ttl_millis(ttl).map_err(|e| to_py(py, e))?;
+        let token = token.map(|t| bytes_arg(t, "token")).transpose()?;
+        if let Some(t) = &token {
+            crate::options::check_token(t).map_err(|e| to_py(py, e))?;
+        }
+        let on_lost = on_lost.filter(|f| !f.is_none());
+        if let Some(f) = on_lost {
+            if !f.is_callable() {
+                return Err(PyTypeError::new_err(format!(
+                    "on_lost must be callable, not {}",
+                    f.get_type().name()?
+                )));
+            }
+        }
+        Ok(Lock {
+            client: self.client.clone(),
+            name,
+            kind,
+            ttl,
+            wait: wait_arg(timeout)?,
+            token,
+            auto_renew,
+            fenced,
+            on_lost: Mutex::new(on_lost.map(|f| f.clone().unbind())),
+            held: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// `ttl`, `timeout`, `token`, `auto_renew`, `on_lost` of a handle.
+type HandleArgs<'a, 'py> = (
+    f64,
+    Option<f64>,
+    Option<&'a Bound<'py, PyAny>>,
+    bool,
+    Option<&'a Bound<'py, PyAny>>,
+);
+
 struct Held {
     thread: ThreadId,
     /// Shared only for the length of a call (extend, owned) that runs
@@ -384,6 +472,8 @@ struct Held {
 pub struct Lock {
     client: CoreClient,
     name: Vec<u8>,
+    /// A lock, a semaphore's permits, or a side of a read-write lock.
+    kind: Kind,
     ttl: Duration,
     wait: Wait,
     token: Option<Vec<u8>>,
@@ -446,7 +536,7 @@ impl Lock {
         let (py, this) = (slf.py(), slf.get());
         let notice = Lock::notice(slf)?;
         let opts = this.options(wait);
-        match acquire_interruptibly(py, &this.client, &this.name, opts)? {
+        match acquire_interruptibly(py, &this.client, &this.name, this.kind, opts)? {
             Ok(lock) => {
                 this.keep(lock, notice.as_ref());
                 Ok(true)
@@ -518,13 +608,14 @@ fn start_acquire<'py>(
     let py = slf.py();
     let this = slf.get();
     let (client, name, opts) = (this.client.clone(), this.name.clone(), this.options(wait));
+    let kind = this.kind;
     let notice = Lock::notice(slf)?;
     let slot = Arc::new(Mutex::new(Grant::Waiting));
     let me: Py<Lock> = slf.clone().unbind();
     let fut = {
         let slot = slot.clone();
         async move {
-            let got = client.acquire_with_async(&name, opts).await;
+            let got = client.acquire_as_async(&name, kind, opts).await;
             Python::attach(|py| match got {
                 Ok(lock) => {
                     let mut s = locked(&slot);
@@ -690,7 +781,8 @@ impl Lock {
         let notice = Lock::notice(&slf)?;
         let (client, name) = (&this.client, &this.name);
         let opts = this.options(this.wait);
-        let lock = acquire_interruptibly(py, client, name, opts)?.map_err(|e| to_py(py, e))?;
+        let lock =
+            acquire_interruptibly(py, client, name, this.kind, opts)?.map_err(|e| to_py(py, e))?;
         this.keep(lock, notice.as_ref());
         Ok(slf)
     }

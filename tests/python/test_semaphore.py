@@ -1,0 +1,119 @@
+"""Semaphores and read-write locks from Python: `with`, `async with`,
+threads and processes never holding more than the limit, no barging, a
+queued writer stopping new readers, and bad arguments refused."""
+import asyncio
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+import redislock
+from helpers import DEADLINE, wait_until
+
+
+def queued(raw, name, kind):
+    return raw.llen("{%s}:%s:queue" % (name, kind))
+
+
+def nothing_left(raw, name, kind):
+    return not raw.exists("{%s}:%s" % (name, kind), "{%s}:%s:info" % (name, kind),
+                          "{%s}:%s:queue" % (name, kind))
+
+
+def test_permits_up_to_the_limit_and_each_its_own_fence(client, raw):
+    a = client.semaphore("exports", limit=2)
+    b = client.semaphore("exports", limit=2)
+    with a, b:
+        assert a.fence < b.fence
+        assert not client.semaphore("exports", limit=2).acquire(blocking=False)
+        # The lock of the same name is another thing.
+        with client.lock("exports", timeout=0):
+            pass
+    assert nothing_left(raw, "exports", "sem")
+
+
+def test_threads_never_hold_more_than_the_limit(client, raw):
+    inside, most, guard = [0], [0], threading.Lock()
+
+    def work():
+        sem = client.semaphore("pool", limit=3, timeout=DEADLINE)
+        for _ in range(20):
+            with sem:
+                with guard:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                time.sleep(0.001)
+                with guard:
+                    inside[0] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE)
+    assert 2 <= most[0] <= 3
+    assert nothing_left(raw, "pool", "sem")
+
+
+def _hold(url, ready, go):
+    c = redislock.Client(url)
+    with c.semaphore("procs", limit=1, timeout=DEADLINE):
+        ready.set()
+        go.wait(DEADLINE)
+
+
+def test_a_permit_held_by_another_process_excludes_until_released(server, client, raw):
+    ctx = multiprocessing.get_context("spawn")
+    ready, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_hold, args=(server.url, ready, go))
+    p.start()
+    assert ready.wait(DEADLINE)
+    waiter = client.semaphore("procs", limit=1, timeout=DEADLINE)
+    got = []
+    t = threading.Thread(target=lambda: got.append(waiter.acquire()))
+    t.start()
+    wait_until(lambda: queued(raw, "procs", "sem") == 1, what="the waiter to queue")
+    go.set()
+    t.join(DEADLINE)
+    p.join(DEADLINE)
+    assert got == [True] and waiter.owned()
+    waiter.release()
+    assert nothing_left(raw, "procs", "sem")
+
+
+def test_a_queued_writer_stops_new_readers(client, raw):
+    reader = client.read_lock("catalog")
+    assert reader.acquire(blocking=False)
+    writer = client.write_lock("catalog", timeout=DEADLINE)
+    t = threading.Thread(target=writer.acquire)
+    t.start()
+    wait_until(lambda: queued(raw, "catalog", "rw") == 1, what="the writer to queue")
+    assert not client.read_lock("catalog").acquire(blocking=False)
+    reader.release()
+    t.join(DEADLINE)
+    assert writer.owned()
+    writer.release()
+    with client.read_lock("catalog", timeout=0), client.read_lock("catalog", timeout=0):
+        pass
+    assert nothing_left(raw, "catalog", "rw")
+
+
+def test_async_with_and_a_cancelled_wait(client, raw):
+    async def main():
+        async with client.semaphore("aio", limit=1) as held:
+            assert held.owned()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(client.semaphore("aio", limit=1).acquire_async(), 0.2)
+        async with client.semaphore("aio", limit=1, timeout=0):
+            pass
+
+    asyncio.run(main())
+    wait_until(lambda: nothing_left(raw, "aio", "sem"), what="nothing left")
+
+
+@pytest.mark.parametrize("limit,permits", [(0, 1), (2, 0), (2, 3), (1_000_001, 1)])
+def test_bad_limits_are_refused_before_any_io(dead_url, limit, permits):
+    client = redislock.Client(dead_url)
+    with pytest.raises(ValueError):
+        client.semaphore("bad", limit=limit, permits=permits)
