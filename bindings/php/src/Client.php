@@ -132,6 +132,73 @@ final class Client
         return $lock;
     }
 
+    /**
+     * Take $permits of the counting semaphore $key, which admits $limit
+     * permits in all (this call's limit: 1 to 1,000,000; $permits 1 to
+     * $limit). Waiters are served in arrival order with no barging; each
+     * holder has its own lease ($ttlMs), token and fence, and the Lock is
+     * released, extended and renewed like any other. $waitMs: null waits
+     * forever, 0 tries once. Throws LockTimeout when the wait runs out.
+     * Never collides with the lock of the same name.
+     */
+    public function acquireSemaphore(
+        string $key,
+        int $limit,
+        int $ttlMs = 30000,
+        ?int $waitMs = null,
+        int $permits = 1,
+    ): Lock {
+        if ($limit < 1 || $limit > 1000000) {
+            throw new InvalidArgument("limit must be 1 to 1000000, got $limit");
+        }
+        if ($permits < 1 || $permits > $limit) {
+            throw new InvalidArgument("permits must be 1 to the limit ($limit), got $permits");
+        }
+        return $this->takeShared($key, $ttlMs, $waitMs, fn ($ffi, $out) => $ffi->redislock_acquire_semaphore(
+            $this->handle(),
+            $key,
+            strlen($key),
+            $limit,
+            $permits,
+            $ttlMs,
+            $waitMs ?? -1,
+            $out,
+        ));
+    }
+
+    /**
+     * Take the read-write lock $key shared: any number of readers at once,
+     * while no writer holds it or waits for it (a queued writer stops new
+     * readers). As acquireSemaphore() otherwise.
+     */
+    public function acquireRead(string $key, int $ttlMs = 30000, ?int $waitMs = null): Lock
+    {
+        return $this->takeShared($key, $ttlMs, $waitMs, fn ($ffi, $out) => $ffi->redislock_acquire_read(
+            $this->handle(),
+            $key,
+            strlen($key),
+            $ttlMs,
+            $waitMs ?? -1,
+            $out,
+        ));
+    }
+
+    /**
+     * Take the read-write lock $key exclusively: once nobody holds it and
+     * nobody queued earlier waits. As acquireRead() otherwise.
+     */
+    public function acquireWrite(string $key, int $ttlMs = 30000, ?int $waitMs = null): Lock
+    {
+        return $this->takeShared($key, $ttlMs, $waitMs, fn ($ffi, $out) => $ffi->redislock_acquire_write(
+            $this->handle(),
+            $key,
+            strlen($key),
+            $ttlMs,
+            $waitMs ?? -1,
+            $out,
+        ));
+    }
+
     /** One attempt: the Lock, or null when another owner holds it. */
     public function tryAcquire(
         string $key,
@@ -404,6 +471,16 @@ final class Client
             \FFI::addr($out),
         );
         return [$status, $out];
+    }
+
+    /** @param callable(\FFI, \FFI\CData): int $acquire */
+    private function takeShared(string $key, int $ttlMs, ?int $waitMs, callable $acquire): Lock
+    {
+        self::checkTimes($ttlMs, $waitMs);
+        $ffi = FFI::get();
+        $out = $ffi->new('redislock_lock*');
+        FFI::checkStatus($acquire($ffi, \FFI::addr($out)));
+        return new Lock($out, $key);
     }
 
     private function handle(): \FFI\CData

@@ -1,0 +1,119 @@
+<?php
+declare(strict_types=1);
+
+use PHPUnit\Framework\TestCase;
+use RedisLock\Client;
+use RedisLock\InvalidArgument;
+use RedisLock\LockTimeout;
+
+/**
+ * Semaphores and read-write locks from PHP: permits up to the limit, each
+ * with its own fence; a permit handed over by a release in another process;
+ * readers together and a writer alone; bad arguments refused before any I/O;
+ * nothing left on the server.
+ */
+final class SemaphoreTest extends TestCase
+{
+    private RedisServer $server;
+    private Client $client;
+    private Redis $raw;
+
+    protected function setUp(): void
+    {
+        $this->server = new RedisServer();
+        $this->client = new Client($this->server->url());
+        $this->raw = $this->server->raw();
+    }
+
+    protected function tearDown(): void
+    {
+        $this->server->stop();
+    }
+
+    private function nothingLeft(string $name, string $kind): bool
+    {
+        return $this->raw->exists("{{$name}}:$kind", "{{$name}}:$kind:info", "{{$name}}:$kind:queue") === 0;
+    }
+
+    public function testPermitsUpToTheLimitEachWithItsOwnFence(): void
+    {
+        $a = $this->client->acquireSemaphore('exports', limit: 2, waitMs: 0);
+        $b = $this->client->acquireSemaphore('exports', limit: 2, waitMs: 0);
+        $this->assertGreaterThan($a->fence(), $b->fence());
+        try {
+            $this->client->acquireSemaphore('exports', limit: 2, waitMs: 0);
+            $this->fail('a third permit of two');
+        } catch (LockTimeout) {
+        }
+        // The lock of the same name is another thing.
+        $this->client->acquire('exports', waitMs: 0)->release();
+        $a->release();
+        $b->release();
+        $this->assertTrue($this->nothingLeft('exports', 'sem'));
+    }
+
+    public function testAPermitIsHandedOverByAReleaseInAnotherProcess(): void
+    {
+        $autoload = realpath(__DIR__ . '/../autoload.php');
+        $url = $this->server->url();
+        $code = "require '$autoload'; \$c = new RedisLock\\Client('$url');"
+            . " \$l = \$c->acquireSemaphore('handed', limit: 1, waitMs: 0);"
+            . " echo \"held\\n\"; fgets(STDIN); \$l->release(); echo \"released\\n\";";
+        $env = getenv();
+        $child = proc_open([PHP_BINARY, '-r', $code], [0 => ['pipe', 'r'], 1 => ['pipe', 'w']], $pipes, null, $env);
+        $this->assertIsResource($child);
+        $this->assertSame("held\n", fgets($pipes[1]));
+        $waiter = null;
+        $pid = pcntl_fork();
+        if ($pid === 0) {
+            // Let go once the parent waits in the queue.
+            waitUntil(fn() => $this->server->raw()->lLen('{handed}:sem:queue') === 1, 20);
+            fwrite($pipes[0], "go\n");
+            posix_kill(posix_getpid(), SIGKILL);
+        }
+        $waiter = $this->client->acquireSemaphore('handed', limit: 1, ttlMs: 5000, waitMs: 20000);
+        pcntl_waitpid($pid, $status);
+        $this->assertSame(1, $this->client->stats()['acquired_handed_over']);
+        $this->assertSame("released\n", fgets($pipes[1]));
+        $waiter->release();
+        fclose($pipes[0]);
+        fclose($pipes[1]);
+        $this->assertSame(0, proc_close($child));
+        $this->assertTrue($this->nothingLeft('handed', 'sem'));
+    }
+
+    public function testReadersTogetherAndAWriterAlone(): void
+    {
+        $r1 = $this->client->acquireRead('catalog', waitMs: 0);
+        $r2 = $this->client->acquireRead('catalog', waitMs: 0);
+        try {
+            $this->client->acquireWrite('catalog', waitMs: 0);
+            $this->fail('a writer beside readers');
+        } catch (LockTimeout) {
+        }
+        $r1->release();
+        $r2->release();
+        $w = $this->client->acquireWrite('catalog', waitMs: 0);
+        try {
+            $this->client->acquireRead('catalog', waitMs: 0);
+            $this->fail('a reader beside the writer');
+        } catch (LockTimeout) {
+        }
+        $w->extend(60000);
+        $w->release();
+        $this->assertTrue($this->nothingLeft('catalog', 'rw'));
+    }
+
+    /** @return list<array{int, int}> */
+    public static function badLimits(): array
+    {
+        return [[0, 1], [2, 0], [2, 3], [1000001, 1], [-1, 1]];
+    }
+
+    /** @dataProvider badLimits */
+    public function testBadLimitsAreRefused(int $limit, int $permits): void
+    {
+        $this->expectException(InvalidArgument::class);
+        (new Client('redis://127.0.0.1:1/0'))->acquireSemaphore('bad', limit: $limit, permits: $permits);
+    }
+}
