@@ -486,3 +486,68 @@ fn errors_exit_with_their_codes_and_never_show_the_password() {
     ));
     assert_eq!(code, 127, "{err}");
 }
+
+#[test]
+fn run_limit_lets_n_commands_run_at_once_and_shared_runs_exclude_an_exclusive_one() {
+    let srv = Server::start();
+    let hold = |args: &[&str]| {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "sleep", "30"]);
+        redislock(&srv, &all).spawn().unwrap()
+    };
+    let mut first = hold(&["--limit", "2", "jobs"]);
+    let mut second = hold(&["--limit", "2", "jobs"]);
+    wait_until("both permits held", Duration::from_secs(10), || {
+        srv.raw().zcard::<_, usize>("{jobs}:sem").unwrap() == 2
+    });
+    let (code, _, err) = output(redislock(
+        &srv,
+        &["run", "--limit", "2", "jobs", "--", "true"],
+    ));
+    assert_eq!(code, 75, "{err}");
+    assert!(err.contains("no permit"), "{err}");
+    // The plain lock of the same name is free.
+    let (code, _, err) = output(redislock(&srv, &["run", "jobs", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    for c in [&mut first, &mut second] {
+        signal(c, libc::SIGTERM);
+    }
+    assert_eq!(
+        exit_code(&mut first, Duration::from_secs(20)),
+        128 + libc::SIGTERM
+    );
+    assert_eq!(
+        exit_code(&mut second, Duration::from_secs(20)),
+        128 + libc::SIGTERM
+    );
+
+    let mut reader = hold(&["--shared", "report"]);
+    wait_until("the reader", Duration::from_secs(10), || {
+        srv.raw().zcard::<_, usize>("{report}:rw").unwrap() == 1
+    });
+    let (code, _, err) = output(redislock(
+        &srv,
+        &["run", "--shared", "report", "--", "true"],
+    ));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = output(redislock(
+        &srv,
+        &["run", "--exclusive", "report", "--", "true"],
+    ));
+    assert_eq!(code, 75, "{err}");
+    signal(&reader, libc::SIGTERM);
+    exit_code(&mut reader, Duration::from_secs(20));
+    let (code, _, err) = output(redislock(
+        &srv,
+        &["run", "--exclusive", "report", "--", "true"],
+    ));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, _) = output(redislock(&srv, &["run", "--limit", "0", "x", "--", "true"]));
+    assert_eq!(code, 2);
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut srv.raw()).unwrap();
+    assert!(
+        keys.iter().all(|k| k.starts_with("redislock:fence:{")),
+        "{keys:?}"
+    );
+}

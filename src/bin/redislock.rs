@@ -74,6 +74,18 @@ enum Cmd {
         /// Time between SIGTERM and SIGKILL when stopping the command.
         #[arg(long, default_value = "10s", value_parser = duration)]
         grace: Duration,
+        /// Take one of N permits of the semaphore KEY instead of the lock:
+        /// at most N commands run at once.
+        #[arg(long, conflicts_with = "shared",
+              value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        limit: Option<u32>,
+        /// Take the read-write lock KEY shared (a read lock).
+        #[arg(long, conflicts_with = "exclusive")]
+        shared: bool,
+        /// Take the read-write lock KEY exclusively (a write lock: it
+        /// excludes `--shared` runs, which the plain lock does not).
+        #[arg(long, conflicts_with = "limit")]
+        exclusive: bool,
         /// The lock name.
         key: String,
         /// The command and its arguments (after --).
@@ -111,9 +123,20 @@ fn main() -> ExitCode {
             wait,
             on_lost,
             grace,
+            limit,
+            shared,
+            exclusive,
             key,
             command,
-        } => run(url, ttl, wait, on_lost, grace, &key, &command),
+        } => {
+            let kind = match (limit, shared, exclusive) {
+                (Some(n), _, _) => Kind::Semaphore(n),
+                (None, true, _) => Kind::Shared,
+                (None, false, true) => Kind::Exclusive,
+                (None, false, false) => Kind::Lock,
+            };
+            run(url, ttl, wait, on_lost, grace, kind, &key, &command)
+        }
         Cmd::Status { url, key } => status(url, &key),
     };
     match result {
@@ -228,19 +251,31 @@ fn status_line(
     }))
 }
 
+/// What `run` takes: the lock, one permit of a semaphore of N, or a read
+/// lock.
+#[derive(Clone, Copy)]
+enum Kind {
+    Lock,
+    Semaphore(u32),
+    Shared,
+    Exclusive,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run(
     url: Option<String>,
     ttl: Duration,
     wait: Wait,
     on_lost: OnLost,
     grace: Duration,
+    kind: Kind,
     key: &str,
     command: &[String],
 ) -> redislock::Result<u8> {
     let client = client(url)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let line = match wait {
-        Wait::TryOnce => None,
+    let line = match (wait, kind) {
+        (Wait::TryOnce, _) | (_, Kind::Semaphore(_) | Kind::Shared | Kind::Exclusive) => None,
         _ => status_line(client.clone(), key.to_string(), stop.clone()),
     };
     let opts = AcquireOptions::new(ttl)
@@ -248,7 +283,12 @@ fn run(
         .token(run_token())
         .auto_renew(true)
         .fenced(true);
-    let acquired = client.acquire_with(key, opts);
+    let acquired = match kind {
+        Kind::Lock => client.acquire_with(key, opts),
+        Kind::Semaphore(n) => client.acquire_semaphore(key, n, 1, opts),
+        Kind::Shared => client.acquire_read(key, opts),
+        Kind::Exclusive => client.acquire_write(key, opts),
+    };
     stop.store(true, Ordering::Release);
     if let Some(h) = line {
         let _ = h.join();
@@ -256,11 +296,24 @@ fn run(
     let lock = match acquired {
         Ok(lock) => lock,
         Err(Error::NotAcquired { .. }) => {
-            let who = client
-                .inspect(key)
-                .map(|i| describe(&i))
-                .unwrap_or_else(|e| e.to_string());
-            eprintln!("redislock: lock {key:?} is not available: {who}");
+            match kind {
+                Kind::Lock => {
+                    let who = client
+                        .inspect(key)
+                        .map(|i| describe(&i))
+                        .unwrap_or_else(|e| e.to_string());
+                    eprintln!("redislock: lock {key:?} is not available: {who}");
+                }
+                Kind::Semaphore(n) => eprintln!(
+                    "redislock: no permit of the semaphore {key:?} (limit {n}) was free in time"
+                ),
+                Kind::Shared => eprintln!(
+                    "redislock: the read-write lock {key:?} is held or awaited by a writer"
+                ),
+                Kind::Exclusive => eprintln!(
+                    "redislock: the read-write lock {key:?} is held by readers or a writer"
+                ),
+            }
             return Ok(EXIT_HELD);
         }
         Err(e) => return Err(e),
