@@ -525,3 +525,56 @@ fn wait_replicas_waits_on_the_master_of_the_lock_slot() {
     );
     lock.release().unwrap();
 }
+
+#[test]
+fn semaphores_and_read_write_locks_live_in_their_names_slots_and_hand_off_across_nodes() {
+    let servers = start_cluster(3);
+    let client = client(&servers);
+    let opts = |wait| redislock::AcquireOptions::new(30 * S).wait(wait);
+    // Names over the nodes; each name's keys in its slot (a script with
+    // keys of two slots would be refused: CROSSSLOT).
+    let held: Vec<_> = (0..30)
+        .map(|i| {
+            client
+                .acquire_semaphore(format!("pool:{i}"), 2, 1, opts(Wait::TryOnce))
+                .unwrap()
+        })
+        .collect();
+    for i in 0..30 {
+        let name = format!("pool:{i}");
+        let slot = keyslot(&servers[0], &name);
+        for suffix in [":sem", ":sem:info"] {
+            assert_eq!(keyslot(&servers[0], &format!("{{{name}}}{suffix}")), slot);
+        }
+    }
+    for l in held {
+        l.release().unwrap();
+    }
+    // A writer waiting on the node of its slot is handed the lock by the
+    // readers' release (PUBLISH reaches every node; the waiter checks).
+    let reader = client.acquire_read("catalog", opts(Wait::TryOnce)).unwrap();
+    let writer = {
+        let client = client.clone();
+        thread::spawn(move || {
+            client
+                .acquire_write("catalog", opts(Wait::Timeout(30 * S)))
+                .unwrap()
+        })
+    };
+    let node = owner(&servers, keyslot(&servers[0], "{catalog}:rw"));
+    wait_until("the writer to queue", 10 * S, || {
+        redis::cmd("LLEN")
+            .arg("{catalog}:rw:queue")
+            .query::<i64>(&mut servers[node].raw())
+            .unwrap()
+            == 1
+    });
+    reader.release().unwrap();
+    let writer = writer.join().unwrap();
+    assert!(writer.owned().unwrap());
+    writer.release().unwrap();
+    for s in &servers {
+        let keys: Vec<String> = redis::cmd("KEYS").arg("{*").query(&mut s.raw()).unwrap();
+        assert!(keys.is_empty(), "left on {}: {keys:?}", s.port);
+    }
+}
