@@ -137,7 +137,6 @@ fn spawn(cmd: &mut Command) -> Child {
 
 fn main() {
     let a = parse_args();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let server = common::Server::start();
     let port = server.port.to_string();
     let secs = a.seconds.to_string();
@@ -152,95 +151,20 @@ fn main() {
     let c_worker = build_c_worker(&a.prefix);
     let lib = a.prefix.join("lib/libredislock.so");
 
-    let mut children: Vec<(String, &'static str, Child)> = Vec::new();
-    for i in 0..2 {
-        children.push((
-            format!("c-{i}"),
-            "C",
-            spawn(Command::new(&c_worker).args([&port, &secs])),
-        ));
-        children.push((
-            format!("python-{i}"),
-            "Python",
-            spawn(
-                Command::new(&a.python)
-                    .arg(root.join("examples/demo/worker.py"))
-                    .args([&port, &secs]),
-            ),
-        ));
-        children.push((
-            format!("php-{i}"),
-            "PHP",
-            spawn(
-                Command::new(&a.php)
-                    .arg(root.join("examples/demo/worker.php"))
-                    .args([&port, &secs])
-                    .env("REDISLOCK_LIB", &lib),
-            ),
-        ));
-    }
-    // The command line: `redislock run` around a shell increment, once and
-    // then again and again until the time is up.
-    let cli = a.cli.clone();
-    let url = server.url();
-    let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
-    // redis-cli, or valkey-cli for a valkey-server: the client of the server's family.
     let redis_cli = common::redis_cli_bin();
     let script = format!(
         "v=$('{redis_cli}' -p {port} GET demo:counter); '{redis_cli}' -p {port} SET demo:counter $((${{v:-0}}+1)) >/dev/null; \
          echo $REDISLOCK_FENCE ${{v:-0}}"
     );
-    let cli_thread = thread::spawn(move || {
-        let mut out = String::new();
-        loop {
-            let o = Command::new(&cli)
-                .args([
-                    "run",
-                    "--url",
-                    &url,
-                    "--ttl",
-                    "30s",
-                    "--wait",
-                    "30s",
-                    "demo:lock",
-                    "--",
-                    "sh",
-                    "-c",
-                    &script,
-                ])
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("{}: {e}", cli.display()));
-            assert!(
-                o.status.success(),
-                "redislock run failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            out.push_str(&String::from_utf8_lossy(&o.stdout));
-            if Instant::now() >= deadline {
-                break;
-            }
-        }
-        out
-    });
-
-    let mut all = Vec::new();
-    let mut names: Vec<String> = children.iter().map(|(name, _, _)| name.clone()).collect();
-    names.push("cli".into());
-    for (name, lang, child) in children {
-        let o = child.wait_with_output().unwrap();
-        assert!(o.status.success(), "worker {name} failed ({})", o.status);
-        all.extend(parse_lines(
-            &String::from_utf8_lossy(&o.stdout),
-            &name,
-            lang,
-        ));
-    }
-    all.extend(parse_lines(
-        &cli_thread.join().unwrap(),
-        "cli",
-        "redislock run",
-    ));
+    let team = Workers {
+        a: &a,
+        c_worker: &c_worker,
+        lib: &lib,
+        port: &port,
+        secs: &secs,
+        url: server.url(),
+    };
+    let (mut all, names) = team.run(None, &["demo:lock"], script);
     all.sort_by_key(|x| x.fence);
 
     // In fence order, each holder must have read what the one before it
@@ -305,13 +229,169 @@ fn main() {
         "counter: {counter}, acquisitions: {total} -> {}",
         if exact { "exact" } else { "LOST UPDATES" }
     );
-    // Every worker acquires at least once, however late a busy machine
-    // lets it start: one that did not never shared the lock.
-    names.retain(|name| !all.iter().any(|acq| &acq.worker == name));
     if !names.is_empty() {
         println!("no acquisition by: {}", names.join(", "));
     }
-    if !exact || !distinct || overlaps > 0 || total == 0 || !names.is_empty() {
+    let lock_ok = exact && distinct && overlaps == 0 && total > 0 && names.is_empty();
+
+    // The same processes and `redislock run` again, sharing a semaphore of
+    // LIMIT permits: each takes one, counts it (INCR) and holds it 1 ms.
+    // Between an acquisition's return and its release call the permit is
+    // surely held, so more than LIMIT such spans at one instant would be a
+    // violation (the clocks can hide one, never invent one).
+    const LIMIT: usize = 2;
+    println!("\nthe same processes and `redislock run --limit {LIMIT}` on a semaphore of {LIMIT} permits:");
+    let script =
+        format!("'{redis_cli}' -p {port} INCR demo:pool:done >/dev/null; echo $REDISLOCK_FENCE 0");
+    let limit = LIMIT.to_string();
+    let (permits, missing) = team.run(Some(&limit), &["--limit", &limit, "demo:pool"], script);
+    let mut edges: Vec<(u64, i32)> = permits
+        .iter()
+        .filter_map(|p| p.times)
+        .flat_map(|(from, to)| [(from, 1), (to, -1)])
+        .collect();
+    // At one instant, releases before acquisitions.
+    edges.sort_unstable();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    let done: usize = raw
+        .get::<_, Option<usize>>("demo:pool:done")
+        .unwrap()
+        .unwrap_or(0);
+    let mut fences: Vec<u64> = permits.iter().map(|p| p.fence).collect();
+    fences.sort_unstable();
+    fences.dedup();
+    let sem_distinct = fences.len() == permits.len();
+    println!(
+        "{} permits taken ({done} counted), at most {most} held at once by the clocks, fences all distinct: \
+         {sem_distinct}",
+        permits.len()
+    );
+    if !missing.is_empty() {
+        println!("no permit for: {}", missing.join(", "));
+    }
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("{demo:pool}*")
+        .query(&mut raw)
+        .unwrap();
+    if !left.is_empty() {
+        println!("left on the server: {left:?}");
+    }
+    let sem_ok = most as usize <= LIMIT
+        && done == permits.len()
+        && sem_distinct
+        && missing.is_empty()
+        && left.is_empty();
+    if !lock_ok || !sem_ok {
         std::process::exit(1);
+    }
+}
+
+/// The demo's workers: two C, two Python and two PHP processes and a loop
+/// of `redislock run`, all until the time is up.
+struct Workers<'a> {
+    a: &'a Args,
+    c_worker: &'a Path,
+    lib: &'a Path,
+    port: &'a str,
+    secs: &'a str,
+    url: String,
+}
+
+impl Workers<'_> {
+    /// Run them all: with `limit`, on the semaphore of that many permits.
+    /// `run_args`: what `redislock run` takes before `--`; `script`: what
+    /// it runs. The acquisitions of all, and the workers that had none.
+    fn run(
+        &self,
+        limit: Option<&str>,
+        run_args: &[&str],
+        script: String,
+    ) -> (Vec<Acq>, Vec<String>) {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut args = vec![self.port, self.secs];
+        args.extend(limit);
+        let mut children: Vec<(String, &'static str, Child)> = Vec::new();
+        for i in 0..2 {
+            children.push((
+                format!("c-{i}"),
+                "C",
+                spawn(Command::new(self.c_worker).args(&args)),
+            ));
+            children.push((
+                format!("python-{i}"),
+                "Python",
+                spawn(
+                    Command::new(&self.a.python)
+                        .arg(root.join("examples/demo/worker.py"))
+                        .args(&args),
+                ),
+            ));
+            children.push((
+                format!("php-{i}"),
+                "PHP",
+                spawn(
+                    Command::new(&self.a.php)
+                        .arg(root.join("examples/demo/worker.php"))
+                        .args(&args)
+                        .env("REDISLOCK_LIB", self.lib),
+                ),
+            ));
+        }
+        // The command line: `redislock run` around the script, once and
+        // then again and again until the time is up.
+        let cli = self.a.cli.clone();
+        let url = self.url.clone();
+        let deadline = Instant::now() + Duration::from_secs_f64(self.a.seconds);
+        let mut cli_args: Vec<String> = ["run", "--url", &url, "--ttl", "30s", "--wait", "30s"]
+            .iter()
+            .chain(run_args)
+            .map(|s| s.to_string())
+            .collect();
+        cli_args.extend(["--", "sh", "-c", &script].map(String::from));
+        let cli_thread = thread::spawn(move || {
+            let mut out = String::new();
+            loop {
+                let o = Command::new(&cli)
+                    .args(&cli_args)
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap_or_else(|e| panic!("{}: {e}", cli.display()));
+                assert!(
+                    o.status.success(),
+                    "redislock run failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                out.push_str(&String::from_utf8_lossy(&o.stdout));
+                if Instant::now() >= deadline {
+                    break;
+                }
+            }
+            out
+        });
+        let mut all = Vec::new();
+        let mut names: Vec<String> = children.iter().map(|(name, _, _)| name.clone()).collect();
+        names.push("cli".into());
+        for (name, lang, child) in children {
+            let o = child.wait_with_output().unwrap();
+            assert!(o.status.success(), "worker {name} failed ({})", o.status);
+            all.extend(parse_lines(
+                &String::from_utf8_lossy(&o.stdout),
+                &name,
+                lang,
+            ));
+        }
+        all.extend(parse_lines(
+            &cli_thread.join().unwrap(),
+            "cli",
+            "redislock run",
+        ));
+        // Every worker acquires at least once, however late a busy machine
+        // lets it start: one that did not never shared the lock.
+        names.retain(|name| !all.iter().any(|acq| &acq.worker == name));
+        (all, names)
     }
 }

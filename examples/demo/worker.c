@@ -3,9 +3,11 @@
  * increment the counter non-atomically (GET, then SET, over a plain
  * socket), release. Prints "fence value acquired_ns release_ns" per
  * acquisition: the counter as read, CLOCK_MONOTONIC after the acquisition
- * and before the release.
+ * and before the release. With LIMIT, a permit of the semaphore
+ * `demo:pool` of LIMIT instead, counted with INCR `demo:pool:done`, held
+ * 1 ms, the value reported as 0.
  *
- *   worker REDIS_PORT SECONDS
+ *   worker REDIS_PORT SECONDS [LIMIT]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -46,10 +48,11 @@ static long long rpc(int fd, const char *req, size_t len) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s REDIS_PORT SECONDS\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: %s REDIS_PORT SECONDS [LIMIT]\n", argv[0]);
     return 2;
   }
+  unsigned limit = argc == 4 ? (unsigned)atoi(argv[3]) : 0;
   int port = atoi(argv[1]);
   long long end = now_ns() + (long long)(atof(argv[2]) * 1e9);
   char url[64];
@@ -68,17 +71,27 @@ int main(int argc, char **argv) {
   do {
     /* A TTL and a wait no pause of a busy machine comes near. */
     redislock_lock *lock = NULL;
-    redislock_status s = redislock_acquire(client, (const uint8_t *)"demo:lock", 9, 30000, 30000, NULL, 0, &lock);
+    redislock_status s =
+        limit ? redislock_acquire_semaphore(client, (const uint8_t *)"demo:pool", 9, limit, 1, 30000, 30000, &lock)
+              : redislock_acquire(client, (const uint8_t *)"demo:lock", 9, 30000, 30000, NULL, 0, &lock);
     if (s != REDISLOCK_OK) {
       fprintf(stderr, "c worker: %s\n", redislock_status_str(s));
       return 1;
     }
     long long acquired = now_ns();
-    long long v = rpc(fd, get, sizeof get - 1);
-    char num[32], set[128];
-    int n = snprintf(num, sizeof num, "%lld", v + 1);
-    int len = snprintf(set, sizeof set, "*3\r\n$3\r\nSET\r\n$12\r\ndemo:counter\r\n$%d\r\n%s\r\n", n, num);
-    rpc(fd, set, (size_t)len);
+    long long v = 0;
+    if (limit) {
+      static const char incr[] = "*2\r\n$4\r\nINCR\r\n$14\r\ndemo:pool:done\r\n";
+      rpc(fd, incr, sizeof incr - 1);
+      struct timespec ms = {0, 1000000L};
+      nanosleep(&ms, NULL);
+    } else {
+      v = rpc(fd, get, sizeof get - 1);
+      char num[32], set[128];
+      int n = snprintf(num, sizeof num, "%lld", v + 1);
+      int len = snprintf(set, sizeof set, "*3\r\n$3\r\nSET\r\n$12\r\ndemo:counter\r\n$%d\r\n%s\r\n", n, num);
+      rpc(fd, set, (size_t)len);
+    }
     unsigned long long fence = (unsigned long long)redislock_lock_fence(lock);
     long long release = now_ns();
     if (redislock_release(lock) != REDISLOCK_OK)
