@@ -17,7 +17,9 @@ use crate::deploy::AsyncDeployment;
 use crate::deploy::{Deployment, Grant, Granted};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
-use crate::options::{check_key, check_token, ttl_millis, AcquireOptions, LockInfo, Wait};
+use crate::options::{
+    check_key, check_token, ttl_millis, AcquireOptions, LockInfo, SharedInfo, Wait,
+};
 use crate::protocol::{self, Kind, LockKeys};
 use crate::renew::{LockState, Renewer};
 use crate::stats::{Counters, Event, Stats};
@@ -292,6 +294,29 @@ impl Client {
             lock.auto_renew();
         }
         lock
+    }
+
+    /// Who holds permits of the semaphore `key` and how many wait.
+    pub fn inspect_semaphore(&self, key: impl AsRef<[u8]>) -> Result<SharedInfo> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let kind = Kind::Semaphore {
+            limit: 1,
+            permits: 1,
+        };
+        self.inner
+            .deployment
+            .inspect_shared(&LockKeys::of(key, kind))
+    }
+
+    /// Who holds the read-write lock `key` (readers, or its writer) and
+    /// how many wait.
+    pub fn inspect_rw(&self, key: impl AsRef<[u8]>) -> Result<SharedInfo> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.inner
+            .deployment
+            .inspect_shared(&LockKeys::of(key, Kind::Read))
     }
 
     /// Release the lock `key` if it still holds `token` (the request-id

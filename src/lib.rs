@@ -54,8 +54,8 @@ pub use config::parse_duration;
 pub use error::{Error, ErrorKind, Result};
 pub use lock::Lock;
 pub use options::{
-    AcquireOptions, Interrupt, LockInfo, Wait, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
-    MAX_KEY_LEN, MAX_TTL,
+    AcquireOptions, Holder, Interrupt, LockInfo, SharedInfo, Wait, DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT, MAX_KEY_LEN, MAX_TTL,
 };
 pub use stats::{Histogram, Stats, BUCKETS, BUCKET_BOUNDS};
 

@@ -143,6 +143,33 @@ pub struct LockInfo {
     pub waiters: u64,
 }
 
+/// What Redis says about a semaphore or a read-write lock right now
+/// ([`Client::inspect_semaphore`](crate::Client::inspect_semaphore),
+/// [`Client::inspect_rw`](crate::Client::inspect_rw)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedInfo {
+    /// The holders whose lease still runs, soonest expiry first (at most
+    /// 100 of them).
+    pub holders: Vec<Holder>,
+    /// How many holders there are in all.
+    pub holder_count: u64,
+    /// How many waiters are queued.
+    pub waiters: u64,
+}
+
+/// One holder of a semaphore or a read-write lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub token: Vec<u8>,
+    /// How long its lease still runs.
+    pub ttl: Duration,
+    /// The permits it holds (1 for a reader or a writer).
+    pub permits: u32,
+    /// Whether it is a read-write lock's writer.
+    pub writer: bool,
+    pub fence: u64,
+}
+
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.is_empty() {
         return Err(Error::invalid("the lock name is empty"));

@@ -56,7 +56,7 @@ use once_cell::race::OnceBox;
 use redis::Value;
 
 use crate::crc16::crc16;
-use crate::options::LockInfo;
+use crate::options::{Holder, LockInfo, SharedInfo};
 
 /// The suffix of `{K}:meta`. RELEASE turns it into the queue's name by
 /// cutting these 5 bytes off: keep the two in step.
@@ -667,6 +667,7 @@ pub(crate) struct Scripts {
     pub(crate) sem_extend: Script,
     pub(crate) sem_fence: Script,
     pub(crate) sem_cancel: Script,
+    pub(crate) sem_inspect: Script,
 }
 
 /// The scripts with their hashes, made once per process without a lock: a
@@ -695,6 +696,7 @@ pub(crate) fn scripts() -> &'static Scripts {
         sem_extend: Script::new(semaphore::SEM_EXTEND),
         sem_fence: Script::new(semaphore::SEM_FENCE),
         sem_cancel: Script::new(semaphore::SEM_CANCEL),
+        sem_inspect: Script::new(semaphore::SEM_INSPECT),
     }));
     let ptr = std::ptr::null_mut();
     match SCRIPTS.compare_exchange(ptr, fresh, Ordering::AcqRel, Ordering::Acquire) {
@@ -1103,6 +1105,38 @@ pub(crate) fn parse_attempt(v: &Value) -> Option<Attempt> {
         }
         _ => None,
     }
+}
+
+/// SEM_INSPECT's reply.
+pub(crate) fn parse_shared_info(v: &Value) -> Option<SharedInfo> {
+    let Value::Array(items) = v else { return None };
+    let (Value::Array(list), Value::Int(waiters), Value::Int(count)) =
+        (items.first()?, items.get(1)?, items.get(2)?)
+    else {
+        return None;
+    };
+    let mut holders = Vec::with_capacity(list.len());
+    for h in list {
+        let Value::Array(f) = h else { return None };
+        let (Value::BulkString(token), Value::Int(ms), Value::Int(permits)) =
+            (f.first()?, f.get(1)?, f.get(2)?)
+        else {
+            return None;
+        };
+        let permits = u32::try_from(*permits).ok()?;
+        holders.push(Holder {
+            token: token.clone(),
+            ttl: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
+            permits: if permits == WRITER { 1 } else { permits },
+            writer: permits == WRITER,
+            fence: parse_fence(f.get(3)?).unwrap_or(0),
+        });
+    }
+    Some(SharedInfo {
+        holders,
+        holder_count: u64::try_from(*count).unwrap_or(0),
+        waiters: u64::try_from(*waiters).unwrap_or(0),
+    })
 }
 
 /// The INSPECT script's reply.

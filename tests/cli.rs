@@ -551,3 +551,33 @@ fn run_limit_lets_n_commands_run_at_once_and_shared_runs_exclude_an_exclusive_on
         "{keys:?}"
     );
 }
+
+#[test]
+fn status_shows_the_holders_and_waiters_of_a_semaphore_and_a_read_write_lock() {
+    let srv = Server::start();
+    let client = redislock::Client::open(&srv.url()).unwrap();
+    let opts = || redislock::AcquireOptions::new(Duration::from_secs(30));
+    let permits = client.acquire_semaphore("board", 3, 2, opts()).unwrap();
+    let reader = client.acquire_read("board", opts()).unwrap();
+    let (code, out, err) = output(redislock(&srv, &["status", "board"]));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("semaphore \"board\": 1 holder(s) with 2 permit(s)"),
+        "{out}"
+    );
+    assert!(out.contains("2 permit(s): token"), "{out}");
+    assert!(
+        out.contains("read-write lock \"board\": 1 holder(s)"),
+        "{out}"
+    );
+    assert!(out.contains("reader: token"), "{out}");
+    let info = client.inspect_semaphore("board").unwrap();
+    assert_eq!(info.holder_count, 1);
+    assert_eq!(info.holders[0].token, permits.token());
+    assert_eq!(info.holders[0].fence, permits.fence().unwrap());
+    permits.release().unwrap();
+    reader.release().unwrap();
+    let (code, out, _) = output(redislock(&srv, &["status", "board"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("semaphore"), "{out}");
+}

@@ -215,7 +215,42 @@ fn status(url: Option<String>, key: &str) -> redislock::Result<u8> {
         println!("fencing number: {fence}");
     }
     println!("queued waiters: {}", info.waiters);
-    Ok(if info.holder.is_some() { 1 } else { 0 })
+    let mut held = info.holder.is_some();
+    // The semaphore and the read-write lock of the same name, when in use.
+    for (what, shared) in [
+        ("semaphore", client.inspect_semaphore(key)?),
+        ("read-write lock", client.inspect_rw(key)?),
+    ] {
+        if shared.holder_count == 0 && shared.waiters == 0 {
+            continue;
+        }
+        held |= shared.holder_count > 0;
+        let permits: u64 = shared.holders.iter().map(|h| u64::from(h.permits)).sum();
+        println!(
+            "{what} {key:?}: {} holder(s){}, {} queued waiter(s)",
+            shared.holder_count,
+            if what == "semaphore" {
+                format!(" with {permits} permit(s)")
+            } else {
+                String::new()
+            },
+            shared.waiters
+        );
+        for h in &shared.holders {
+            let role = match (what, h.writer) {
+                ("semaphore", _) => format!("{} permit(s)", h.permits),
+                (_, true) => "writer".into(),
+                _ => "reader".into(),
+            };
+            println!(
+                "  {role}: {}, expires in {}, fence {}",
+                describe_holder(&h.token),
+                human(h.ttl),
+                h.fence
+            );
+        }
+    }
+    Ok(if held { 1 } else { 0 })
 }
 
 /// While stderr is a terminal, keep one status line up to date.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::options::{Interrupt, LockInfo, Wait};
+use crate::options::{Interrupt, LockInfo, SharedInfo, Wait};
 use crate::protocol::LockKeys;
 
 mod fanout;
@@ -101,6 +101,9 @@ pub(crate) trait Deployment: Send + Sync {
 
     /// The holder, its TTL and fence, and the waiters, read at once.
     fn inspect(&self, keys: &LockKeys) -> Result<LockInfo>;
+
+    /// The holders and waiters of a semaphore or read-write lock.
+    fn inspect_shared(&self, keys: &LockKeys) -> Result<SharedInfo>;
 
     /// Whether anyone holds the lock `key`.
     fn is_locked(&self, key: &[u8]) -> Result<bool>;

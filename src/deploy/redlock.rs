@@ -111,6 +111,10 @@ impl Deployment for Redlock {
         inspect(self, keys)
     }
 
+    fn inspect_shared(&self, _keys: &LockKeys) -> Result<crate::options::SharedInfo> {
+        Err(not_over_redlock())
+    }
+
     fn is_locked(&self, key: &[u8]) -> Result<bool> {
         Ok(holder(self, key)?.is_some())
     }

@@ -17,7 +17,7 @@ use crate::error::{show_key, Error, Result};
 use crate::net::async_pool::AsyncPool;
 use crate::net::pool::Pool;
 use crate::net::transport::{block_on, Transport};
-use crate::options::{Interrupt, LockInfo, Wait};
+use crate::options::{Interrupt, LockInfo, SharedInfo, Wait};
 use crate::protocol::{self, scripts, Cap, LockKeys, Script, QUEUE_GRACE_MS};
 use crate::stats::Event;
 
@@ -363,6 +363,13 @@ impl<P: Transport> Single<P> {
         protocol::parse_info(&reply).ok_or_else(|| Error::unexpected(&reply))
     }
 
+    pub(crate) async fn inspect_shared(&self, keys: &LockKeys) -> Result<SharedInfo> {
+        let reply = self
+            .script(&scripts().sem_inspect, &keys.lock, &keys.all(), &[], None)
+            .await?;
+        protocol::parse_shared_info(&reply).ok_or_else(|| Error::unexpected(&reply))
+    }
+
     pub(crate) async fn is_locked(&self, key: &[u8]) -> Result<bool> {
         match self.pool.query(redis::cmd("EXISTS").arg(key)).await? {
             Value::Int(n) => Ok(n > 0),
@@ -416,6 +423,10 @@ impl Deployment for Single<Arc<Pool>> {
 
     fn inspect(&self, keys: &LockKeys) -> Result<LockInfo> {
         block_on(Single::inspect(self, keys))
+    }
+
+    fn inspect_shared(&self, keys: &LockKeys) -> Result<SharedInfo> {
+        block_on(Single::inspect_shared(self, keys))
     }
 
     fn is_locked(&self, key: &[u8]) -> Result<bool> {

@@ -274,3 +274,22 @@ end
 return false
 "#
 );
+
+/// Who holds permits and how many wait, read without changing anything:
+/// {{token, ms left, permits, fence}… (at most 100, soonest expiry first),
+/// waiters, holders in all}. No ARGV.
+pub(crate) const SEM_INSPECT: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local out = {}
+local hs = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 100)
+for i = 1, #hs, 2 do
+  local v = redis.call('HGET', KEYS[2], hs[i]) or '0:0'
+  local s = string.find(v, ':', 1, true) or 2
+  table.insert(out, {hs[i], tonumber(hs[i + 1]) - now,
+                     tonumber(string.sub(v, 1, s - 1)) or 0, string.sub(v, s + 1)})
+end
+local n = redis.pcall('LLEN', KEYS[3])
+if type(n) ~= 'number' then n = 0 end
+return {out, n, redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
+"#;
