@@ -39,6 +39,10 @@ Options (task attributes, given to ``@app.task(...)`` or set on a subclass):
   are the same; a list of parameter names, ``[]`` for one copy of the task
   whatever its arguments; or a callable ``(*args, **kwargs) -> str``.
 - ``lock_ttl``: seconds (default ``app.conf.redislock_lock_ttl``, else 30).
+- ``limit``: how many copies may run at once (default None: one, under the
+  lock). With N, each run takes one permit of a semaphore of N under the
+  same name (served in arrival order, a lease per run, renewed the same
+  way), and the duplicates beyond N are skipped, wait or raise as above.
 - ``on_duplicate``: "skip" | "wait" | "raise" (default
   ``app.conf.redislock_on_duplicate``, else "skip"). A skipped call returns
   ``self.on_skip(...)``, by default None.
@@ -131,6 +135,7 @@ class Singleton(Task):
     lock_ttl: Optional[float] = None
     on_duplicate: Optional[str] = None
     lock_wait: Optional[float] = None
+    limit: Optional[int] = None
 
     # -- what the running task can ask --------------------------------------
 
@@ -198,7 +203,13 @@ class Singleton(Task):
         key = self.singleton_key(args, kwargs)
         ttl = self.lock_ttl or self.app.conf.get("redislock_lock_ttl") or 30.0
         timeout = self.lock_wait if mode == "wait" else 0.0
-        lock = client_for(self.app).lock(key, ttl=float(ttl), timeout=timeout, auto_renew=True)
+        client = client_for(self.app)
+        limit = getattr(self, "limit", None)
+        if limit is None:
+            lock = client.lock(key, ttl=float(ttl), timeout=timeout, auto_renew=True)
+        else:
+            lock = client.semaphore(key, limit=int(limit), ttl=float(ttl), timeout=timeout,
+                                    auto_renew=True)
         if not lock.acquire():
             if mode == "skip":
                 return self.on_skip(key, args, kwargs)

@@ -66,6 +66,17 @@ def waiting(self, i, group="g", sleep=0.1):
     return _body(self, "wait", i, lambda: time.sleep(sleep))
 
 
+@app.task(bind=True, base=Singleton, lock_on=[], on_duplicate="wait", lock_ttl=10.0, limit=2)
+def limited(self, i, sleep=0.5):
+    """At most two copies at once: records how many ran with it."""
+    r = raw()
+    now = r.incr("limited:running")
+    r.rpush("limited:seen", now)
+    time.sleep(sleep)
+    r.decr("limited:running")
+    return i
+
+
 def _until_skipped(sleep, limit):
     """Sleep; the first run then holds on until a copy was skipped (at most
     `limit` s, so that with skipping broken the runs still end in time for

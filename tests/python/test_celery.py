@@ -96,6 +96,18 @@ def test_wait_runs_every_task_one_at_a_time(celery_env):
     print(f"\nwait: {N} tasks ran serially in {took:.2f} s on {len(pids)} worker processes")
 
 
+def test_limit_runs_at_most_that_many_copies_at_once(celery_env):
+    app, raw, _ = celery_env
+    results = [app.limited.delay(i) for i in range(8)]
+    assert sorted(r.get(timeout=60) for r in results) == list(range(8))
+    seen = [int(v) for v in raw.lrange("limited:seen", 0, -1)]
+    # Two at once (4 worker slots, 0.5 s each), never three.
+    assert len(seen) == 8 and max(seen) == 2, seen
+    key = app.limited.singleton_key((0,), {})
+    assert not raw.exists("{%s}:sem" % key, "{%s}:sem:queue" % key)
+    print(f"\nlimit=2: at most {max(seen)} of 8 copies ran at once on 4 worker slots")
+
+
 def test_skip_drops_duplicates(celery_env):
     app, raw, _ = celery_env
     results = [app.skipping.delay(i) for i in range(N)]
