@@ -107,6 +107,21 @@ end
     };
 }
 
+/// [`next_fence_lua`] into `f` (declared by the caller), returning the
+/// WRONGTYPE error when the counter holds something else.
+macro_rules! next_fence_or_error_lua {
+    () => {
+        concat!(
+            next_fence_lua!(),
+            r#"
+if type(f) == 'table' then
+  return redis.error_reply('WRONGTYPE the fence counter does not hold a number')
+end
+"#
+        )
+    };
+}
+
 /// Lua that runs right after the lock's `SET NX` succeeded, for a fenced
 /// acquisition: draw the fence into `f` (declared by the caller); a
 /// counter of the wrong type undoes the SET and returns the WRONGTYPE
@@ -327,11 +342,8 @@ if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return false end
 if hf ~= 0 and hf ~= '0' then return {hf} end
 local f
 "#,
-    next_fence_lua!(),
+    next_fence_or_error_lua!(),
     r#"
-if type(f) == 'table' then
-  return redis.error_reply('WRONGTYPE the fence counter does not hold a number')
-end
 local t = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]))
 if t > 0 then redis.call('SET', KEYS[2], f .. ':' .. ARGV[1], 'PX', t) end
 return {f}

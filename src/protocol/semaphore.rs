@@ -176,11 +176,8 @@ if ahead == 0 and used + k <= limit then
   if pos then redis.call('LREM', KEYS[3], 1, member) end
   local f
 "#,
-    next_fence_lua!(),
+    next_fence_or_error_lua!(),
     r#"
-  if type(f) == 'table' then
-    return redis.error_reply('WRONGTYPE the fence counter does not hold a number')
-  end
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
   redis.call('HSET', KEYS[2], ARGV[1], k .. ':' .. f)
 "#,

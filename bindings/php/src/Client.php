@@ -173,14 +173,7 @@ final class Client
      */
     public function acquireRead(string $key, int $ttlMs = 30000, ?int $waitMs = null): Lock
     {
-        return $this->takeShared($key, $ttlMs, $waitMs, fn ($ffi, $out) => $ffi->redislock_acquire_read(
-            $this->handle(),
-            $key,
-            strlen($key),
-            $ttlMs,
-            $waitMs ?? -1,
-            $out,
-        ));
+        return $this->takeReadWrite('redislock_acquire_read', $key, $ttlMs, $waitMs);
     }
 
     /**
@@ -189,14 +182,7 @@ final class Client
      */
     public function acquireWrite(string $key, int $ttlMs = 30000, ?int $waitMs = null): Lock
     {
-        return $this->takeShared($key, $ttlMs, $waitMs, fn ($ffi, $out) => $ffi->redislock_acquire_write(
-            $this->handle(),
-            $key,
-            strlen($key),
-            $ttlMs,
-            $waitMs ?? -1,
-            $out,
-        ));
+        return $this->takeReadWrite('redislock_acquire_write', $key, $ttlMs, $waitMs);
     }
 
     /** One attempt: the Lock, or null when another owner holds it. */
@@ -471,6 +457,19 @@ final class Client
             \FFI::addr($out),
         );
         return [$status, $out];
+    }
+
+    /** One side of the read-write lock $key: $fn is its C function. */
+    private function takeReadWrite(string $fn, string $key, int $ttlMs, ?int $waitMs): Lock
+    {
+        return $this->takeShared($key, $ttlMs, $waitMs, fn ($ffi, $out) => $ffi->$fn(
+            $this->handle(),
+            $key,
+            strlen($key),
+            $ttlMs,
+            $waitMs ?? -1,
+            $out,
+        ));
     }
 
     /** @param callable(\FFI, \FFI\CData): int $acquire */
