@@ -9,7 +9,7 @@ import time
 import pytest
 
 import redislock
-from helpers import DEADLINE, wait_until
+from helpers import DEADLINE, wait_until, wait_until_async
 
 
 def queued(raw, name, kind):
@@ -105,6 +105,11 @@ def test_async_with_and_a_cancelled_wait(client, raw):
             assert held.owned()
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(client.semaphore("aio", limit=1).acquire_async(), 0.2)
+            # The cancelled waiter leaves the queue in the background; a
+            # release before that would hand it the permit (which it then
+            # gives back).
+            await wait_until_async(lambda: queued(raw, "aio", "sem") == 0,
+                                   what="the cancelled waiter to leave")
         async with client.semaphore("aio", limit=1, timeout=0):
             pass
 
