@@ -249,6 +249,28 @@ typedef struct redislock_stats {
    * or until it was found lost.
    */
   struct redislock_histogram held;
+  /**
+   * Acquisitions that took a plain lock (each acquisition counted in
+   * `acquired_at_once`, `acquired_after_wait` or `acquired_handed_over`
+   * is also counted in one of the four by kind).
+   */
+  uint64_t acquired_locks;
+  /**
+   * Acquisitions that took permits of a counting semaphore.
+   */
+  uint64_t acquired_semaphores;
+  /**
+   * Acquisitions that took the read side of a read-write lock.
+   */
+  uint64_t acquired_reads;
+  /**
+   * Acquisitions that took the write side of a read-write lock.
+   */
+  uint64_t acquired_writes;
+  /**
+   * Semaphore permits held right now (a handle of k permits counts k).
+   */
+  uint64_t permits_held_now;
 } redislock_stats;
 
 #ifdef __cplusplus

@@ -151,12 +151,20 @@ impl Client {
     }
 
     /// Count an acquisition's outcome and how long it took.
-    fn count_acquire(&self, r: &Result<Grant>, started: Instant) {
+    fn count_acquire(&self, r: &Result<Grant>, kind: Kind, started: Instant) {
         if cfg!(redislock_no_stats) {
             return;
         }
         let stats = &self.inner.stats;
         stats.waited(started.elapsed());
+        if r.is_ok() {
+            stats.count(match kind {
+                Kind::Lock => Event::AcquiredLock,
+                Kind::Semaphore { .. } => Event::AcquiredSemaphore,
+                Kind::Read => Event::AcquiredRead,
+                Kind::Write => Event::AcquiredWrite,
+            });
+        }
         stats.count(match r {
             Ok(g) => match g.how {
                 Granted::AtOnce => Event::AcquiredAtOnce,
@@ -268,7 +276,7 @@ impl Client {
             opts.interrupt.as_ref(),
             started,
         );
-        self.count_acquire(&grant, started);
+        self.count_acquire(&grant, kind, started);
         Ok((keys, token, grant?.fence, ttl_ms))
     }
 
@@ -507,7 +515,7 @@ impl Client {
         let grant = ops
             .acquire(&keys, &token, ttl_ms, (opts.wait, opts.fenced), started)
             .await;
-        self.count_acquire(&grant, started);
+        self.count_acquire(&grant, kind, started);
         Ok(self.held(
             keys,
             token,

@@ -85,9 +85,16 @@ pub(crate) const QUEUE_GRACE_MS: u64 = 10_000;
 /// function: a closure per call costs more than the lines it saves.
 macro_rules! next_fence_lua {
     () => {
+        concat!("\nlocal t = redis.pcall('TIME')", fence_from_time_lua!())
+    };
+}
+
+/// [`next_fence_lua`] with the server time already in `t` (a script that
+/// read TIME itself, or the error table when TIME is refused).
+macro_rules! fence_from_time_lua {
+    () => {
         r#"
 f = '1'
-local t = redis.pcall('TIME')
 if t[1] then f = t[1] .. string.sub('00000' .. t[2], -6) end
 local old = redis.pcall('SET', KEYS[4], f, 'GET')
 if type(old) == 'table' and not string.find(old.err, 'WRONGTYPE', 1, true) then
@@ -856,6 +863,15 @@ impl LockKeys {
         match self.kind.permits() {
             None => vec![if fenced { b"1".to_vec() } else { b"0".to_vec() }],
             Some((k, limit)) => vec![k.to_string().into_bytes(), limit.to_string().into_bytes()],
+        }
+    }
+
+    /// The permits a holder of this semaphore holds; `None` for the other
+    /// kinds.
+    pub(crate) fn semaphore_permits(&self) -> Option<u32> {
+        match self.kind {
+            Kind::Semaphore { permits, .. } => Some(permits),
+            _ => None,
         }
     }
 

@@ -63,6 +63,9 @@ impl LockState {
         stats: Arc<Counters>,
     ) -> LockState {
         stats.gauge(Gauge::Held, 1);
+        if let Some(k) = keys.semaphore_permits() {
+            stats.gauge(Gauge::Permits, k.into());
+        }
         LockState {
             keys,
             token,
@@ -101,6 +104,9 @@ impl LockState {
     pub(crate) fn let_go(&self, record: bool) {
         if self.counted.swap(false, Ordering::AcqRel) {
             self.stats.gauge(Gauge::Held, -1);
+            if let Some(k) = self.keys.semaphore_permits() {
+                self.stats.gauge(Gauge::Permits, -i64::from(k));
+            }
             if record && !cfg!(redislock_no_stats) {
                 self.stats.held(self.acquired.elapsed());
             }

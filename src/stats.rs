@@ -175,6 +175,19 @@ pub struct Stats {
     pub held_now: u64,
     /// Acquisitions waiting right now for a lock held by someone else.
     pub waiters_now: u64,
+    /// Acquisitions that took a plain lock (of the three kinds of
+    /// `acquired_*` above, and of the kinds below, each counts once).
+    pub acquired_locks: u64,
+    /// Acquisitions that took permits of a counting semaphore.
+    pub acquired_semaphores: u64,
+    /// Acquisitions that took the read (shared) side of a read-write lock.
+    pub acquired_reads: u64,
+    /// Acquisitions that took the write (exclusive) side of a read-write
+    /// lock.
+    pub acquired_writes: u64,
+    /// Semaphore permits held right now by this client's handles (a handle
+    /// of k permits counts k; `held_now` counts it once).
+    pub permits_held_now: u64,
     /// How long each acquisition took, whatever its outcome.
     pub wait: Histogram,
     /// How long each lock handle was held: from acquire to release, drop,
@@ -186,7 +199,7 @@ impl Stats {
     /// Every counter and gauge with its name (the field's), in the fields'
     /// order: what bindings and exporters iterate, so that a field added
     /// here reaches them all.
-    pub fn counters(&self) -> [(&'static str, u64); 18] {
+    pub fn counters(&self) -> [(&'static str, u64); 23] {
         // Destructured in full: a new field fails to compile here until it
         // is listed.
         let Stats {
@@ -208,6 +221,11 @@ impl Stats {
             reconnects,
             held_now,
             waiters_now,
+            acquired_locks,
+            acquired_semaphores,
+            acquired_reads,
+            acquired_writes,
+            permits_held_now,
             wait: _,
             held: _,
         } = *self;
@@ -230,6 +248,11 @@ impl Stats {
             ("reconnects", reconnects),
             ("held_now", held_now),
             ("waiters_now", waiters_now),
+            ("acquired_locks", acquired_locks),
+            ("acquired_semaphores", acquired_semaphores),
+            ("acquired_reads", acquired_reads),
+            ("acquired_writes", acquired_writes),
+            ("permits_held_now", permits_held_now),
         ]
     }
 }
@@ -294,15 +317,20 @@ pub(crate) enum Event {
     HandoffReceived,
     ConnectionError,
     Reconnect,
+    AcquiredLock,
+    AcquiredSemaphore,
+    AcquiredRead,
+    AcquiredWrite,
 }
 
-const EVENTS: usize = Event::Reconnect as usize + 1;
+const EVENTS: usize = Event::AcquiredWrite as usize + 1;
 
 /// A gauge of [`Counters`].
 #[derive(Clone, Copy)]
 pub(crate) enum Gauge {
     Held,
     Waiters,
+    Permits,
 }
 
 /// The figures of one client, as they are recorded.
@@ -311,7 +339,7 @@ pub(crate) struct Counters {
     pid: AtomicU32,
     events: [AtomicU64; EVENTS],
     /// Signed: a gauge may go below zero for a moment in a forked child.
-    gauges: [AtomicI64; 2],
+    gauges: [AtomicI64; 3],
     wait: Cells,
     held: Cells,
 }
@@ -409,6 +437,11 @@ impl Counters {
             reconnects: e(Event::Reconnect),
             held_now: g(Gauge::Held),
             waiters_now: g(Gauge::Waiters),
+            acquired_locks: e(Event::AcquiredLock),
+            acquired_semaphores: e(Event::AcquiredSemaphore),
+            acquired_reads: e(Event::AcquiredRead),
+            acquired_writes: e(Event::AcquiredWrite),
+            permits_held_now: g(Gauge::Permits),
             wait: c.wait.read(),
             held: c.held.read(),
         }

@@ -362,3 +362,87 @@ fn a_renewed_holder_outlives_its_ttl_and_keeps_out_others() {
     holder.release().unwrap();
     assert!(nothing_left(&srv, "renewed", "sem"));
 }
+
+#[test]
+fn an_uncontended_cycle_runs_16_commands_and_every_key_it_makes_expires() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let mut raw = srv.raw();
+    let sem = |wait: Wait| {
+        client
+            .acquire_semaphore("cheap", 4, 1, opts(10 * S, wait))
+            .unwrap()
+            .release()
+            .unwrap()
+    };
+    let read = |wait: Wait| {
+        client
+            .acquire_read("cheap", opts(10 * S, wait))
+            .unwrap()
+            .release()
+            .unwrap()
+    };
+    // Warm: scripts loaded, connections open.
+    sem(Wait::TryOnce);
+    read(Wait::TryOnce);
+    let waits = [Wait::TryOnce, Wait::Timeout(10 * S), Wait::Forever];
+    // INFO counts in the next INFO, not in its own reply: hence the 1.
+    let base = common::info_field(&mut raw, "stats", "total_commands_processed");
+    for wait in waits {
+        sem(wait);
+        read(wait);
+    }
+    let total = common::info_field(&mut raw, "stats", "total_commands_processed") - base - 1;
+    // Acquire: EVALSHA, TIME, the purge, HGETALL, LLEN, the fence's SET …
+    // GET, ZADD, HSET, 2 PEXPIREs. Release: EVALSHA, TIME, the purge,
+    // ZREM, HDEL, LLEN.
+    assert_eq!(total, 6 * 16, "six cycles");
+    // Nothing of either name is left, and no other key was made (the
+    // fence counter of the slot is the only one that stays).
+    assert!(nothing_left(&srv, "cheap", "sem"));
+    assert!(nothing_left(&srv, "cheap", "rw"));
+    let mut keys: Vec<String> = raw.keys("*").unwrap();
+    keys.sort();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+
+    // While held, every key of the name expires: the holders' keys with the
+    // latest lease, the queue 10 s after it.
+    let a = client
+        .acquire_semaphore("kept", 1, 1, opts(20 * S, Wait::TryOnce))
+        .unwrap();
+    let b = {
+        let client = Client::open(&srv.url()).unwrap();
+        thread::spawn(move || {
+            client
+                .acquire_semaphore("kept", 1, 1, opts(5 * S, Wait::Timeout(60 * S)))
+                .unwrap()
+        })
+    };
+    wait_until("the waiter queued", 30 * S, || {
+        queued(&srv, "kept", "sem") == 1
+    });
+    let pttl = |raw: &mut redis::Connection, k: &str| -> i64 { raw.pttl(k).unwrap() };
+    for k in ["{kept}:sem", "{kept}:sem:info"] {
+        let ms = pttl(&mut raw, k);
+        assert!(ms > 10_000 && ms <= 20_000, "{k}: {ms} ms");
+    }
+    let q = pttl(&mut raw, "{kept}:sem:queue");
+    assert!(q > 20_000 && q <= 30_000, "queue: {q} ms");
+    // A shorter lease after it does not shorten the keys; a longer
+    // renewal pushes them (and the queue) further.
+    a.extend(40 * S).unwrap();
+    let ms = pttl(&mut raw, "{kept}:sem");
+    assert!(ms > 30_000 && ms <= 40_000, "{ms} ms");
+    let q = pttl(&mut raw, "{kept}:sem:queue");
+    assert!(q > 40_000 && q <= 50_000, "queue: {q} ms");
+    a.release().unwrap();
+    let b = b.join().unwrap();
+    // a was the only holder: its keys went with it, and b's hand-off made
+    // them again, expiring with b's lease.
+    for k in ["{kept}:sem", "{kept}:sem:info"] {
+        let ms = pttl(&mut raw, k);
+        assert!(ms > 0 && ms <= 5_000, "{k}: {ms} ms");
+    }
+    b.release().unwrap();
+    assert!(nothing_left(&srv, "kept", "sem"));
+}

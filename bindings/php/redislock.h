@@ -53,6 +53,11 @@ typedef struct redislock_stats {
   uint64_t waiters_now;
   struct redislock_histogram wait;
   struct redislock_histogram held;
+  uint64_t acquired_locks;
+  uint64_t acquired_semaphores;
+  uint64_t acquired_reads;
+  uint64_t acquired_writes;
+  uint64_t permits_held_now;
 } redislock_stats;
 
 enum redislock_status redislock_client_open(const char *url, struct redislock_client **out);

@@ -74,6 +74,16 @@ class Stats(TypedDict):
     """Locks held right now."""
     waiters_now: int
     """Acquisitions waiting right now for a lock held by someone else."""
+    acquired_locks: int
+    """Acquisitions that took a plain lock (each success counts once by kind)."""
+    acquired_semaphores: int
+    """Acquisitions that took permits of a counting semaphore."""
+    acquired_reads: int
+    """Acquisitions that took the read side of a read-write lock."""
+    acquired_writes: int
+    """Acquisitions that took the write side of a read-write lock."""
+    permits_held_now: int
+    """Semaphore permits held right now (a handle of k permits counts k)."""
     wait: HistogramStats
     """How long each acquisition took, whatever its outcome."""
     held: HistogramStats

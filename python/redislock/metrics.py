@@ -19,10 +19,12 @@ name                                        type       labels
 ``redislock_renewals_total``                counter    ``outcome``: ok, lost (in the background)
 ``redislock_locks_lost_total``              counter
 ``redislock_handoffs_total``                counter    ``direction``: given, received
+``redislock_acquisitions_by_kind_total``    counter    ``kind``: lock, semaphore, read, write
 ``redislock_connection_errors_total``       counter
 ``redislock_reconnects_total``              counter
 ``redislock_locks_held``                    gauge
 ``redislock_waiters``                       gauge
+``redislock_permits_held``                  gauge      (semaphore permits)
 ``redislock_acquire_wait_seconds``          histogram  (``le``: 50 µs to 1 h)
 ``redislock_held_seconds``                  histogram  (``le``: 50 µs to 1 h)
 ==========================================  =========  ==========================================
@@ -89,6 +91,13 @@ _LABELLED_COUNTERS: List[Tuple[str, str, str, List[Tuple[str, str]]]] = [
         ("given", "handoffs_given"),
         ("received", "handoffs_received"),
     ]),
+    ("redislock_acquisitions_by_kind",
+     "Successful acquisitions, by kind (lock, semaphore permits, read or write side).", "kind", [
+         ("lock", "acquired_locks"),
+         ("semaphore", "acquired_semaphores"),
+         ("read", "acquired_reads"),
+         ("write", "acquired_writes"),
+     ]),
 ]
 
 # (metric name without _total, help, stats key)
@@ -103,6 +112,7 @@ _GAUGES: List[Tuple[str, str, str]] = [
     ("redislock_locks_held", "Locks held right now.", "held_now"),
     ("redislock_waiters", "Acquisitions waiting right now for a lock held by another owner.",
      "waiters_now"),
+    ("redislock_permits_held", "Semaphore permits held right now.", "permits_held_now"),
 ]
 
 _HISTOGRAMS: List[Tuple[str, str, str]] = [
@@ -112,7 +122,7 @@ _HISTOGRAMS: List[Tuple[str, str, str]] = [
 ]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_RESERVED = {"outcome", "direction", "le", "quantile"}
+_RESERVED = {"outcome", "direction", "kind", "le", "quantile"}
 
 
 class RedislockCollector:

@@ -1039,6 +1039,18 @@ pub struct redislock_stats {
     /// How long each lock handle was held: from acquire to release, free,
     /// or until it was found lost.
     pub held: redislock_histogram,
+    /// Acquisitions that took a plain lock (each acquisition counted in
+    /// `acquired_at_once`, `acquired_after_wait` or `acquired_handed_over`
+    /// is also counted in one of the four by kind).
+    pub acquired_locks: u64,
+    /// Acquisitions that took permits of a counting semaphore.
+    pub acquired_semaphores: u64,
+    /// Acquisitions that took the read side of a read-write lock.
+    pub acquired_reads: u64,
+    /// Acquisitions that took the write side of a read-write lock.
+    pub acquired_writes: u64,
+    /// Semaphore permits held right now (a handle of k permits counts k).
+    pub permits_held_now: u64,
 }
 
 /// The bytes of `redislock_stats` up to and including `waiters_now`, its
@@ -1085,6 +1097,11 @@ fn c_stats(s: &Stats) -> redislock_stats {
         waiters_now: s.waiters_now,
         wait: c_histogram(&s.wait),
         held: c_histogram(&s.held),
+        acquired_locks: s.acquired_locks,
+        acquired_semaphores: s.acquired_semaphores,
+        acquired_reads: s.acquired_reads,
+        acquired_writes: s.acquired_writes,
+        permits_held_now: s.permits_held_now,
     }
 }
 

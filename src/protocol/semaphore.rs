@@ -38,8 +38,8 @@ pub(crate) const WRITER: u32 = 1 << 30;
 /// The largest limit a semaphore takes.
 pub(crate) const MAX_LIMIT: u32 = 1_000_000;
 
-/// The server time in ms into `now`, then the holders whose lease ran out
-/// dropped, then the permits held summed into `used`.
+/// The server time in ms into `now` (and TIME's reply in `t`), then the
+/// holders whose lease ran out dropped.
 macro_rules! sem_prelude_lua {
     () => {
         r#"
@@ -67,63 +67,83 @@ end
     };
 }
 
-/// Serve the queue from its head while the head fits (see the module
-/// text), counting the waiters admitted in `served`.
+/// The length of the queue into `n`, or the WRONGTYPE error returned.
+macro_rules! sem_queue_len_lua {
+    () => {
+        r#"
+local n = redis.pcall('LLEN', KEYS[3])
+if type(n) == 'table' then
+  return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
+end
+"#
+    };
+}
+
+/// Make the holders' set and hash last at least `d` ms from now, and the
+/// queue (when `n` > 0) `grace` ms longer. `fresh`: the holders' keys were
+/// made by this script (they have no expiry yet). An expiry is only ever
+/// pushed further here: a holder's lease may end before the keys do, never
+/// after, and the scripts drop ended leases themselves.
+macro_rules! sem_keep_lua {
+    () => {
+        r#"
+  if fresh or redis.call('PTTL', KEYS[1]) < d then
+    redis.call('PEXPIRE', KEYS[1], d)
+    redis.call('PEXPIRE', KEYS[2], d)
+    if n > 0 then redis.call('PEXPIRE', KEYS[3], d + grace) end
+  end
+"#
+    };
+}
+
+/// Serve the queue (`n` waiters) from its head while the head fits (see
+/// the module text), counting the waiters admitted in `served`, keeping
+/// `n`, `used` and the latest lease they were given (`d`, ms from now) up
+/// to date, and noting `ARGV[1]`'s fence in `minef` when this very caller
+/// was admitted. Then the keys are kept as long as the new leases.
 macro_rules! sem_serve_lua {
     () => {
         concat!(
             r#"
-local served = 0
-while true do
+local served, d, minef = 0, 0, false
+while n > 0 do
   local m = redis.call('LINDEX', KEYS[3], 0)
-  if not m then break end
+  if not m then n = 0 break end
   local a = string.find(m, ':', 51, true)
   local b = a and string.find(m, ':', a + 1, true)
   local c = b and string.find(m, ':', b + 1, true)
   if not c then
     redis.call('LPOP', KEYS[3])
+    n = n - 1
   else
     local mk = tonumber(string.sub(m, a + 1, b - 1)) or 1
     local ml = tonumber(string.sub(m, b + 1, c - 1)) or 1
     if used + mk > ml then break end
     redis.call('LPOP', KEYS[3])
+    n = n - 1
     local f
 "#,
-            next_fence_lua!(),
+            fence_from_time_lua!(),
             r#"
     if type(f) == 'table' then f = '0' end
     if redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
                   string.sub(m, 34, 49) .. ':' .. f) > 0 then
       local mt = string.sub(m, c + 1)
-      redis.call('ZADD', KEYS[1], now + tonumber(string.sub(m, 51, a - 1)), mt)
+      local mttl = tonumber(string.sub(m, 51, a - 1))
+      redis.call('ZADD', KEYS[1], now + mttl, mt)
       redis.call('HSET', KEYS[2], mt, mk .. ':' .. f)
+      if mttl > d then d = mttl end
+      if mt == ARGV[1] then minef = f end
       used = used + mk
       served = served + 1
     end
   end
 end
-"#
-        )
-    };
-}
-
-/// Make the holders' set and hash expire with the last lease, and the
-/// queue `ARGV[grace]` ms after it (`grace` names the ARGV index).
-macro_rules! sem_expire_lua {
-    ($grace:literal) => {
-        concat!(
+if served > 0 then
+  local fresh = false
+"#,
+            sem_keep_lua!(),
             r#"
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local keep = 0
-if last[2] then
-  keep = tonumber(last[2]) - now
-  redis.call('PEXPIRE', KEYS[1], keep)
-  redis.call('PEXPIRE', KEYS[2], keep)
-end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('PEXPIRE', KEYS[3], keep + tonumber(ARGV["#,
-            $grace,
-            r#"]))
 end
 "#
         )
@@ -136,52 +156,63 @@ end
 /// {1, fence, 1} (admitted while queued: by a release, or by this very
 /// script serving the queue), or {0, ms until the first lease runs out (-1:
 /// no holder), false, waiters ahead}.
+///
+/// Uncontended, it runs 9 commands: TIME, the purge, HGETALL, LLEN, the
+/// fence's SET … GET, ZADD, HSET and the two PEXPIREs.
 pub(crate) const SEM_ACQUIRE: &str = concat!(
     sem_prelude_lua!(),
     r#"
 local member = ARGV[3]
-local mine = redis.call('HGET', KEYS[2], ARGV[1])
+local queued = member ~= '' and ARGV[4] ~= '1'
+local grace = tonumber(ARGV[5])
+local used, mine = 0, false
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local v = all[i + 1]
+  local s = string.find(v, ':', 1, true)
+  used = used + (tonumber(string.sub(v, 1, (s or 0) - 1)) or 0)
+  if all[i] == ARGV[1] then mine = string.sub(v, (s or 0) + 1) end
+end
 if mine and redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   -- Already a holder: a repeated run after a lost reply, or served while
   -- queued.
-  local s = string.find(mine, ':', 1, true)
-  if member ~= '' and ARGV[4] ~= '1' then
-    return {1, string.sub(mine, s + 1), 1}
-  end
-  return {1, string.sub(mine, s + 1)}
+  if queued then return {1, mine, 1} end
+  return {1, mine}
 end
+local fresh = used == 0
 "#,
-    sem_used_lua!(),
+    sem_queue_len_lua!(),
+    r#"
+if n > 0 then
+"#,
     sem_serve_lua!(),
     r#"
+  if minef then return {1, minef, 1} end
+  if served > 0 then fresh = false end
+end
 local pos = false
-if member ~= '' and ARGV[4] ~= '1' then
-  pos = redis.pcall('LPOS', KEYS[3], member)
-  if type(pos) == 'table' then pos = false end
-  if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-    local v = redis.call('HGET', KEYS[2], ARGV[1])
-"#,
-    sem_expire_lua!("5"),
-    r#"
-    return {1, string.sub(v, string.find(v, ':', 1, true) + 1), 1}
-  end
+if queued and n > 0 then
+  pos = redis.call('LPOS', KEYS[3], member)
 end
 local k, limit = tonumber(ARGV[6]), tonumber(ARGV[7])
-local ahead = pos
-if not ahead then ahead = redis.pcall('LLEN', KEYS[3]) end
-if type(ahead) == 'table' then
-  return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
-end
+local ahead = pos or n
 if ahead == 0 and used + k <= limit then
-  if pos then redis.call('LREM', KEYS[3], 1, member) end
+  if pos then
+    redis.call('LREM', KEYS[3], 1, member)
+    n = n - 1
+  end
   local f
 "#,
-    next_fence_or_error_lua!(),
+    fence_from_time_lua!(),
     r#"
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  if type(f) == 'table' then
+    return redis.error_reply('WRONGTYPE the fence counter does not hold a number')
+  end
+  local d = tonumber(ARGV[2])
+  redis.call('ZADD', KEYS[1], now + d, ARGV[1])
   redis.call('HSET', KEYS[2], ARGV[1], k .. ':' .. f)
 "#,
-    sem_expire_lua!("5"),
+    sem_keep_lua!(),
     r#"
   return {1, f}
 end
@@ -189,38 +220,40 @@ local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local pttl = -1
 if first[2] then pttl = tonumber(first[2]) - now end
 if member == '' then
-"#,
-    sem_expire_lua!("5"),
-    r#"
   return {0, pttl, false, ahead}
 end
 if not pos then
-  local n = redis.pcall('RPUSH', KEYS[3], member)
-  if type(n) == 'table' then
-    return redis.error_reply('WRONGTYPE the waiter queue does not hold a list')
+  pos = redis.call('RPUSH', KEYS[3], member) - 1
+  if pos == 0 then
+    local keep = redis.call('PTTL', KEYS[1])
+    if keep < 0 then keep = 0 end
+    redis.call('PEXPIRE', KEYS[3], keep + grace)
   end
-  pos = n - 1
 end
-"#,
-    sem_expire_lua!("5"),
-    r#"
 return {0, pttl, false, pos}
 "#
 );
 
 /// Give the permits back and serve the queue. ARGV: token, grace_ms.
 /// Returns 0 (not a holder: its lease ran out, or it never was), 1
-/// (released) or 2 (released, and waiters were admitted).
+/// (released) or 2 (released, and waiters were admitted). With nobody
+/// queued it runs 5 commands: TIME, the purge, ZREM, HDEL, LLEN.
 pub(crate) const SEM_RELEASE: &str = concat!(
     sem_prelude_lua!(),
     r#"
+local grace = tonumber(ARGV[2])
 local gone = redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
+if gone == 1 then redis.call('HDEL', KEYS[2], ARGV[1]) end
+"#,
+    sem_queue_len_lua!(),
+    r#"
+local served = 0
+if n > 0 then
 "#,
     sem_used_lua!(),
     sem_serve_lua!(),
-    sem_expire_lua!("2"),
     r#"
+end
 if gone == 0 then return 0 end
 if served > 0 then return 2 end
 return 1
@@ -230,27 +263,31 @@ return 1
 /// Renew one holder's lease to `ttl_ms` from now. ARGV: token, ttl_ms,
 /// fence (unused), grace_ms. Returns 1 (extended) or 0 (not a holder).
 pub(crate) const SEM_EXTEND: &str = concat!(
-    sem_prelude_lua!(),
     r#"
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local e = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not e or tonumber(e) <= now then return 0 end
+local d, grace, fresh = tonumber(ARGV[2]), tonumber(ARGV[4]), false
+redis.call('ZADD', KEYS[1], 'XX', now + d, ARGV[1])
+local n = redis.call('EXISTS', KEYS[3])
 "#,
-    sem_expire_lua!("4"),
+    sem_keep_lua!(),
     r#"
 return 1
 "#
 );
 
 /// A holder's fence. ARGV: token. Returns {fence} or nil (not a holder).
-pub(crate) const SEM_FENCE: &str = concat!(
-    sem_prelude_lua!(),
-    r#"
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return false end
+pub(crate) const SEM_FENCE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local e = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not e or tonumber(e) <= now then return false end
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if not v then return false end
 return {string.sub(v, string.find(v, ':', 1, true) + 1)}
-"#
-);
+"#;
 
 /// Leave the queue; keep the permits if they were given meanwhile. The
 /// waiters behind may fit now: the queue is served. ARGV: token, member,
@@ -258,15 +295,20 @@ return {string.sub(v, string.find(v, ':', 1, true) + 1)}
 pub(crate) const SEM_CANCEL: &str = concat!(
     sem_prelude_lua!(),
     r#"
+local grace = tonumber(ARGV[3])
 redis.pcall('LREM', KEYS[3], 1, ARGV[2])
+"#,
+    sem_queue_len_lua!(),
+    r#"
+if n > 0 then
 "#,
     sem_used_lua!(),
     sem_serve_lua!(),
-    sem_expire_lua!("3"),
     r#"
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  local v = redis.call('HGET', KEYS[2], ARGV[1])
-  if v then return {string.sub(v, string.find(v, ':', 1, true) + 1)} end
+end
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+if v and redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return {string.sub(v, string.find(v, ':', 1, true) + 1)}
 end
 return false
 "#

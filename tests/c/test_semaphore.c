@@ -66,6 +66,16 @@ int main(int argc, char **argv) {
   CHECK(c == NULL, "no handle when not acquired");
   uint64_t fa = redislock_lock_fence(a), fb = redislock_lock_fence(b);
   CHECK(fa > 0 && fb > fa, "fences %" PRIu64 " then %" PRIu64, fa, fb);
+  /* The statistics count them by kind, and the permits held. */
+  struct redislock_stats st;
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  CHECK(redislock_client_stats(client, &st) == REDISLOCK_OK, "stats: %s", last_error());
+  CHECK(st.size == sizeof st, "stats filled %u bytes", (unsigned)st.size);
+  CHECK(st.acquired_semaphores == 2 && st.acquired_locks == 0 && st.permits_held_now == 2 &&
+            st.held_now == 2,
+        "by kind: %" PRIu64 " semaphores, %" PRIu64 " locks, %" PRIu64 " permits held",
+        st.acquired_semaphores, st.acquired_locks, st.permits_held_now);
   /* The plain lock of the same name is another thing. */
   redislock_lock *plain = NULL;
   CHECK(redislock_acquire(client, KEY("c:sem"), 10000, 0, NULL, 0, &plain) == REDISLOCK_OK,
@@ -121,6 +131,14 @@ int main(int argc, char **argv) {
   }
   CHECK(atomic_load(&most) <= 2, "%d permits of 2 held at once", atomic_load(&most));
   CHECK(atomic_load(&most) == 2, "the permits were never shared (%d)", atomic_load(&most));
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  CHECK(redislock_client_stats(client, &st) == REDISLOCK_OK, "stats: %s", last_error());
+  CHECK(st.permits_held_now == 0 && st.held_now == 0, "%" PRIu64 " permits still counted",
+        st.permits_held_now);
+  CHECK(st.acquired_reads == 2 && st.acquired_writes == 1 && st.acquired_locks == 1,
+        "reads %" PRIu64 ", writes %" PRIu64 ", locks %" PRIu64, st.acquired_reads,
+        st.acquired_writes, st.acquired_locks);
 
   redislock_client_free(client);
   printf("%d passed, %d failed\n", passed, failed);

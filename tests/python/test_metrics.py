@@ -17,7 +17,8 @@ SAMPLE_NAMES = {
     "redislock_acquisitions_total", "redislock_releases_total", "redislock_extends_total",
     "redislock_renewals_total", "redislock_locks_lost_total", "redislock_handoffs_total",
     "redislock_connection_errors_total", "redislock_reconnects_total",
-    "redislock_locks_held", "redislock_waiters",
+    "redislock_acquisitions_by_kind_total",
+    "redislock_locks_held", "redislock_waiters", "redislock_permits_held",
     "redislock_acquire_wait_seconds_bucket", "redislock_acquire_wait_seconds_sum",
     "redislock_acquire_wait_seconds_count",
     "redislock_held_seconds_bucket", "redislock_held_seconds_sum",
@@ -34,6 +35,9 @@ LABELLED = {
     "redislock_renewals_total": ("outcome", {"ok": "renewals_ok", "lost": "renewals_lost"}),
     "redislock_handoffs_total": ("direction", {"given": "handoffs_given",
                                                "received": "handoffs_received"}),
+    "redislock_acquisitions_by_kind_total": ("kind", {
+        "lock": "acquired_locks", "semaphore": "acquired_semaphores",
+        "read": "acquired_reads", "write": "acquired_writes"}),
 }
 PLAIN = {
     "redislock_locks_lost_total": "locks_lost",
@@ -41,6 +45,7 @@ PLAIN = {
     "redislock_reconnects_total": "reconnects",
     "redislock_locks_held": "held_now",
     "redislock_waiters": "waiters_now",
+    "redislock_permits_held": "permits_held_now",
 }
 HISTOGRAMS = {"redislock_acquire_wait_seconds": "wait", "redislock_held_seconds": "held"}
 
@@ -92,7 +97,12 @@ def test_a_scrape_of_running_clients_equals_their_stats(server, raw):
     raw.set("lost", "thief")
     with pytest.raises(Exception):
         lost.extend(5.0)
-    # Running: one lock held, one thread waiting for it.
+    # Running: 2 permits of a semaphore and a write lock held, one lock
+    # held and one thread waiting for it.
+    sem = main.semaphore("pool", limit=3, permits=2, ttl=30.0)
+    assert sem.acquire(blocking=False)
+    writer = main.write_lock("pool", ttl=30.0)
+    assert writer.acquire(blocking=False)
     holder = main.lock("busy", ttl=30.0)
     assert holder.acquire(blocking=False)
     waiter = main.lock("busy", ttl=30.0, timeout=30.0)
@@ -125,9 +135,16 @@ def test_a_scrape_of_running_clients_equals_their_stats(server, raw):
         for key, value in want.items():
             assert got[key] == pytest.approx(value, abs=1e-9), key
         # The running state, as exposed.
-        assert got[("redislock_locks_held", (("client", "main"),))] == 1
+        assert got[("redislock_locks_held", (("client", "main"),))] == 3
+        assert got[("redislock_permits_held", (("client", "main"),))] == 2
+        by_kind = "redislock_acquisitions_by_kind_total"
+        assert got[(by_kind, (("client", "main"), ("kind", "lock")))] == 4
+        assert got[(by_kind, (("client", "main"), ("kind", "semaphore")))] == 1
+        assert got[(by_kind, (("client", "main"), ("kind", "write")))] == 1
+        assert got[(by_kind, (("client", "main"), ("kind", "read")))] == 0
         assert got[("redislock_waiters", (("client", "main"),))] == 1
-        assert got[("redislock_acquisitions_total", (("client", "main"), ("outcome", "at_once")))] == 4
+        # 4 locks, the semaphore and the write lock
+        assert got[("redislock_acquisitions_total", (("client", "main"), ("outcome", "at_once")))] == 6
         assert got[("redislock_locks_lost_total", (("client", "jobs"),))] == 1
         # The exposition's own lines name the families exactly.
         assert "# TYPE redislock_acquisitions_total counter" in text
@@ -138,6 +155,9 @@ def test_a_scrape_of_running_clients_equals_their_stats(server, raw):
         holder.release()
         t.join(30)
         waiter.release()
+        sem.release()
+        writer.release()
+        assert main.stats()["permits_held_now"] == 0
 
 
 def test_one_collector_without_labels(client):

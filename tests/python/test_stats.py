@@ -13,6 +13,8 @@ COUNTERS = [
     "acquire_errors", "releases_ok", "releases_not_owner", "extends_ok", "extends_lost",
     "renewals_ok", "renewals_lost", "locks_lost", "handoffs_given", "handoffs_received",
     "connection_errors", "reconnects", "held_now", "waiters_now",
+    "acquired_locks", "acquired_semaphores", "acquired_reads", "acquired_writes",
+    "permits_held_now",
 ]
 HISTOGRAM_KEYS = {"count", "sum", "max", "p50", "p90", "p99", "buckets", "bounds"}
 
@@ -128,6 +130,12 @@ def test_a_scripted_run_adds_up(server, raw):
         "reconnects": 0,
         "held_now": 0,
         "waiters_now": 0,
+        # every successful acquisition, by kind: all of them locks here
+        "acquired_locks": n_at_once + n_handoffs + 1 + n_handoffs,
+        "acquired_semaphores": 0,
+        "acquired_reads": 0,
+        "acquired_writes": 0,
+        "permits_held_now": 0,
     }
     assert {k: s[k] for k in COUNTERS} == expected
     check_histogram(s["wait"])

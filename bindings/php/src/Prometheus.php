@@ -17,7 +17,8 @@ namespace RedisLock;
  *   redislock_handoffs_total{direction="given|received"}
  *   redislock_connection_errors_total
  *   redislock_reconnects_total
- *   redislock_locks_held, redislock_waiters                  (gauges)
+ *   redislock_acquisitions_by_kind_total{kind="lock|semaphore|read|write"}
+ *   redislock_locks_held, redislock_waiters, redislock_permits_held   (gauges)
  *   redislock_acquire_wait_seconds, redislock_held_seconds   (histograms)
  *
  * Each row is one sample: ['type' => 'counter'|'gauge'|'histogram',
@@ -85,11 +86,19 @@ final class Prometheus
         ['connection_errors_total', 'Connections that could not be opened, broke, or timed out.', null,
             ['connection_errors']],
         ['reconnects_total', 'Connections opened again in place of one that broke.', null, ['reconnects']],
+        ['acquisitions_by_kind_total', 'Successful acquisitions by kind (lock, semaphore, read or write side).',
+            'kind', [
+                'lock' => 'acquired_locks',
+                'semaphore' => 'acquired_semaphores',
+                'read' => 'acquired_reads',
+                'write' => 'acquired_writes',
+            ]],
     ];
 
     private const GAUGES = [
         ['locks_held', 'Lock handles held now.', 'held_now'],
         ['waiters', 'Acquisitions waiting now for a lock held by another owner.', 'waiters_now'],
+        ['permits_held', 'Semaphore permits held now.', 'permits_held_now'],
     ];
 
     private const HISTOGRAMS = [

@@ -21,6 +21,11 @@ final class StatsTest extends TestCase
         'held_now', 'waiters_now',
     ];
 
+    /** Appended after the histograms (the C struct only grows at its end). */
+    private const BY_KIND = [
+        'acquired_locks', 'acquired_semaphores', 'acquired_reads', 'acquired_writes', 'permits_held_now',
+    ];
+
     private RedisServer $server;
     private Client $client;
     private Redis $raw;
@@ -232,13 +237,15 @@ final class StatsTest extends TestCase
     public function testTheShapeOfStats(): void
     {
         $fresh = $this->client->stats();
-        $this->assertSame(array_merge(self::COUNTERS, ['wait', 'held']), array_keys($fresh));
-        foreach (self::COUNTERS as $key) {
+        $this->assertSame(array_merge(self::COUNTERS, ['wait', 'held'], self::BY_KIND), array_keys($fresh));
+        foreach (array_merge(self::COUNTERS, self::BY_KIND) as $key) {
             $this->assertSame(0, $fresh[$key], $key);
         }
         $this->client->acquire('shape', ttlMs: 5000)->release();
         $s = $this->client->stats();
         $this->assertSame(1, $s['acquired_at_once']);
+        $this->assertSame(1, $s['acquired_locks']);
+        $this->assertSame(0, $s['acquired_semaphores']);
         foreach (['wait', 'held'] as $which) {
             $h = $s[$which];
             $this->assertSame(['count', 'sum', 'max', 'p50', 'p90', 'p99', 'buckets', 'bounds'], array_keys($h));
@@ -272,7 +279,7 @@ final class StatsTest extends TestCase
     private static function sample(): array
     {
         $s = [];
-        foreach (self::COUNTERS as $i => $key) {
+        foreach (array_merge(self::COUNTERS, self::BY_KIND) as $i => $key) {
             $s[$key] = 10 * ($i + 1);
         }
         $bounds = (new Client('redis://127.0.0.1:1'))->stats()['wait']['bounds'];
@@ -331,14 +338,16 @@ final class StatsTest extends TestCase
             'redislock_handoffs_total' => ['counter' => true],
             'redislock_connection_errors_total' => ['counter' => true],
             'redislock_reconnects_total' => ['counter' => true],
+            'redislock_acquisitions_by_kind_total' => ['counter' => true],
             'redislock_locks_held' => ['gauge' => true],
             'redislock_waiters' => ['gauge' => true],
+            'redislock_permits_held' => ['gauge' => true],
             'redislock_acquire_wait_seconds' => ['histogram' => true],
             'redislock_held_seconds' => ['histogram' => true],
         ], $types);
 
         $v = self::byName($rows);
-        $this->assertSame(2 * 23 + 2 * 2 + 18, count($v), 'one row per sample');
+        $this->assertSame(2 * 23 + 2 * 2 + 23, count($v), 'one row per sample');
         $this->assertSame($s['acquired_at_once'], $v['redislock_acquisitions_total{outcome=at_once}']);
         $this->assertSame($s['acquired_after_wait'], $v['redislock_acquisitions_total{outcome=after_wait}']);
         $this->assertSame($s['acquired_handed_over'], $v['redislock_acquisitions_total{outcome=handed_over}']);
@@ -357,6 +366,11 @@ final class StatsTest extends TestCase
         $this->assertSame($s['reconnects'], $v['redislock_reconnects_total']);
         $this->assertSame($s['held_now'], $v['redislock_locks_held']);
         $this->assertSame($s['waiters_now'], $v['redislock_waiters']);
+        $this->assertSame($s['acquired_locks'], $v['redislock_acquisitions_by_kind_total{kind=lock}']);
+        $this->assertSame($s['acquired_semaphores'], $v['redislock_acquisitions_by_kind_total{kind=semaphore}']);
+        $this->assertSame($s['acquired_reads'], $v['redislock_acquisitions_by_kind_total{kind=read}']);
+        $this->assertSame($s['acquired_writes'], $v['redislock_acquisitions_by_kind_total{kind=write}']);
+        $this->assertSame($s['permits_held_now'], $v['redislock_permits_held']);
 
         // Histograms: cumulative buckets under le, then sum and count.
         $les = [];
@@ -406,6 +420,19 @@ final class StatsTest extends TestCase
         $this->assertSame(1, $live['redislock_acquisitions_total{outcome=at_once}']);
         $this->assertSame(1, $live['redislock_held_seconds_count']);
         $this->assertSame(1, $live['redislock_held_seconds_bucket{le=+Inf}']);
+        // By kind, and the permits a semaphore handle holds.
+        $sem = $this->client->acquireSemaphore('prom', limit: 3, ttlMs: 5000, waitMs: 0, permits: 2);
+        $read = $this->client->acquireRead('prom', ttlMs: 5000, waitMs: 0);
+        $live = self::byName(Prometheus::rows($this->client->stats()));
+        $this->assertSame(1, $live['redislock_acquisitions_by_kind_total{kind=lock}']);
+        $this->assertSame(1, $live['redislock_acquisitions_by_kind_total{kind=semaphore}']);
+        $this->assertSame(1, $live['redislock_acquisitions_by_kind_total{kind=read}']);
+        $this->assertSame(0, $live['redislock_acquisitions_by_kind_total{kind=write}']);
+        $this->assertSame(2, $live['redislock_permits_held']);
+        $this->assertSame(2, $live['redislock_locks_held']);
+        $sem->release();
+        $read->release();
+        $this->assertSame(0, $this->client->stats()['permits_held_now']);
     }
 
     public function testSynchronizedThrowsWhenTheLockWasLostWhileTheCallableRan(): void
