@@ -99,8 +99,9 @@ macro_rules! sem_keep_lua {
 /// Serve the queue (`n` waiters) from its head while the head fits (see
 /// the module text), counting the waiters admitted in `served`, keeping
 /// `n`, `used` and the latest lease they were given (`d`, ms from now) up
-/// to date, and noting `ARGV[1]`'s fence in `minef` when this very caller
-/// was admitted. Then the keys are kept as long as the new leases.
+/// to date. The caller itself (`me`, its token, or false), when queued, is
+/// admitted without a message (it is alive: it runs this script) and its
+/// fence noted in `minef`. Then the keys are kept as long as the new leases.
 macro_rules! sem_serve_lua {
     () => {
         concat!(
@@ -126,9 +127,9 @@ while n > 0 do
             fence_from_time_lua!(),
             r#"
     if type(f) == 'table' then f = '0' end
-    if redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
-                  string.sub(m, 34, 49) .. ':' .. f) > 0 then
-      local mt = string.sub(m, c + 1)
+    local mt = string.sub(m, c + 1)
+    if mt == me or redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
+                              string.sub(m, 34, 49) .. ':' .. f) > 0 then
       local mttl = tonumber(string.sub(m, 51, a - 1))
       redis.call('ZADD', KEYS[1], now + mttl, mt)
       redis.call('HSET', KEYS[2], mt, mk .. ':' .. f)
@@ -152,10 +153,11 @@ end
 
 /// An attempt, joining the queue when `member` is given.
 /// ARGV: token, ttl_ms, member ('' to try only), first (1|0), grace_ms,
-/// permits, limit. Returns what ENQUEUE returns: {1, fence} (admitted),
-/// {1, fence, 1} (admitted while queued: by a release, or by this very
-/// script serving the queue), or {0, ms until the first lease runs out (-1:
-/// no holder), false, waiters ahead}.
+/// permits, limit. Returns what ENQUEUE returns: {1, fence} (admitted by
+/// this run, also when it served the queue up to this very caller: no
+/// message was sent to it), {1, fence, 1} (admitted while queued, by
+/// another script whose message is on its way), or {0, ms until the first
+/// lease runs out (-1: no holder), false, waiters ahead}.
 ///
 /// Uncontended, it runs 9 commands: TIME, the purge, HGETALL, LLEN, the
 /// fence's SET … GET, ZADD, HSET and the two PEXPIREs.
@@ -164,6 +166,7 @@ pub(crate) const SEM_ACQUIRE: &str = concat!(
     r#"
 local member = ARGV[3]
 local queued = member ~= '' and ARGV[4] ~= '1'
+local me = queued and ARGV[1]
 local grace = tonumber(ARGV[5])
 local used, mine = 0, false
 local all = redis.call('HGETALL', KEYS[2])
@@ -187,7 +190,7 @@ if n > 0 then
 "#,
     sem_serve_lua!(),
     r#"
-  if minef then return {1, minef, 1} end
+  if minef then return {1, minef} end
   if served > 0 then fresh = false end
 end
 local pos = false
@@ -241,7 +244,7 @@ return {0, pttl, false, pos}
 pub(crate) const SEM_RELEASE: &str = concat!(
     sem_prelude_lua!(),
     r#"
-local grace = tonumber(ARGV[2])
+local grace, me = tonumber(ARGV[2]), false
 local gone = redis.call('ZREM', KEYS[1], ARGV[1])
 if gone == 1 then redis.call('HDEL', KEYS[2], ARGV[1]) end
 "#,
@@ -295,7 +298,7 @@ return {string.sub(v, string.find(v, ':', 1, true) + 1)}
 pub(crate) const SEM_CANCEL: &str = concat!(
     sem_prelude_lua!(),
     r#"
-local grace = tonumber(ARGV[3])
+local grace, me = tonumber(ARGV[3]), false
 redis.pcall('LREM', KEYS[3], 1, ARGV[2])
 "#,
     sem_queue_len_lua!(),

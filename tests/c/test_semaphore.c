@@ -4,9 +4,10 @@
  *   test_semaphore URL
  *
  * Permits up to the limit and no more, bad arguments refused, readers
- * together and a writer alone, and threads of one client never holding
- * more than the limit at once. Prints "N passed, N failed"; exits 1 when a
- * check failed.
+ * together and a writer alone, threads of one client never holding more
+ * than the limit at once, and a holder killed with SIGKILL giving its
+ * permits back when its lease ends. Prints "N passed, N failed"; exits 1
+ * when a check failed.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -16,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -139,6 +143,50 @@ int main(int argc, char **argv) {
   CHECK(st.acquired_reads == 2 && st.acquired_writes == 1 && st.acquired_locks == 1,
         "reads %" PRIu64 ", writes %" PRIu64 ", locks %" PRIu64, st.acquired_reads,
         st.acquired_writes, st.acquired_locks);
+
+  /* A holder killed with SIGKILL: its 2 permits of 3 come back when its
+   * 2 s lease ends, and a waiter for 2 takes them by its own retry (nobody
+   * released them, so no hand-off). */
+  int ready[2];
+  CHECK(pipe(ready) == 0, "pipe");
+  pid_t child = fork();
+  if (child == 0) {
+    redislock_client *own = NULL;
+    redislock_lock *held = NULL;
+    if (redislock_client_open(argv[1], &own) != REDISLOCK_OK ||
+        redislock_acquire_semaphore(own, KEY("c:killed"), 3, 2, 2000, 0, &held) != REDISLOCK_OK) {
+      _exit(3);
+    }
+    if (write(ready[1], "h", 1) != 1) {
+      _exit(4);
+    }
+    for (;;) {
+      pause();
+    }
+  }
+  CHECK(child > 0, "fork");
+  char byte = 0;
+  CHECK(read(ready[0], &byte, 1) == 1 && byte == 'h', "the child never held its permits");
+  CHECK(kill(child, SIGKILL) == 0, "kill");
+  int wstatus = 0;
+  CHECK(waitpid(child, &wstatus, 0) == child && WIFSIGNALED(wstatus), "the child died of SIGKILL");
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  CHECK(redislock_client_stats(client, &st) == REDISLOCK_OK, "stats: %s", last_error());
+  uint64_t after_wait = st.acquired_after_wait, handed = st.acquired_handed_over;
+  redislock_lock *back = NULL;
+  CHECK(redislock_acquire_semaphore(client, KEY("c:killed"), 3, 2, 5000, 30000, &back) ==
+            REDISLOCK_OK,
+        "the dead holder's permits never came back: %s", last_error());
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  CHECK(redislock_client_stats(client, &st) == REDISLOCK_OK, "stats: %s", last_error());
+  CHECK(st.acquired_after_wait == after_wait + 1 && st.acquired_handed_over == handed,
+        "taken by a retry, not handed over (%" PRIu64 " after a wait, %" PRIu64 " handed)",
+        st.acquired_after_wait - after_wait, st.acquired_handed_over - handed);
+  CHECK(back != NULL && redislock_release(back) == REDISLOCK_OK, "release: %s", last_error());
+  close(ready[0]);
+  close(ready[1]);
 
   redislock_client_free(client);
   printf("%d passed, %d failed\n", passed, failed);

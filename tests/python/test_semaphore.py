@@ -122,3 +122,43 @@ def test_bad_limits_are_refused_before_any_io(dead_url, limit, permits):
     client = redislock.Client(dead_url)
     with pytest.raises(ValueError):
         client.semaphore("bad", limit=limit, permits=permits)
+
+
+def _server_ms(raw):
+    sec, usec = raw.time()
+    return sec * 1000 + usec // 1000
+
+
+def test_a_sigkilled_holders_permits_come_back_when_its_lease_ends(server, client, raw):
+    # A process takes 2 permits of 3 with a 2 s lease and is killed; a
+    # waiter for 2 permits gets them by its own retry once the lease ran out
+    # on the server's clock: not before (the dead holder's permits are not
+    # taken early), and not long after (nobody has to notice the death).
+    code = ("import sys, time, redislock\n"
+            "c = redislock.Client(sys.argv[1])\n"
+            "s = c.semaphore('killed', limit=3, permits=2, ttl=2.0)\n"
+            "assert s.acquire(blocking=False)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(600)\n")
+    import subprocess
+    import sys
+    child = subprocess.Popen([sys.executable, "-c", code, server.url], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"held\n"
+        [(token, lease_end)] = raw.zrange("{killed}:sem", 0, -1, withscores=True)
+        child.kill()
+        assert child.wait(DEADLINE) == -9
+        waiter = client.semaphore("killed", limit=3, permits=2, ttl=5.0, timeout=DEADLINE)
+        assert waiter.acquire()
+        entered = _server_ms(raw)
+        s = client.stats()
+        assert (s["acquired_after_wait"], s["acquired_handed_over"]) == (1, 0)
+        assert entered >= lease_end, "the dead holder's permits were taken before its lease ended"
+        assert entered - lease_end < 5000, f"{entered - lease_end} ms after the lease ended"
+        # The dead holder is gone from the server's books.
+        assert raw.zrange("{killed}:sem", 0, -1) == [waiter.token]
+        waiter.release()
+        assert nothing_left(raw, "killed", "sem")
+    finally:
+        child.kill()
+        child.wait()

@@ -82,6 +82,41 @@ final class SemaphoreTest extends TestCase
         $this->assertTrue($this->nothingLeft('handed', 'sem'));
     }
 
+    public function testASigkilledHoldersPermitsComeBackWhenItsLeaseEnds(): void
+    {
+        // Another PHP process takes 2 permits of 3 with a 2 s lease and is
+        // killed; a waiter for 2 permits gets them by its own retry once the
+        // lease ran out on the server's clock: not before, and not long after.
+        $autoload = realpath(__DIR__ . '/../autoload.php');
+        $url = $this->server->url();
+        $code = "require '$autoload'; \$c = new RedisLock\\Client('$url');"
+            . " \$l = \$c->acquireSemaphore('killed', limit: 3, ttlMs: 2000, waitMs: 0, permits: 2);"
+            . " echo \"held\\n\"; sleep(600);";
+        $child = proc_open([PHP_BINARY, '-r', $code], [1 => ['pipe', 'w']], $pipes, null, getenv());
+        $this->assertIsResource($child);
+        try {
+            $this->assertSame("held\n", fgets($pipes[1]));
+            $holders = $this->raw->zRange('{killed}:sem', 0, -1, true);
+            $this->assertCount(1, $holders);
+            $leaseEnd = (int) array_values($holders)[0];
+            proc_terminate($child, SIGKILL);
+            $waiter = $this->client->acquireSemaphore('killed', limit: 3, ttlMs: 5000, waitMs: 30000, permits: 2);
+            [$sec, $usec] = $this->raw->time();
+            $entered = (int) $sec * 1000 + intdiv((int) $usec, 1000);
+            $s = $this->client->stats();
+            $this->assertSame([1, 0], [$s['acquired_after_wait'], $s['acquired_handed_over']]);
+            $this->assertGreaterThanOrEqual($leaseEnd, $entered, 'taken before the dead lease ended');
+            $this->assertLessThan(5000, $entered - $leaseEnd, 'ms after the dead lease ended');
+            $this->assertSame([$waiter->token()], $this->raw->zRange('{killed}:sem', 0, -1));
+            $waiter->release();
+            $this->assertTrue($this->nothingLeft('killed', 'sem'));
+        } finally {
+            proc_terminate($child, SIGKILL);
+            fclose($pipes[1]);
+            proc_close($child);
+        }
+    }
+
     public function testReadersTogetherAndAWriterAlone(): void
     {
         $r1 = $this->client->acquireRead('catalog', waitMs: 0);
