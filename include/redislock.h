@@ -384,8 +384,9 @@ enum redislock_status redislock_acquire_fenced(const struct redislock_client *cl
  * its own lease of `ttl_ms`, token and fence, and its handle is a lock
  * handle like any other (release, extend, renew, fence, token). `key`,
  * `ttl_ms`, `wait_ms` and `out` (not NULL) as for `redislock_acquire`. A
- * semaphore never collides with the lock of the same name. Over Redlock
- * it is `REDISLOCK_INVALID_ARGUMENT` (not supported yet).
+ * semaphore never collides with the lock of the same name. Over Redlock a
+ * holder needs floor(N*L/(L+1))+1 of the N nodes for a limit L > 1 (all of
+ * them once L >= N-1), a majority for L = 1; waiters retry there.
  */
 enum redislock_status redislock_acquire_semaphore(const struct redislock_client *client,
                                                   const uint8_t *key,

@@ -216,8 +216,14 @@ impl Client {
     /// A semaphore `key` never collides with the lock `key`.
     ///
     /// Errors as [`Client::acquire_with`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
-    /// also for a `limit` of 0 or above 1,000,000, `permits` of 0 or above
-    /// `limit`, and over Redlock (not supported yet).
+    /// also for a `limit` of 0 or above 1,000,000 and `permits` of 0 or
+    /// above `limit`.
+    ///
+    /// Over Redlock, waiters retry (as for the lock: no queue, no FIFO),
+    /// and a holder needs ⌊N·L/(L+1)⌋+1 of the N nodes for a `limit` L > 1
+    /// (every node once L ≥ N − 1), a majority for L = 1: L + 1 holders
+    /// on majorities need not share a node, and so could all be admitted.
+    /// With fewer nodes answering, [`Error::NoQuorum`](crate::Error::NoQuorum).
     pub fn acquire_semaphore(
         &self,
         key: impl AsRef<[u8]>,

@@ -274,24 +274,155 @@ fn a_waiter_that_gives_up_leaves_nothing_and_names_never_collide() {
 }
 
 #[test]
-fn bad_limits_and_redlock_are_refused_before_any_io() {
-    let srv = Server::start();
-    let client = Client::open(&srv.url()).unwrap();
+fn bad_limits_are_refused_before_any_io() {
+    // A client of a port nobody listens on: no I/O happens.
+    let client = Client::open("redis://127.0.0.1:1").unwrap();
     for (limit, permits) in [(0, 1), (1, 0), (2, 3), (1_000_001, 1)] {
         let e = client
             .acquire_semaphore("bad", limit, permits, try_once())
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{limit} {permits}");
     }
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let redlock = Client::redlock(nodes.iter().map(|s| s.url()))
+}
+
+/// `n` servers and a Redlock client whose per-node timeout (2 s) is far
+/// above any pause of the machine.
+fn redlock(n: usize) -> (Vec<Server>, Client) {
+    let nodes: Vec<Server> = (0..n).map(|_| Server::start()).collect();
+    let client = Client::redlock(nodes.iter().map(|s| s.url()))
+        .node_timeout(2 * S)
         .build()
         .unwrap();
-    let e = redlock
-        .acquire_semaphore("bad", 2, 1, try_once())
+    (nodes, client)
+}
+
+#[test]
+fn over_redlock_a_semaphore_of_l_needs_more_than_a_majority() {
+    let (nodes, client) = redlock(3);
+    // Holders A on nodes {0,1} and B on {1,2}, as partial grants or a node
+    // restarted without its data would leave them: node 1 is full (2 of 2),
+    // nodes 0 and 2 each have a permit free.
+    let hold = |i: usize, token: &str| {
+        Client::open(&nodes[i].url())
+            .unwrap()
+            .acquire_semaphore("l2", 2, 1, opts(30 * S, Wait::TryOnce).token(token))
+            .unwrap()
+            .forget()
+    };
+    for (i, t) in [(0, "A"), (1, "A"), (1, "B"), (2, "B")] {
+        hold(i, t);
+    }
+    // C gets nodes 0 and 2, a majority: with A and B that would be 3
+    // holders of a semaphore of 2. A semaphore of 2 over 3 nodes needs all
+    // 3, so C is refused, and what it took on 0 and 2 is given back.
+    let e = client
+        .acquire_semaphore("l2", 2, 1, opts(30 * S, Wait::TryOnce))
         .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-    assert!(e.to_string().contains("Redlock"), "{e}");
+    assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    // (The refusal of node 1 decided; grants that came after are given
+    // back in the background.)
+    wait_until("C's grants to be given back", 10 * S, || {
+        nodes.iter().enumerate().all(|(i, srv)| {
+            let mut holders: Vec<String> = srv.raw().zrange("{l2}:sem", 0, -1).unwrap();
+            holders.sort();
+            let want: &[&str] = match i {
+                0 => &["A"],
+                1 => &["A", "B"],
+                _ => &["B"],
+            };
+            holders == want
+        })
+    });
+
+    // On free nodes: 2 holders, not 3; each with its fence; extended and
+    // released everywhere, nothing left.
+    let a = client
+        .acquire_semaphore("free", 2, 1, opts(30 * S, Wait::TryOnce))
+        .unwrap();
+    let b = client
+        .acquire_semaphore("free", 2, 1, opts(30 * S, Wait::TryOnce))
+        .unwrap();
+    assert!(a.fence().unwrap() > 0 && b.fence().unwrap() > 0);
+    let e = client
+        .acquire_semaphore("free", 2, 1, opts(30 * S, Wait::TryOnce))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    let seen = client.inspect_semaphore("free").unwrap();
+    assert_eq!(seen.holder_count, 2);
+    let mut tokens: Vec<Vec<u8>> = seen.holders.iter().map(|h| h.token.clone()).collect();
+    tokens.sort();
+    let mut want = vec![a.token().to_vec(), b.token().to_vec()];
+    want.sort();
+    assert_eq!(tokens, want);
+    a.extend(40 * S).unwrap();
+    assert!(a.owned().unwrap());
+    // A waiter is let in once a permit is released (over Redlock by its
+    // retries, as for the lock).
+    let waiter = {
+        let client = client.clone();
+        thread::spawn(move || {
+            client
+                .acquire_semaphore("free", 2, 1, opts(30 * S, Wait::Timeout(60 * S)))
+                .unwrap()
+        })
+    };
+    wait_until("the waiter to wait", 30 * S, || {
+        client.stats().waiters_now == 1
+    });
+    a.release().unwrap();
+    let c = waiter.join().unwrap();
+    b.release().unwrap();
+    c.release().unwrap();
+    wait_until("every node released", 10 * S, || {
+        nodes.iter().all(|n| nothing_left(n, "free", "sem"))
+    });
+
+    // One node dead: a semaphore of 2 over 3 nodes is refused with a
+    // quorum error (it needs every node); a semaphore of 1 needs a
+    // majority, as a lock does.
+    let (mut nodes, client) = redlock(3);
+    nodes[2].kill();
+    let e = client
+        .acquire_semaphore("one-dead", 2, 1, opts(30 * S, Wait::TryOnce))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
+    wait_until(
+        "the grants of the refused attempt given back",
+        10 * S,
+        || {
+            nodes[..2]
+                .iter()
+                .all(|n| nothing_left(n, "one-dead", "sem"))
+        },
+    );
+    let one = client
+        .acquire_semaphore("one-dead", 1, 1, opts(30 * S, Wait::TryOnce))
+        .unwrap();
+    one.release().unwrap();
+}
+
+#[test]
+fn over_redlock_read_write_locks_need_a_majority() {
+    let (mut nodes, client) = redlock(3);
+    let r1 = client.acquire_read("rw", try_once()).unwrap();
+    let r2 = client.acquire_read("rw", try_once()).unwrap();
+    let e = client.acquire_write("rw", try_once()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    r1.release().unwrap();
+    r2.release().unwrap();
+    // One node down: a majority is left, and a writer still excludes.
+    nodes[0].kill();
+    let w = client.acquire_write("rw", try_once()).unwrap();
+    assert!(w.fence().unwrap() > 0);
+    let e = client.acquire_read("rw", try_once()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    let seen = client.inspect_rw("rw").unwrap();
+    assert_eq!(seen.holders.len(), 1);
+    assert!(seen.holders[0].writer);
+    w.release().unwrap();
+    wait_until("released on the live nodes", 10 * S, || {
+        nodes[1..].iter().all(|n| nothing_left(n, "rw", "rw"))
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,8 +32,8 @@ use super::fanout::{Decided, Job, Node, Outcome, Round};
 use super::{Deployment, Grant, Granted};
 use crate::error::{show_key, Error, Result};
 use crate::net::pool::Pool;
-use crate::options::{Interrupt, LockInfo, Wait};
-use crate::protocol::{self, scripts, Attempt, LockKeys};
+use crate::options::{Holder, Interrupt, LockInfo, SharedInfo, Wait};
+use crate::protocol::{self, scripts, Attempt, Kind, LockKeys, QUEUE_GRACE_MS};
 use crate::stats::{Counters, Gauge};
 use crate::sync::locked;
 
@@ -84,9 +84,6 @@ impl Deployment for Redlock {
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant> {
-        if keys.shared() {
-            return Err(not_over_redlock());
-        }
         let deadline = match wait {
             Wait::TryOnce => Some(started),
             Wait::Timeout(d) => started.checked_add(d),
@@ -111,8 +108,8 @@ impl Deployment for Redlock {
         inspect(self, keys)
     }
 
-    fn inspect_shared(&self, _keys: &LockKeys) -> Result<crate::options::SharedInfo> {
-        Err(not_over_redlock())
+    fn inspect_shared(&self, keys: &LockKeys) -> Result<SharedInfo> {
+        inspect_shared(self, keys)
     }
 
     fn is_locked(&self, key: &[u8]) -> Result<bool> {
@@ -155,16 +152,28 @@ const OP_NODE_TIMEOUT: Duration = Duration::from_secs(1);
 /// that comes later than this is left to expire by its TTL.
 const LATE_GRANT_WAIT: Duration = Duration::from_secs(60);
 
-/// Semaphores and read-write locks are not served over Redlock yet.
-fn not_over_redlock() -> Error {
-    Error::invalid(
-        "semaphores and read-write locks need one server (direct, Sentinel or Cluster); \
-         over Redlock they are not supported yet",
-    )
-}
-
 pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
+}
+
+/// How many of `n` nodes must admit a holder of a name of this kind.
+///
+/// A majority for a lock, a read-write lock and a semaphore of 1: two
+/// majorities share a node, and no node admits two writers, or a writer
+/// and a reader, at once. Not for a semaphore of `limit` L > 1: L + 1
+/// holders on majorities need not share a node (3 nodes, L = 2: holders on
+/// nodes {1,2}, {2,3} and {1,3}, 2 per node). Each node admits at most L
+/// permits, so L + 1 holders on `q` nodes each are impossible once
+/// (L + 1)·q > n·L: `q` = ⌊n·L / (L + 1)⌋ + 1, which is all the nodes
+/// once L ≥ n − 1 (a semaphore over Redlock then rides out no dead node).
+pub(crate) fn quorum_for(n: usize, kind: Kind) -> usize {
+    match kind {
+        Kind::Semaphore { limit, .. } if limit > 1 => {
+            let l = limit as usize;
+            n * l / (l + 1) + 1
+        }
+        _ => quorum(n),
+    }
 }
 
 fn drift_ms(ttl_ms: u64) -> u64 {
@@ -267,6 +276,30 @@ fn script_job(
     })
 }
 
+/// Release `token`'s hold of `keys` on every node it is sent to.
+fn release_job(keys: &LockKeys, token: &[u8], wait: Duration) -> Job {
+    if keys.shared() {
+        let args = vec![token.to_vec(), QUEUE_GRACE_MS.to_string().into_bytes()];
+        return script_job(|| &scripts().sem_release, keys, args, wait);
+    }
+    script_job(|| &scripts().release, keys, vec![token.to_vec()], wait)
+}
+
+/// Release `token`'s hold of `keys` on one node.
+fn release_on(pool: &Pool, keys: &LockKeys, token: &[u8]) -> Result<Value> {
+    if keys.shared() {
+        let grace = QUEUE_GRACE_MS.to_string();
+        pool.script(
+            &scripts().sem_release,
+            &keys.all(),
+            &[token, grace.as_bytes()],
+            None,
+        )
+    } else {
+        pool.script(&scripts().release, &keys.release(), &[token], None)
+    }
+}
+
 /// Replies of a round, by kind.
 #[derive(Default)]
 struct Tally {
@@ -360,7 +393,7 @@ fn acquire(
 /// refused, or an error that no retry would mend.
 fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Result<u64, i64>> {
     let n = r.nodes.len();
-    let q = quorum(n);
+    let q = quorum_for(n, keys.kind);
     let timeout = node_timeout(r, ttl_ms);
     let ttl = Duration::from_millis(ttl_ms);
     let wait = ttl.min(LATE_GRANT_WAIT).max(r.command_timeout());
@@ -369,24 +402,36 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
         let (keys, token) = (keys.clone(), token.to_vec());
         Box::new(move |node: &Node, reply: &Value, outcome: Outcome| {
             if outcome != Outcome::Held && granted(reply) {
-                let _ = node
-                    .pool
-                    .script(&scripts().release, &keys.release(), &[&token], None);
+                let _ = release_on(&node.pool, &keys, &token);
             }
         })
     };
-    let job = script_job(
-        || &scripts().acquire,
-        keys,
-        vec![
+    let job = if keys.shared() {
+        // Tried without queueing (waiters retry, as for the lock), with a
+        // fence of its own on every node.
+        let mut args = vec![
             token.to_vec(),
             ttl_ms.to_string().into_bytes(),
-            b"0".to_vec(),
-            // Redlock draws its (advisory) fence at once on every node.
+            Vec::new(),
             b"1".to_vec(),
-        ],
-        wait,
-    );
+            QUEUE_GRACE_MS.to_string().into_bytes(),
+        ];
+        args.extend(keys.tail_args(true));
+        script_job(|| &scripts().sem_acquire, keys, args, wait)
+    } else {
+        script_job(
+            || &scripts().acquire,
+            keys,
+            vec![
+                token.to_vec(),
+                ttl_ms.to_string().into_bytes(),
+                b"0".to_vec(),
+                // Redlock draws its (advisory) fence at once on every node.
+                b"1".to_vec(),
+            ],
+            wait,
+        )
+    };
     let round = Round::send(&r.nodes, None, timeout, true, job, Some(late));
     let d = round.decide(t0 + timeout, |replies, last| {
         let t = Tally::of(replies, granted);
@@ -427,12 +472,7 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
     // Not held: take back what we got (late grants are taken back by the
     // workers that receive them).
     if !got.is_empty() {
-        let job = script_job(
-            || &scripts().release,
-            keys,
-            vec![token.to_vec()],
-            r.command_timeout(),
-        );
+        let job = release_job(keys, token, r.command_timeout());
         let cleanup = Round::send(&r.nodes, Some(&got), timeout, false, job, None);
         cleanup.decide(Instant::now() + r.command_timeout(), |_, _| None);
     }
@@ -480,12 +520,7 @@ fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
     let n = r.nodes.len();
     let q = quorum(n);
     let timeout = op_timeout(r);
-    let job = script_job(
-        || &scripts().release,
-        keys,
-        vec![token.to_vec()],
-        r.command_timeout(),
-    );
+    let job = release_job(keys, token, r.command_timeout());
     let round = Round::send(&r.nodes, None, timeout, false, job, None);
     let released = |v: &Value| matches!(v, Value::Int(1 | 2));
     let d = round.decide(Instant::now() + timeout, |replies, last| {
@@ -505,14 +540,14 @@ fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
 /// when fewer than a majority still hold the lock with `token`.
 fn fence(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
     let n = r.nodes.len();
-    let q = quorum(n);
+    let q = quorum_for(n, keys.kind);
     let timeout = op_timeout(r);
-    let job = script_job(
-        || &scripts().fence,
-        keys,
-        vec![token.to_vec()],
-        r.command_timeout(),
-    );
+    let script = if keys.shared() {
+        || &scripts().sem_fence
+    } else {
+        || &scripts().fence
+    };
+    let job = script_job(script, keys, vec![token.to_vec()], r.command_timeout());
     let round = Round::send(&r.nodes, None, timeout, false, job, None);
     let drawn = |v: &Value| matches!(v, Value::Array(_));
     let d = round.decide(Instant::now() + timeout, |replies, last| {
@@ -540,16 +575,22 @@ fn fence(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
 /// Extend on every node; `Ok(true)` when a majority extended in time.
 fn extend(r: &Redlock, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {
     let n = r.nodes.len();
-    let q = quorum(n);
+    let q = quorum_for(n, keys.kind);
     let timeout = node_timeout(r, ttl_ms);
     let t0 = Instant::now();
+    let script = if keys.shared() {
+        || &scripts().sem_extend
+    } else {
+        || &scripts().extend
+    };
     let job = script_job(
-        || &scripts().extend,
+        script,
         keys,
         vec![
             token.to_vec(),
             ttl_ms.to_string().into_bytes(),
             fence.to_string().into_bytes(),
+            QUEUE_GRACE_MS.to_string().into_bytes(),
         ],
         r.command_timeout(),
     );
@@ -636,6 +677,53 @@ fn is_owned_by(r: &Redlock, key: &[u8], token: &[u8]) -> Result<bool> {
     Ok(vals.iter().filter(|v| v.as_deref() == Some(token)).count() >= q)
 }
 
+/// SEM_INSPECT on every node: the holders a majority of the nodes list
+/// (with the shortest lease and the largest fence seen), the most waiters
+/// seen on one node. A semaphore's holder needs more than a majority (see
+/// [`quorum_for`]), which this call, told no limit, cannot check.
+fn inspect_shared(r: &Redlock, keys: &LockKeys) -> Result<SharedInfo> {
+    let n = r.nodes.len();
+    let k = keys.clone();
+    let inspect = &scripts().sem_inspect;
+    let job = Job::new(
+        inspect.evalsha_packed(&keys.all()[..inspect.nkeys], &[]),
+        r.command_timeout(),
+        move |p: &Pool| p.script(&scripts().sem_inspect, &k.all(), &[], None),
+    );
+    let replies = read(r, &keys.lock, job, |_| false)?;
+    let infos = replies
+        .iter()
+        .flatten()
+        .map(|v| protocol::parse_shared_info(v).ok_or_else(|| Error::unexpected(v)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut holders: Vec<(Holder, usize)> = Vec::new();
+    for h in infos.iter().flat_map(|i| &i.holders) {
+        match holders.iter_mut().find(|(seen, _)| seen.token == h.token) {
+            Some((seen, count)) => {
+                *count += 1;
+                seen.ttl = seen.ttl.min(h.ttl);
+                seen.fence = seen.fence.max(h.fence);
+            }
+            None => holders.push((h.clone(), 1)),
+        }
+    }
+    let mut holders: Vec<Holder> = holders
+        .into_iter()
+        .filter(|(_, count)| *count >= quorum(n))
+        .map(|(h, _)| h)
+        .collect();
+    holders.sort_by_key(|h| h.ttl);
+    // Past the 100 listed per node: as many as a majority of nodes count.
+    let mut counts: Vec<u64> = infos.iter().map(|i| i.holder_count).collect();
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    let counted = counts.get(quorum(n) - 1).copied().unwrap_or(0);
+    Ok(SharedInfo {
+        holder_count: counted.max(holders.len() as u64),
+        holders,
+        waiters: infos.iter().map(|i| i.waiters).max().unwrap_or(0),
+    })
+}
+
 /// INSPECT on every node, summed up for the holder a majority agrees on.
 fn inspect(r: &Redlock, keys: &LockKeys) -> Result<LockInfo> {
     let n = r.nodes.len();
@@ -694,6 +782,31 @@ fn holder(r: &Redlock, key: &[u8]) -> Result<Option<Vec<u8>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_semaphore_of_more_than_one_needs_more_than_a_majority() {
+        let sem = |limit| Kind::Semaphore { limit, permits: 1 };
+        for n in [1, 2, 3, 4, 5, 7] {
+            assert_eq!(quorum_for(n, Kind::Lock), quorum(n));
+            assert_eq!(quorum_for(n, Kind::Read), quorum(n));
+            assert_eq!(quorum_for(n, Kind::Write), quorum(n));
+            assert_eq!(quorum_for(n, sem(1)), quorum(n));
+            // Large limits need every node.
+            assert_eq!(quorum_for(n, sem(1_000_000)), n);
+            for limit in 2..50u32 {
+                let (l, q) = (limit as usize, quorum_for(n, sem(limit)));
+                // Enough: L + 1 holders on q nodes each overfill one node…
+                assert!((l + 1) * q > n * l, "n {n} limit {limit}: {q}");
+                // …and no fewer would do.
+                assert!(l * (q - 1) < n * l && (l + 1) * (q - 1) <= n * l);
+                assert!(q <= n);
+            }
+        }
+        assert_eq!(quorum_for(3, sem(2)), 3);
+        assert_eq!(quorum_for(5, sem(2)), 4);
+        assert_eq!(quorum_for(7, sem(2)), 5);
+        assert_eq!(quorum_for(5, sem(4)), 5);
+    }
 
     #[test]
     fn quorum_is_an_integer_majority() {

@@ -402,8 +402,9 @@ pub extern "C" fn redislock_acquire_fenced(
 /// its own lease of `ttl_ms`, token and fence, and its handle is a lock
 /// handle like any other (release, extend, renew, fence, token). `key`,
 /// `ttl_ms`, `wait_ms` and `out` (not NULL) as for `redislock_acquire`. A
-/// semaphore never collides with the lock of the same name. Over Redlock
-/// it is `REDISLOCK_INVALID_ARGUMENT` (not supported yet).
+/// semaphore never collides with the lock of the same name. Over Redlock a
+/// holder needs floor(N*L/(L+1))+1 of the N nodes for a limit L > 1 (all of
+/// them once L >= N-1), a majority for L = 1; waiters retry there.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn redislock_acquire_semaphore(

@@ -185,8 +185,11 @@ end
 local fresh = used == 0
 "#,
     sem_queue_len_lua!(),
+    // Every script that frees permits serves the queue, so its head did
+    // not fit when the last one ended: only leases that ran out since (or
+    // keys that expired with them) can make it fit now.
     r#"
-if n > 0 then
+if n > 0 and (#dead > 0 or used == 0) then
 "#,
     sem_serve_lua!(),
     r#"
