@@ -540,6 +540,14 @@ uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 enum redislock_status redislock_lock_draw_fence(const struct redislock_lock *lock, uint64_t *out);
 
 /**
+ * Whether the lock (or the semaphore permits, or the read or write side)
+ * is still held by this handle, asked of the server now (one round trip;
+ * over Redlock, of a majority): `*out` is true or false. It does not mark
+ * the handle lost. `lock`: borrowed; `out` untouched on failure.
+ */
+enum redislock_status redislock_lock_owned(const struct redislock_lock *lock, bool *out);
+
+/**
  * The fencing number of the lock `key` held with `token`, into `out` (no
  * handle needed, as for `redislock_release_token`): the one already drawn
  * for this holder, or one drawn now with a check that `token` holds the

@@ -137,6 +137,8 @@ uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 
 enum redislock_status redislock_lock_draw_fence(const struct redislock_lock *lock, uint64_t *out);
 
+enum redislock_status redislock_lock_owned(const struct redislock_lock *lock, bool *out);
+
 enum redislock_status redislock_fence_token(const struct redislock_client *client,
                                             const char *key,
                                             size_t key_len,

@@ -825,6 +825,25 @@ pub extern "C" fn redislock_lock_draw_fence(
     })
 }
 
+/// Whether the lock (or the semaphore permits, or the read or write side)
+/// is still held by this handle, asked of the server now (one round trip;
+/// over Redlock, of a majority): `*out` is true or false. It does not mark
+/// the handle lost. `lock`: borrowed; `out` untouched on failure.
+#[no_mangle]
+pub extern "C" fn redislock_lock_owned(
+    lock: *const redislock_lock,
+    out: *mut bool,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let lock = non_null(lock, "lock")?;
+            let out = out_ptr(out, "out")?;
+            *out = lock.lock.owned()?;
+            Ok(())
+        })())
+    })
+}
+
 /// The fencing number of the lock `key` held with `token`, into `out` (no
 /// handle needed, as for `redislock_release_token`): the one already drawn
 /// for this holder, or one drawn now with a check that `token` holds the

@@ -159,8 +159,9 @@ end
 /// another script whose message is on its way), or {0, ms until the first
 /// lease runs out (-1: no holder), false, waiters ahead}.
 ///
-/// Uncontended, it runs 9 commands: TIME, the purge, HGETALL, LLEN, the
-/// fence's SET … GET, ZADD, HSET and the two PEXPIREs.
+/// Uncontended, it runs 9 commands: TIME, the purge, LLEN, HGETALL, the
+/// fence's SET … GET, ZADD, HSET and the two PEXPIREs. A newcomer behind
+/// waiters queues with 5: TIME, the purge, LLEN, ZRANGE, RPUSH.
 pub(crate) const SEM_ACQUIRE: &str = concat!(
     sem_prelude_lua!(),
     r#"
@@ -168,6 +169,20 @@ local member = ARGV[3]
 local queued = member ~= '' and ARGV[4] ~= '1'
 local me = queued and ARGV[1]
 local grace = tonumber(ARGV[5])
+"#,
+    sem_queue_len_lua!(),
+    r#"
+if n > 0 and not queued and #dead == 0 then
+  -- A newcomer behind waiters, with holders left and no lease run out:
+  -- the head still does not fit, and nobody passes it. It queues (or is
+  -- refused) without looking at the holders.
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if first[2] then
+    local pttl = tonumber(first[2]) - now
+    if member == '' then return {0, pttl, false, n} end
+    return {0, pttl, false, redis.call('RPUSH', KEYS[3], member) - 1}
+  end
+end
 local used, mine = 0, false
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
@@ -184,7 +199,6 @@ if mine and redis.call('ZSCORE', KEYS[1], ARGV[1]) then
 end
 local fresh = used == 0
 "#,
-    sem_queue_len_lua!(),
     // Every script that frees permits serves the queue, so its head did
     // not fit when the last one ended: only leases that ran out since (or
     // keys that expired with them) can make it fit now.

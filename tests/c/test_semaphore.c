@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -70,6 +71,9 @@ int main(int argc, char **argv) {
   CHECK(c == NULL, "no handle when not acquired");
   uint64_t fa = redislock_lock_fence(a), fb = redislock_lock_fence(b);
   CHECK(fa > 0 && fb > fa, "fences %" PRIu64 " then %" PRIu64, fa, fb);
+  bool owns = false;
+  CHECK(redislock_lock_owned(a, &owns) == REDISLOCK_OK && owns, "a permit held: %s", last_error());
+  CHECK(redislock_lock_owned(NULL, &owns) == REDISLOCK_INVALID_ARGUMENT, "owned of NULL");
   /* The statistics count them by kind, and the permits held. */
   struct redislock_stats st;
   memset(&st, 0, sizeof st);
@@ -184,6 +188,8 @@ int main(int argc, char **argv) {
   CHECK(st.acquired_after_wait == after_wait + 1 && st.acquired_handed_over == handed,
         "taken by a retry, not handed over (%" PRIu64 " after a wait, %" PRIu64 " handed)",
         st.acquired_after_wait - after_wait, st.acquired_handed_over - handed);
+  owns = true;
+  CHECK(redislock_lock_owned(back, &owns) == REDISLOCK_OK && owns, "owned: %s", last_error());
   CHECK(back != NULL && redislock_release(back) == REDISLOCK_OK, "release: %s", last_error());
   close(ready[0]);
   close(ready[1]);

@@ -93,6 +93,21 @@ final class Lock
         return FFI::get()->redislock_lock_is_lost($this->handle());
     }
 
+    /**
+     * Whether this handle still holds its lock (or its semaphore permits,
+     * or its side of a read-write lock), asked of the server now: one
+     * round trip. False does not mark the handle lost.
+     *
+     * @throws LockException when the server cannot be reached
+     */
+    public function owned(): bool
+    {
+        $ffi = FFI::get();
+        $out = $ffi->new('bool');
+        FFI::checkStatus($ffi->redislock_lock_owned($this->handle(), \FFI::addr($out)));
+        return (bool)$out->cdata;
+    }
+
     /** The token stored under the key (binary-safe). */
     public function token(): string
     {

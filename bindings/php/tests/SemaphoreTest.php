@@ -52,6 +52,22 @@ final class SemaphoreTest extends TestCase
         $this->assertTrue($this->nothingLeft('exports', 'sem'));
     }
 
+    public function testOwnedAsksTheServer(): void
+    {
+        $lock = $this->client->acquire('owned', ttlMs: 10000, waitMs: 0);
+        $permit = $this->client->acquireSemaphore('owned', limit: 2, waitMs: 0);
+        $this->assertTrue($lock->owned());
+        $this->assertTrue($permit->owned());
+        // Taken over, and the lease ended on the server: neither is held.
+        $this->raw->set('owned', 'someone else');
+        $this->raw->zAdd('{owned}:sem', ['XX'], 1, $permit->token());
+        $this->assertFalse($lock->owned());
+        $this->assertFalse($permit->owned());
+        $this->assertFalse($lock->isLost(), 'owned() marks nothing lost');
+        $lock->forget();
+        $permit->releaseQuietly();
+    }
+
     public function testAPermitIsHandedOverByAReleaseInAnotherProcess(): void
     {
         $autoload = realpath(__DIR__ . '/../autoload.php');
