@@ -45,6 +45,7 @@ have phpunit         || need+=(phpunit)
 compgen -G '/usr/sbin/php-fpm*' >/dev/null     || need+=(php-fpm)
 [ -f /usr/share/php/Illuminate/Cache/RedisLock.php ] || need+=(php-laravel-framework)
 [ -f /usr/share/php/Symfony/Component/Lock/LockFactory.php ] || need+=(php-symfony-lock)
+[ -f /usr/share/php/Symfony/Component/Semaphore/SemaphoreFactory.php ] || need+=(php-symfony-semaphore)
 install "${need[@]+"${need[@]}"}"
 
 # Second pass: what depends on the versions installed above.

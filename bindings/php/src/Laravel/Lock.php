@@ -216,7 +216,14 @@ class Lock extends LaravelLock
     }
 
     /** The key prefix the connection's client adds (predis' prefix option, phpredis' OPT_PREFIX). */
-    private static function connectionPrefix($redis): string
+    /**
+     * The key prefix of a Laravel Redis connection's client (predis's
+     * prefix option, phpredis's OPT_PREFIX), '' without one. Internal:
+     * RedisLockStore::funnel() names its semaphore the same way.
+     *
+     * @internal
+     */
+    public static function connectionPrefix($redis): string
     {
         $client = $redis->client();
         if ($client instanceof \Predis\ClientInterface) {

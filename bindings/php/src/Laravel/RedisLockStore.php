@@ -14,6 +14,8 @@ use RedisLock\LockException;
  * RedisLock\Laravel\Lock on the very key Laravel's own lock would use (the
  * store's prefix, then the lock connection's own prefix).
  *
+ * funnel() gives a concurrency limit shaped like Laravel's Redis::funnel().
+ *
  * RedisLockServiceProvider registers it as the cache driver 'redislock';
  * made by hand, it needs setLockClient().
  */
@@ -80,5 +82,21 @@ class RedisLockStore extends RedisStore
     public function restoreLock($name, $owner)
     {
         return $this->lock($name, 0, $owner);
+    }
+
+    /**
+     * A concurrency limit on $name, shaped like Laravel's Redis::funnel():
+     * funnel($name)->limit(3)->releaseAfter(60)->block(10)->then($callback, $failure).
+     * Its permits are a redislock semaphore on the key the store's lock of
+     * $name would have (the semaphore never collides with that lock).
+     *
+     * @param  string  $name
+     * @return Funnel
+     */
+    public function funnel($name)
+    {
+        // The connection's key prefix, then the store's, as for Lock.
+        $prefix = Lock::connectionPrefix($this->lockConnection());
+        return new Funnel($this->lockClient(), $prefix . $this->prefix . $name);
     }
 }

@@ -30,7 +30,8 @@ use Symfony\Component\Lock\Store\ExpiringStoreTrait;
  * The Redis key is the prefix plus the resource and holds the holder's
  * token and nothing else (SET NX PX semantics), so it excludes plain
  * SET NX users of the same name; it is neither a ZSET nor wire-compatible
- * with Symfony's RedisStore, and has no read (shared) locks. The token and
+ * with Symfony's RedisStore, and has no read (shared) locks (SharedStore
+ * has, on a read-write lock of the same name). The token and
  * the fencing number live in the Key's state: a serialized Key can be
  * released or refreshed by another process. This class never calls FFI
  * itself (php-fpm's ffi.enable=preload): it goes through RedisLock\Client.
