@@ -8,7 +8,7 @@ VENV := target/venv-test
 
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-demo \
 	test-valkey test-valkey-run demo demo-run \
-	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-c bench-core bench-stats clean
+	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
 
@@ -175,6 +175,19 @@ bench-versus: deps
 	test "$$(cmp -s $(VERSUS)/base/redislock/_native.abi3.so $(VERSUS)/new/redislock/_native.abi3.so; echo $$?)" != 0 \
 		|| { echo "bench-versus: the two builds are the same library (BASE=$(BASE) is this tree?)" >&2; exit 1; }
 	$(VENV_BENCH)/bin/python bench/versus.py $(VERSUS)/base $(VERSUS)/new $(VERSUS_ARGS)
+
+## make bench-semaphore: counting semaphores (W processes on a semaphore of N),
+## redislock in Python and PHP against Laravel's Redis::funnel, symfony/semaphore
+## and the Redis in Action semaphore, interleaved (SEMAPHORE_ARGS, e.g. --rounds 5)
+SEMAPHORE_ARGS ?=
+bench-semaphore: deps
+	$(CARGO) build --release --lib
+	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
+	$(VENV_BENCH)/bin/pip install -q redis==8.1.0
+	rm -rf target/wheels-bench
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w target/wheels-bench .
+	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps target/wheels-bench/redislock-*.whl
+	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV_BENCH)/bin/python bench/semaphore.py $(SEMAPHORE_ARGS)
 
 # The C benchmarks (bench/c/): the C API against a hiredis helper, linked
 # against the release library `make bench` builds (found at run time under

@@ -24,6 +24,9 @@ implementations alike), appending JSON lines under bench/results/DATE/:
   renewal        10,000 locks renewed in the background by one client
   paired         ours against the hand-written helper in one process, interleaved
                  batches: Python (raw socket), PHP (phpredis)
+  semaphore      counting semaphores, W processes on a semaphore of N: redislock
+                 (Python, PHP) against Laravel's funnel, symfony/semaphore and the
+                 Redis in Action semaphore (semaphore.py, its own server and rounds)
   server_cost    server CPU, command time and commands per uncontended cycle, ours
                  (try-once, waiting, fenced) against the helper, and the C API
                  against hiredis; throughput per server CPU second with many
@@ -123,6 +126,8 @@ def main():
         run([os.path.join(examples, "bench_core"), "--url", server.url, "--json", f"{out}/paired.jsonl",
              "--paired", "6" if args.quick else "30"], env)
         run([py, "server_cost.py", "--out", out] + (["--quick"] if args.quick else []), env)
+        run([py, "semaphore.py", "--rounds", str(args.rounds), "--seconds", "1" if args.quick else "2",
+             "--out", f"{out}/semaphore.jsonl", "--json", f"{out}/semaphore.json"], env)
         locks, hold = ("2000", "6") if args.quick else ("10000", "30")
         run([os.path.join(examples, "bench_renew"), "--url", server.url, "--locks", locks,
              "--ttl-ms", "3000", "--seconds", hold, "--json", f"{out}/renewal.jsonl"], env)
