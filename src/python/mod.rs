@@ -335,8 +335,8 @@ impl Client {
         timeout: Option<f64>,
         on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Lock> {
-        let kind =
-            crate::client::semaphore_kind(limit, permits).map_err(|e| to_py(name.py(), e))?;
+        let kind = crate::client::shared::semaphore_kind(limit, permits)
+            .map_err(|e| to_py(name.py(), e))?;
         self.handle(name, kind, (ttl, timeout, token, auto_renew, on_lost), true)
     }
 
@@ -375,8 +375,8 @@ impl Client {
     }
 
     /// What this client did since it was made (or since a fork, in the
-    /// child): a dict of counters (ints), the gauges `held_now` and
-    /// `waiters_now`, and the histograms `wait` and `held` (dicts of
+    /// child): a dict of counters (ints), the gauges `held_now`,
+    /// `waiters_now` and `permits_held_now`, and the histograms `wait` and `held` (dicts of
     /// `count`, `sum`, `max`, `p50`, `p90`, `p99` in seconds, `buckets` and
     /// their upper `bounds` in seconds). No I/O.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -4,9 +4,7 @@ declare(strict_types=1);
 namespace RedisLock\Symfony;
 
 use RedisLock\Client;
-use RedisLock\InvalidArgument;
 use RedisLock\Lock;
-use RedisLock\LockException;
 use RedisLock\LockNotOwned;
 use RedisLock\LockTimeout;
 use RedisLock\WrongType;
@@ -61,6 +59,7 @@ use Symfony\Component\Lock\Store\ExpiringStoreTrait;
 final class SharedStore implements BlockingSharedLockStoreInterface, BlockingStoreInterface
 {
     use ExpiringStoreTrait;
+    use LockStoreCalls;
 
     /** The longest TTL redislock takes, in seconds (30 days). */
     private const MAX_TTL = 30 * 86400;
@@ -320,40 +319,5 @@ final class SharedStore implements BlockingSharedLockStoreInterface, BlockingSto
     private static function held(Key $key): ?Lock
     {
         return $key->hasState(self::class) ? $key->getState(self::class) : null;
-    }
-
-    /**
-     * Run $fn, turning redislock's exceptions into Symfony's: a bad argument
-     * into InvalidArgumentException, anything else into $error.
-     *
-     * @param class-string<\Throwable> $error
-     */
-    private function call(\Closure $fn, string $error, string $what, Key $key): mixed
-    {
-        try {
-            return $fn();
-        } catch (InvalidArgument $e) {
-            throw new InvalidArgumentException($e->getMessage(), 0, $e);
-        } catch (LockException $e) {
-            throw new $error(sprintf('Failed to %s the "%s" lock: %s', $what, $key, $e->getMessage()), 0, $e);
-        }
-    }
-
-    private function name(Key $key): string
-    {
-        return $this->prefix . $key;
-    }
-
-    /**
-     * $ttl seconds in milliseconds, at least 1.
-     *
-     * @throws InvalidTtlException for a TTL not in (0, 30 days]
-     */
-    private static function ttlMs(float $ttl): int
-    {
-        if (!($ttl > 0) || $ttl > self::MAX_TTL) {
-            throw new InvalidTtlException(sprintf('A TTL must be more than 0 and at most 30 days (%d s), got %s s.', self::MAX_TTL, $ttl));
-        }
-        return max(1, (int)ceil($ttl * 1000));
     }
 }
