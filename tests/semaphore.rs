@@ -577,3 +577,45 @@ fn an_uncontended_cycle_runs_16_commands_and_every_key_it_makes_expires() {
     b.release().unwrap();
     assert!(nothing_left(&srv, "kept", "sem"));
 }
+
+#[test]
+fn statistics_count_acquisitions_by_kind_and_the_permits_held() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let two = client
+        .acquire_semaphore("counted", 3, 2, try_once())
+        .unwrap();
+    let read = client.acquire_read("counted", try_once()).unwrap();
+    let lock = client.acquire("counted", 30 * S, Wait::TryOnce).unwrap();
+    // Refused: counted as timed out, under no kind.
+    assert!(client
+        .acquire_semaphore("counted", 3, 2, try_once())
+        .is_err());
+    let s = client.stats();
+    assert_eq!(
+        (
+            s.acquired_locks,
+            s.acquired_semaphores,
+            s.acquired_reads,
+            s.acquired_writes
+        ),
+        (1, 1, 1, 0)
+    );
+    assert_eq!(
+        (s.permits_held_now, s.held_now, s.acquire_timed_out),
+        (2, 3, 1)
+    );
+    two.release().unwrap();
+    read.release().unwrap();
+    client
+        .acquire_write("counted", try_once())
+        .unwrap()
+        .release()
+        .unwrap();
+    lock.release().unwrap();
+    let s = client.stats();
+    assert_eq!(
+        (s.acquired_writes, s.permits_held_now, s.held_now),
+        (1, 0, 0)
+    );
+}

@@ -162,3 +162,32 @@ def test_a_sigkilled_holders_permits_come_back_when_its_lease_ends(server, clien
     finally:
         child.kill()
         child.wait()
+
+
+def test_over_redlock_a_semaphore_of_2_needs_every_node_and_rw_a_majority():
+    from redis_server import RedisServer
+    servers = [RedisServer() for _ in range(3)]
+    try:
+        client = redislock.Client([s.url for s in servers], node_timeout=2.0)
+        a = client.semaphore("rl-sem", limit=2, ttl=10.0)
+        b = client.semaphore("rl-sem", limit=2, ttl=10.0)
+        assert a.acquire(blocking=False) and b.acquire(blocking=False)
+        assert a.fence > 0 and b.fence > 0
+        assert not client.semaphore("rl-sem", limit=2, ttl=10.0).acquire(blocking=False)
+        a.release()
+        b.release()
+        r = client.read_lock("rl-rw", ttl=10.0)
+        assert r.acquire(blocking=False)
+        assert not client.write_lock("rl-rw", ttl=10.0).acquire(blocking=False)
+        r.release()
+        # One node down: the read-write lock needs a majority and still
+        # works; the semaphore of 2 needs all 3 nodes.
+        servers[2].stop()
+        w = client.write_lock("rl-rw", ttl=10.0)
+        assert w.acquire(blocking=False)
+        w.release()
+        with pytest.raises(redislock.LockQuorumError):
+            client.semaphore("rl-down", limit=2, ttl=10.0).acquire(blocking=False)
+    finally:
+        for s in servers:
+            s.stop()

@@ -3,6 +3,7 @@ declare(strict_types=1);
 
 use PHPUnit\Framework\TestCase;
 use RedisLock\Client;
+use RedisLock\LockTimeout;
 use RedisLock\NoQuorum;
 
 /**
@@ -77,6 +78,39 @@ final class RedlockTest extends TestCase
         $this->assertTrue($tool->tryGetLock('rl', '59', 5000));
         $this->assertFalse($tool->tryGetLock('rl', '4', 5000));
         $this->assertTrue($tool->releaseLock('rl', '59'));
+    }
+
+    public function testSemaphoresNeedEveryNodeOfThreeAndReadWriteLocksAMajority(): void
+    {
+        $urls = array_map(fn(RedisServer $s) => self::url($s->url()), $this->servers);
+        $client = new Client($urls);
+        $a = $client->acquireSemaphore('rl-sem', limit: 2, ttlMs: 10000, waitMs: 0);
+        $b = $client->acquireSemaphore('rl-sem', limit: 2, ttlMs: 10000, waitMs: 0);
+        $this->assertGreaterThan(0, $a->fence());
+        try {
+            $client->acquireSemaphore('rl-sem', limit: 2, ttlMs: 10000, waitMs: 0);
+            $this->fail('a third permit of two over Redlock');
+        } catch (LockTimeout) {
+        }
+        $this->assertTrue($b->owned());
+        $a->release();
+        $b->release();
+        $read = $client->acquireRead('rl-rw', ttlMs: 10000, waitMs: 0);
+        try {
+            $client->acquireWrite('rl-rw', ttlMs: 10000, waitMs: 0);
+            $this->fail('a writer beside a reader over Redlock');
+        } catch (LockTimeout) {
+        }
+        $read->release();
+        // One node down: a majority is left for the read-write lock; the
+        // semaphore of 2 needs all three nodes.
+        $this->servers[2]->stop();
+        $client->acquireWrite('rl-rw', ttlMs: 10000, waitMs: 0)->release();
+        try {
+            $client->acquireSemaphore('rl-down', limit: 2, ttlMs: 10000, waitMs: 0);
+            $this->fail('a semaphore of 2 over 2 of 3 nodes');
+        } catch (NoQuorum) {
+        }
     }
 
     public function testOneDeadNodeIsToleratedTwoAreNoQuorum(): void
