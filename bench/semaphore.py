@@ -62,7 +62,6 @@ import bisect
 import datetime
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -74,7 +73,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 
 import redis  # noqa: E402
 
-from common import HOST, percentile  # noqa: E402
+from common import HOST, percentile, rtt_us, sleep_until  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
 PY = sys.executable
@@ -98,33 +97,10 @@ def worker_cmd(impl, limit, poll_ms):
     return ["php", "semaphore_worker.php", impl] + args
 
 
-def rtt_us(port, samples=100):
-    """p50 of a raw-socket PING, one every 2 ms (as waiters.rtt_us)."""
-    s = socket.create_connection((HOST, port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    lat = []
-    for _ in range(samples):
-        time.sleep(0.002)
-        t = time.perf_counter_ns()
-        s.sendall(b"*1\r\n$4\r\nPING\r\n")
-        assert s.recv(64) == b"+PONG\r\n"
-        lat.append(time.perf_counter_ns() - t)
-    s.close()
-    return statistics.median(lat) / 1000
-
-
 def snapshot(r):
     """total_commands_processed and the calls per command (2 INFO calls)."""
     stats, cmds = r.info("stats"), r.info("commandstats")
     return stats["total_commands_processed"], {k[len("cmdstat_"):]: v["calls"] for k, v in cmds.items()}
-
-
-def sleep_until(t_ns):
-    while True:
-        left = t_ns - time.monotonic_ns()
-        if left <= 0:
-            return
-        time.sleep(min(left / 1e9, 0.05))
 
 
 def analyse(results):
@@ -175,7 +151,7 @@ def run_one(impl, args, port, rnd):
     r = redis.Redis(host=HOST, port=port)
     r.flushdb()
     r.rpush(SLOTS_KEY, *[str(k) for k in range(args.limit)])
-    rtt = rtt_us(port)
+    rtt = rtt_us(100, port)
 
     procs = [subprocess.Popen(worker_cmd(impl, args.limit, args.poll_ms), cwd=HERE, env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

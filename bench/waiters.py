@@ -32,27 +32,12 @@ import time
 
 import redis
 
-from common import HOST, PORT, emit, percentile
+from common import HOST, PORT, emit, percentile, rtt_us
 
 WINDOW = 5.0     # seconds of waiting over which commands are counted
 SETTLE = 2.0     # seconds of waiting before the window opens
 IDLE_CLOSE = 6.0  # past the 5 s after which idle command connections close
 FREE_SAMPLES = 200
-
-
-def rtt_us(samples=200):
-    """p50 of a raw-socket PING, one every 2 ms."""
-    s = socket.create_connection((HOST, PORT))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    lat = []
-    for _ in range(samples):
-        time.sleep(0.002)
-        t = time.perf_counter_ns()
-        s.sendall(b"*1\r\n$4\r\nPING\r\n")
-        assert s.recv(64) == b"+PONG\r\n"
-        lat.append(time.perf_counter_ns() - t)
-    s.close()
-    return statistics.median(lat) / 1000
 
 
 def connections(raw):
