@@ -410,6 +410,10 @@ fn over_redlock_read_write_locks_need_a_majority() {
     assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
     r1.release().unwrap();
     r2.release().unwrap();
+    // (A release returns once a majority answered.)
+    wait_until("the readers released on every node", 10 * S, || {
+        nodes.iter().all(|n| nothing_left(n, "rw", "rw"))
+    });
     // One node down: a majority is left, and a writer still excludes.
     nodes[0].kill();
     let w = client.acquire_write("rw", try_once()).unwrap();

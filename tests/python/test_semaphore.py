@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import redis
 
 import redislock
 from helpers import DEADLINE, wait_until, wait_until_async
@@ -180,6 +181,10 @@ def test_over_redlock_a_semaphore_of_2_needs_every_node_and_rw_a_majority():
         assert r.acquire(blocking=False)
         assert not client.write_lock("rl-rw", ttl=10.0).acquire(blocking=False)
         r.release()
+        # (A release returns once a majority answered.)
+        raws = [redis.Redis(port=s.port) for s in servers]
+        wait_until(lambda: not any(x.exists("{rl-rw}:rw") for x in raws),
+                   what="the reader released on every node")
         # One node down: the read-write lock needs a majority and still
         # works; the semaphore of 2 needs all 3 nodes.
         servers[2].stop()

@@ -102,6 +102,10 @@ final class RedlockTest extends TestCase
         } catch (LockTimeout) {
         }
         $read->release();
+        // (A release returns once a majority answered.)
+        $raws = array_map(fn(RedisServer $s) => $s->raw(), $this->servers);
+        $this->assertTrue(waitUntil(fn() => array_sum(array_map(fn(Redis $r) => $r->exists('{rl-rw}:rw'), $raws)) === 0, 20),
+            'the reader was not released on every node');
         // One node down: a majority is left for the read-write lock; the
         // semaphore of 2 needs all three nodes.
         $this->servers[2]->stop();
