@@ -97,6 +97,11 @@ typedef struct redislock_client redislock_client;
 typedef struct redislock_lock redislock_lock;
 
 /**
+ * The check `redislock_set_interrupt` installs: nonzero ends the wait.
+ */
+typedef int (*redislock_interrupt_fn)(void *userdata);
+
+/**
  * The function `redislock_lock_on_lost` calls when the lock is found lost,
  * with the `userdata` given there.
  */
@@ -419,6 +424,21 @@ enum redislock_status redislock_acquire_write(const struct redislock_client *cli
                                               uint64_t ttl_ms,
                                               int64_t wait_ms,
                                               struct redislock_lock **out);
+
+/**
+ * Have every wait of an acquire that this thread starts from now on call
+ * `check(userdata)` about every 100 ms, and give up when it returns
+ * nonzero: the waiter leaves the queue and the call returns
+ * `REDISLOCK_NOT_ACQUIRED` (or `REDISLOCK_OK` when the lock was handed to
+ * it meanwhile: it then holds it). For a language runtime whose threads
+ * must stay interruptible (Ruby's `Thread#raise` and `Timeout`, a signal
+ * flag) while a call waits without its interpreter lock. `check` is
+ * called on this thread, inside the acquire, with nothing of the
+ * library's locked; it must be quick and must not call this library.
+ * NULL removes the check. `userdata`: passed as is; it must stay valid
+ * while a wait of this thread may call it.
+ */
+void redislock_set_interrupt(redislock_interrupt_fn check, void *userdata);
 
 /**
  * Release the lock and free the handle. Takes ownership of `lock`, which

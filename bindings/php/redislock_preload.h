@@ -20,6 +20,8 @@ typedef struct redislock_client redislock_client;
 
 typedef struct redislock_lock redislock_lock;
 
+typedef int (*redislock_interrupt_fn)(void *userdata);
+
 typedef void (*redislock_lost_fn)(void *userdata);
 
 typedef struct redislock_histogram {
@@ -116,6 +118,8 @@ enum redislock_status redislock_acquire_write(const struct redislock_client *cli
                                               uint64_t ttl_ms,
                                               int64_t wait_ms,
                                               struct redislock_lock **out);
+
+void redislock_set_interrupt(redislock_interrupt_fn check, void *userdata);
 
 enum redislock_status redislock_release(struct redislock_lock *lock);
 

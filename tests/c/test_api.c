@@ -403,6 +403,49 @@ static void test_auto_renew(redislock_client *c) {
   CHECK(redislock_release(thief) == REDISLOCK_OK, "thief release");
 }
 
+/* redislock_set_interrupt: a wait ends soon after the check says so, the
+ * waiter leaves the queue (a newcomer takes the lock at once after the
+ * release), and a thread without a check is not affected. */
+static volatile int interrupt_flag;
+static int interrupt_check(void *userdata) { return *(volatile int *)userdata; }
+
+static void *interrupted_waiter(void *arg) {
+  redislock_client *c = arg;
+  redislock_lock *l = NULL;
+  redislock_set_interrupt(interrupt_check, (void *)&interrupt_flag);
+  /* 60 s: far beyond the bound checked below, so a check that is never
+   * asked shows as a wait that took too long, not as a hang. */
+  redislock_status *s = malloc(sizeof *s);
+  *s = redislock_acquire(c, KEY("c:interrupt"), 10000, 60000, NULL, 0, &l);
+  redislock_set_interrupt(NULL, NULL);
+  if (l) redislock_release(l);
+  return s;
+}
+
+static void test_interrupt(redislock_client *c) {
+  redislock_lock *holder = NULL, *next = NULL;
+  CHECK(redislock_acquire(c, KEY("c:interrupt"), 30000, 0, NULL, 0, &holder) == REDISLOCK_OK, "acquire");
+  interrupt_flag = 0;
+  pthread_t th;
+  pthread_create(&th, NULL, interrupted_waiter, c);
+  sleep_ms(300);
+  double t = now_ms();
+  interrupt_flag = 1;
+  void *r = NULL;
+  pthread_join(th, &r);
+  double took = now_ms() - t;
+  CHECK(*(redislock_status *)r == REDISLOCK_NOT_ACQUIRED, "an interrupted wait: %d", *(redislock_status *)r);
+  free(r);
+  CHECK(took < 30000, "the interrupted wait ended %.0f ms after the check said so", took);
+  CHECK(redislock_release(holder) == REDISLOCK_OK, "release");
+  CHECK(redislock_acquire(c, KEY("c:interrupt"), 1000, 0, NULL, 0, &next) == REDISLOCK_OK,
+        "the interrupted waiter left the queue: a newcomer takes the lock at once");
+  if (next) redislock_release(next);
+  /* The check belongs to the thread that installed it: this one has none. */
+  CHECK(redislock_acquire(c, KEY("c:interrupt"), 1000, 300, NULL, 0, &next) == REDISLOCK_OK, "no check here");
+  if (next) redislock_release(next);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s REDIS_URL DEAD_URL\n", argv[0]);
@@ -427,6 +470,7 @@ int main(int argc, char **argv) {
   test_fork(c);
   test_dead_server();
   test_auto_renew(c);
+  test_interrupt(c);
   redislock_client_free(c);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
