@@ -1,0 +1,127 @@
+# frozen_string_literal: true
+
+module RedisLock
+  # A lock held by this process: the plain lock, permits of a semaphore, or
+  # one side of a read-write lock. Made by Client.
+  #
+  # Garbage-collected while still held, it is released (best effort) in the
+  # process that took it; in a child made by fork it is inert: releasing or
+  # collecting it there frees the child's memory and leaves the parent's
+  # lock held. One thread at a time may use a Lock.
+  class Lock
+    # The name it was taken under (a String).
+    attr_reader :name
+
+    # @api private: made by Client
+    def initialize(handle, name)
+      @handle = FFI::AutoPointer.new(handle, Native.method(:redislock_lock_free))
+      @name = name
+    end
+
+    # Release it. Raises NotOwned when it expired or another owner took it
+    # (the new owner's key is left alone), or when it was released already;
+    # Unconfirmed (a NotOwned) when the outcome is unknown.
+    def release
+      RedisLock.check(Native.redislock_release(take_handle))
+      nil
+    end
+
+    # Release it if still held, ignoring every error (the end of a block
+    # that raised). Nothing when it was released already.
+    def release_quietly
+      return if @handle.nil?
+
+      Native.redislock_lock_free(take_handle)
+      nil
+    end
+
+    # Drop this handle and keep the lock on the server until its TTL runs
+    # out or Client#release_token(name, token) releases it, from this or
+    # another process (read #token first). Background renewal stops.
+    def forget
+      Native.redislock_lock_forget(take_handle)
+      nil
+    end
+
+    # True once released (or forgotten) through this handle.
+    def released?
+      @handle.nil?
+    end
+
+    # Set the remaining time to `ttl` seconds (not added to it). Raises
+    # NotOwned, and the lock turns lost, when it expired or another owner
+    # took it: an expired lock is never re-created. (Given a Module, this is
+    # Object#extend.)
+    def extend(ttl, *modules)
+      return super if ttl.is_a?(Module)
+
+      RedisLock.check(Native.redislock_extend(handle, Units.ttl_ms(ttl)))
+      self
+    end
+
+    # Renew in the background at about a third of the TTL until released.
+    def auto_renew
+      RedisLock.check(Native.redislock_lock_auto_renew(handle))
+      self
+    end
+
+    # True once background renewal or an extend found the lock gone (it
+    # expired, or another owner took it): work done "under" it from then
+    # on is unprotected. Reads a flag: no round trip.
+    def lost?
+      Native.redislock_lock_is_lost(handle)
+    end
+
+    # Whether this handle still holds its lock, asked of the server now (one
+    # round trip; over Redlock, of a majority). False does not mark it lost.
+    def owned?
+      out = FFI::MemoryPointer.new(:bool)
+      RedisLock.check(Native.redislock_lock_owned(handle, out))
+      out.read(:bool)
+    end
+
+    # The token stored under the key (a binary String).
+    def token
+      n = Native.redislock_lock_token(handle, nil, 0)
+      buf = FFI::MemoryPointer.new(:uint8, [n, 1].max)
+      Native.redislock_lock_token(handle, buf, n)
+      buf.read_bytes(n)
+    end
+
+    # The fencing number: greater than any handed out before for this name
+    # to an earlier holder, also across a server restart that lost the
+    # counter (it is at least the server's clock in microseconds, about
+    # 1.8e15, and below 2**53). Drawn on the first call with a check that
+    # the lock is still held (one round trip; `fenced: true` at acquire draws
+    # it there); later calls answer from memory. Raises NotOwned when the
+    # lock was lost before that.
+    def fence
+      out = FFI::MemoryPointer.new(:uint64)
+      RedisLock.check(Native.redislock_lock_draw_fence(handle, out))
+      out.read(:uint64)
+    end
+
+    def inspect
+      state = if released? then "released"
+              elsif lost? then "lost"
+              else "held"
+              end
+      "#<#{self.class.name} #{name.inspect} #{state}>"
+    end
+
+    private
+
+    def handle
+      @handle or raise NotOwned.new("the lock #{name.inspect} was already released through this handle",
+                                    status: Native::NOT_OWNER)
+    end
+
+    # The raw handle, given up by this object (the callee frees it).
+    def take_handle
+      h = handle
+      @handle = nil
+      h.autorelease = false
+      FFI::Pointer.new(h.address)
+    end
+  end
+end
