@@ -6,7 +6,7 @@ PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
 
-.PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-demo \
+.PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	test-valkey test-valkey-run demo demo-run \
 	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
@@ -39,7 +39,7 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey (test-valkey-run)
-test: deps lint test-rust test-python test-php test-demo test-valkey-run
+test: deps lint test-rust test-python test-php test-ruby test-demo test-valkey-run
 
 ## make test-valkey: the suites against Valkey 8.1 alone
 test-valkey: deps python-env
@@ -54,10 +54,12 @@ test-valkey-run:
 	@echo "make: the suites against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
 	$(CARGO) build
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --all-targets -- $(addprefix --skip ,$(VALKEY_WITHOUT_TLS))
-	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-demo
+	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-demo
 
 lint:
 	$(CARGO) fmt --all --check
+	for f in $$(git ls-files 'bindings/ruby/*.rb' 'bindings/ruby/*.gemspec' 'examples/*.rb'); do \
+		ruby -wc $$f >/dev/null || exit 1; done
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets --features python -- -D warnings
 
@@ -92,6 +94,17 @@ test-rust:
 test-php:
 	$(CARGO) build
 	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit
+
+## make test-ruby: the Ruby gem's minitest suite (Debian's ruby-minitest), with
+## Python and PHP holders of the same locks, against the library test-rust built
+test-ruby: deps python-env
+	$(MAKE) --no-print-directory test-ruby-run
+
+# Without rebuilding the wheel: test-valkey-run runs this again.
+test-ruby-run:
+	$(CARGO) build
+	cd bindings/ruby && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
+		ruby -w -Itest -e 'ARGV.each { |f| require File.expand_path(f) }' test/test_*.rb
 
 ## make test-redlock: the Redlock tests of every language (Rust, C, Python, PHP)
 test-redlock: deps python-env

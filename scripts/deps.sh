@@ -46,6 +46,13 @@ compgen -G '/usr/sbin/php-fpm*' >/dev/null     || need+=(php-fpm)
 [ -f /usr/share/php/Illuminate/Cache/RedisLock.php ] || need+=(php-laravel-framework)
 [ -f /usr/share/php/Symfony/Component/Lock/LockFactory.php ] || need+=(php-symfony-lock)
 [ -f /usr/share/php/Symfony/Component/Semaphore/SemaphoreFactory.php ] || need+=(php-symfony-semaphore)
+# The Ruby gem: Debian's ruby, ffi gem, minitest and redis-rb (the gem
+# registry is not needed).
+have ruby || need+=(ruby)
+have gem  || need+=(ruby)
+for lib in ffi minitest redis; do
+  have ruby && ruby -e "require '$lib'" >/dev/null 2>&1 || need+=("ruby-$lib")
+done
 install "${need[@]+"${need[@]}"}"
 
 # Second pass: what depends on the versions installed above.
