@@ -1,5 +1,5 @@
-//! `make demo`: one lock shared live by C, Python and PHP processes and a
-//! `redislock run` command, on a throwaway redis-server.
+//! `make demo`: one lock shared live by C, Python, PHP and Ruby processes
+//! and a `redislock run` command, on a throwaway redis-server.
 //!
 //! Every worker takes the lock `demo:lock`, increments `demo:counter`
 //! non-atomically (GET, then SET) and releases, at least once and then until
@@ -19,7 +19,10 @@
 //! cargo run --release --example demo -- --seconds 5 --python PY --prefix DIR --cli BIN
 //! ```
 //! `--python`: an interpreter with the redislock wheel and redis-py;
-//! `--prefix`: where `scripts/install.sh` put the C library;
+//! `--php` (default `php`): with FFI and phpredis; `--ruby` (default
+//! `ruby`): with the ffi and redis gems (the Ruby gem is loaded from
+//! bindings/ruby); `--prefix`: where `scripts/install.sh` put the C
+//! library, which the PHP and Ruby workers load;
 //! `--cli`: the `redislock` binary. `make demo` prepares all three.
 
 #[path = "../tests/common/mod.rs"]
@@ -37,6 +40,7 @@ struct Args {
     seconds: f64,
     python: String,
     php: String,
+    ruby: String,
     prefix: PathBuf,
     cli: PathBuf,
 }
@@ -47,6 +51,7 @@ fn parse_args() -> Args {
         seconds: 5.0,
         python: "python3".into(),
         php: "php".into(),
+        ruby: "ruby".into(),
         prefix: root.join("target/demo-prefix"),
         cli: root.join("target/release/redislock"),
     };
@@ -61,6 +66,7 @@ fn parse_args() -> Args {
             "--seconds" => a.seconds = v.parse().expect("--seconds S"),
             "--python" => a.python = v,
             "--php" => a.php = v,
+            "--ruby" => a.ruby = v,
             "--prefix" => a.prefix = v.into(),
             "--cli" => a.cli = v.into(),
             other => panic!("unknown argument {other}"),
@@ -141,7 +147,7 @@ fn main() {
     let port = server.port.to_string();
     let secs = a.seconds.to_string();
     println!(
-        "redislock {} demo: C, Python and PHP processes and `redislock run` share one lock for {} s \
+        "redislock {} demo: C, Python, PHP and Ruby processes and `redislock run` share one lock for {} s \
          ({:?} {} on 127.0.0.1:{port})",
         redislock::VERSION,
         a.seconds,
@@ -290,8 +296,8 @@ fn main() {
     }
 }
 
-/// The demo's workers: two C, two Python and two PHP processes and a loop
-/// of `redislock run`, all until the time is up.
+/// The demo's workers: two C, two Python, two PHP and two Ruby processes
+/// and a loop of `redislock run`, all until the time is up.
 struct Workers<'a> {
     a: &'a Args,
     c_worker: &'a Path,
@@ -336,6 +342,16 @@ impl Workers<'_> {
                 spawn(
                     Command::new(&self.a.php)
                         .arg(root.join("examples/demo/worker.php"))
+                        .args(&args)
+                        .env("REDISLOCK_LIB", self.lib),
+                ),
+            ));
+            children.push((
+                format!("ruby-{i}"),
+                "Ruby",
+                spawn(
+                    Command::new(&self.a.ruby)
+                        .arg(root.join("examples/demo/worker.rb"))
                         .args(&args)
                         .env("REDISLOCK_LIB", self.lib),
                 ),
