@@ -129,7 +129,7 @@ test-stress-redlock: deps python-env
 	$(CARGO) build --all-targets
 	scripts/stress.sh -n $(or $(STRESS_RUNS),20) $(MAKE) --no-print-directory test-redlock-run
 
-## make demo: C, Python and PHP processes and `redislock run` share one lock live
+## make demo: C, Python, PHP and Ruby processes and `redislock run` share one lock live
 demo: deps wheel
 	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl redis
 	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=5

@@ -105,6 +105,9 @@ class TestLock < Minitest::Test
     mod = Module.new { def hello = :hi }
     lock.extend(mod)
     assert_equal :hi, lock.hello
+    assert_raises(ArgumentError) { lock.extend(5, mod) }
+    assert_equal "#<RedisLock::Client redis://***@127.0.0.1:1/0>",
+                 RedisLock::Client.new("redis://user:s3cret@127.0.0.1:1/0").inspect
     lock.release
   end
 

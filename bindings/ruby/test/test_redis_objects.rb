@@ -13,6 +13,25 @@ class TestRedisObjects < Minitest::Test
     assert_operator Redis::Lock::LockTimeout, :<, RedisLock::Timeout
   end
 
+  def test_a_class_that_includes_redis_objects_after_the_switch
+    # redis-objects autoloads Redis::Lock and its `lock` macro requires
+    # "redis/lock": after the switch that must keep this class.
+    dir = Dir.mktmpdir("redis-objects-shape-")
+    FileUtils.mkdir_p(File.join(dir, "redis"))
+    File.write(File.join(dir, "redis", "lock_shape_probe.rb"), "class Redis; class Lock < Struct.new(:key); end; end\n")
+    $LOAD_PATH.unshift(dir)
+    Redis.send(:remove_const, :Lock)
+    Redis.autoload(:Lock, "redis/lock_shape_probe")
+    RedisLock::RedisObjects.replace!
+    require "redis/lock_shape_probe" # what the macro's require does: nothing now
+    assert_same RedisLock::RedisObjects::Lock, Redis::Lock
+  ensure
+    $LOAD_PATH.delete(dir)
+    FileUtils.rm_rf(dir)
+    Redis.send(:remove_const, :Lock) if Redis.const_defined?(:Lock, false)
+    Redis.const_set(:Lock, RedisLock::RedisObjects::Lock)
+  end
+
   def test_lock_with_expiration_holds_a_token_with_that_ttl
     key = key_for
     lock = Redis::Lock.new(key, raw, expiration: 5, timeout: 1)

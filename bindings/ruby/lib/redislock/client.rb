@@ -172,7 +172,8 @@ module RedisLock
     end
 
     def inspect
-      "#<#{self.class.name} #{@urls.join(', ')}#{@handle ? '' : ' closed'}>"
+      shown = @urls.map { |u| u.sub(%r{//[^/@]*@}, "//***@") } # never a password in a log
+      "#<#{self.class.name} #{shown.join(', ')}#{@handle ? '' : ' closed'}>"
     end
 
     private

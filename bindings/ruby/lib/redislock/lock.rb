@@ -54,6 +54,7 @@ module RedisLock
     # Object#extend.)
     def extend(ttl, *modules)
       return super if ttl.is_a?(Module)
+      raise ArgumentError, "extend takes one TTL in seconds, got #{modules.size + 1} arguments" unless modules.empty?
 
       RedisLock.check(Native.redislock_extend(handle, Units.ttl_ms(ttl)))
       self

@@ -10,8 +10,8 @@ module RedisLock
   #   Redis::Lock.new("reports", redis, expiration: 30, timeout: 5).lock { build_report }
   #   class Job; include Redis::Objects; lock :run, timeout: 5; end   # job.run_lock.lock { ... }
   #
-  # What changes (docs/ruby.md): the key holds a random token, not a client
-  # timestamp; only the owner releases it; a lock always has a TTL (without
+  # What changes (docs/ruby.md): the key holds a random token (not a client
+  # timestamp, nor an empty string); only the owner releases it; a lock always has a TTL (without
   # :expiration, a 60 s lease renewed while the block runs); #clear is
   # refused. Old and new processes must not share a lock name during the
   # switch: they do not recognise each other's values.
@@ -93,6 +93,11 @@ module RedisLock
         raise NameError, "redislock: load redis-objects (or redis) before redislock/redis_objects" \
           unless defined?(::Redis)
 
+        # redis-objects autoloads Redis::Lock: load its file now, so that a
+        # later `require "redis/lock"` (Redis::Objects' `lock` macro) is a
+        # no-op instead of reopening our class with another superclass.
+        original = ::Redis.autoload?(:Lock)
+        require original if original
         ::Redis.send(:remove_const, :Lock) if ::Redis.const_defined?(:Lock, false)
         ::Redis.const_set(:Lock, Lock)
       end
@@ -128,7 +133,7 @@ module RedisLock
             nil # not configured: fall through
           end
         end
-        $redis || ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0") # rubocop:disable Style/GlobalVars
+        (defined?($redis) && $redis) || ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")
       end
 
       def config_hash(config)
