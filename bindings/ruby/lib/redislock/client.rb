@@ -54,11 +54,8 @@ module RedisLock
     # Raises Timeout when the wait ran out, WrongType when the key is not a
     # lock, ConnectionError, NoQuorum..., InvalidArgument before any I/O.
     def acquire(name, ttl: 30, wait: nil, token: nil, auto_renew: false, fenced: false)
-      name = Units.bytes(name, "name")
-      ttl_ms = Units.ttl_ms(ttl)
-      wait_ms = Units.wait_ms(wait)
+      name, key, ttl_ms, wait_ms = prepare(name, ttl, wait)
       token = Units.bytes(token, "token") unless token.nil?
-      key = Native.bytes(name)
       tok = token && Native.bytes(token)
       fn = fenced ? :redislock_acquire_fenced : :redislock_acquire
       held(name, auto_renew) do |out|
@@ -90,12 +87,9 @@ module RedisLock
     # served in arrival order; each holder has its own lease, token and
     # fence. Never collides with the lock of the same name.
     def acquire_semaphore(name, limit:, permits: 1, ttl: 30, wait: nil, auto_renew: false)
-      name = Units.bytes(name, "name")
       Units.count(limit, "limit", 1_000_000)
       Units.count(permits, "permits", limit)
-      ttl_ms = Units.ttl_ms(ttl)
-      wait_ms = Units.wait_ms(wait)
-      key = Native.bytes(name)
+      name, key, ttl_ms, wait_ms = prepare(name, ttl, wait)
       held(name, auto_renew) do |out|
         Native.redislock_acquire_semaphore(handle, key, name.bytesize, limit, permits, ttl_ms, wait_ms, out)
       end
@@ -195,11 +189,17 @@ module RedisLock
     end
 
     def side(fn, name, ttl, wait, auto_renew)
+      name, key, ttl_ms, wait_ms = prepare(name, ttl, wait)
+      held(name, auto_renew) { |out| Native.public_send(fn, handle, key, name.bytesize, ttl_ms, wait_ms, out) }
+    end
+
+    # The arguments every acquire checks: the name, its bytes in native
+    # memory, the TTL and the wait in milliseconds.
+    def prepare(name, ttl, wait)
       name = Units.bytes(name, "name")
       ttl_ms = Units.ttl_ms(ttl)
       wait_ms = Units.wait_ms(wait)
-      key = Native.bytes(name)
-      held(name, auto_renew) { |out| Native.public_send(fn, handle, key, name.bytesize, ttl_ms, wait_ms, out) }
+      [name, Native.bytes(name), ttl_ms, wait_ms]
     end
 
     # Run the acquire in the block (given where the handle goes) with this
@@ -214,9 +214,7 @@ module RedisLock
       thread = Thread.current # kept alive (and in place) while the wait may read it
       begin
         Native.redislock_set_interrupt(Native::Interpreter::INTERRUPTED, Native::Interpreter.rb_thread_current)
-        status = yield out
-        Native.redislock_set_interrupt(nil, nil)
-        RedisLock.check(status)
+        RedisLock.check(yield out)
         lock = Lock.new(out.read_pointer, name.frozen? ? name : name.dup.freeze)
         lock.auto_renew if auto_renew
         done = true

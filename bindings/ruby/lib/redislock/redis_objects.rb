@@ -84,9 +84,6 @@ module RedisLock
       alias delete clear
     end
 
-    @clients = {}
-    @mutex = Mutex.new
-
     class << self
       # Make Redis::Lock this class (redis-objects, or redis-rb, must be loaded).
       def replace!
@@ -102,12 +99,12 @@ module RedisLock
         ::Redis.const_set(:Lock, Lock)
       end
 
-      # The client for what Redis::Lock.new was given (one per URL).
+      # The client for what Redis::Lock.new was given: the process's shared
+      # client of its URL (the library keeps one per URL).
       def client_for(redis)
         return redis if redis.is_a?(RedisLock::Client)
 
-        url = redis.is_a?(String) ? redis : url_of(redis || default_redis)
-        @mutex.synchronize { @clients[url] ||= RedisLock::Client.new(url, shared: true) }
+        RedisLock::Client.new(url_of(redis || default_redis), shared: true)
       end
 
       # The URL of a redis-rb client (4.x: _client.options; 5.x: _client.config).
