@@ -62,6 +62,16 @@ class TestRedlock < Minitest::Test
     down&.each(&:destroy)
   end
 
+  def test_one_shared_client_per_list_of_urls
+    a = RedisLock::Client.new(nodes.map(&:url), shared: true)
+    b = RedisLock::Client.new(nodes.map(&:url), shared: true)
+    before = b.stats[:acquired_at_once]
+    a.lock(key_for, ttl: 5) { nil }
+    assert_equal before + 1, b.stats[:acquired_at_once], "the same Redlock client"
+    other = RedisLock::Client.new(nodes.reverse.map(&:url), shared: true)
+    assert_equal 0, other.stats[:acquired_at_once], "another order is another client"
+  end
+
   def client_of(node)
     RedisLock::Client.new(node.url)
   end
