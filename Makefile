@@ -7,6 +7,7 @@ PYTHON ?= python3
 VENV := target/venv-test
 
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
+	node test-node test-node-run bench-node \
 	test-valkey test-valkey-run demo demo-run \
 	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
@@ -39,7 +40,7 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey (test-valkey-run)
-test: deps lint test-rust test-python test-php test-ruby test-demo test-valkey-run
+test: deps lint test-rust test-python test-php test-ruby test-node test-demo test-valkey-run
 
 ## make test-valkey: the suites against Valkey 8.1 alone
 test-valkey: deps python-env
@@ -54,7 +55,7 @@ test-valkey-run:
 	@echo "make: the suites against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
 	$(CARGO) build
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --all-targets -- $(addprefix --skip ,$(VALKEY_WITHOUT_TLS))
-	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-demo
+	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-demo
 
 lint:
 	$(CARGO) fmt --all --check
@@ -62,6 +63,8 @@ lint:
 		ruby -wc $$f >/dev/null || exit 1; done
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets --features python -- -D warnings
+	CARGO_TARGET_DIR=$(CURDIR)/target/node $(CARGO) clippy --lib --no-default-features --features node,tls -- -D warnings
+	node --check bindings/node/index.js && node --check bindings/node/build.js
 
 ## make wheel: build the Python wheel the way `pip install .` does (maturin, PEP 517)
 wheel: deps
@@ -105,6 +108,28 @@ test-ruby-run:
 	$(CARGO) build
 	cd bindings/ruby && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		ruby -w -Itest -e 'ARGV.each { |f| require File.expand_path(f) }' test/test_*.rb
+
+## make node: the Node.js addon, built (release) into bindings/node, so that
+## require('<this repository>/bindings/node') works
+node: deps
+	node bindings/node/build.js
+
+## make test-node: the Node.js tests (node --test), with Python and PHP
+## holders of the same locks, and the TypeScript declarations checked by tsc
+test-node: deps python-env
+	$(MAKE) --no-print-directory test-node-run
+
+# TypeScript and Node's types, from the npm registry, for the tsc check.
+NODE_TOOLS := target/node-tools
+# Without rebuilding the wheel: test-valkey-run runs this again. The addon
+# is a debug build (quicker to compile; the same code).
+test-node-run:
+	$(CARGO) build
+	node bindings/node/build.js --debug
+	cd bindings/node && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
+		node --test --test-concurrency=1 test/*.test.js
+	test -x $(NODE_TOOLS)/node_modules/.bin/tsc || npm install --silent --no-audit --no-fund --prefix $(NODE_TOOLS) typescript@5 @types/node@20
+	$(NODE_TOOLS)/node_modules/.bin/tsc -p examples/node/tsconfig.json
 
 ## make test-redlock: the Redlock tests of every language (Rust, C, Python, PHP)
 test-redlock: deps python-env

@@ -53,6 +53,10 @@ have gem  || need+=(ruby)
 for lib in ffi minitest redis; do
   have ruby && ruby -e "require '$lib'" >/dev/null 2>&1 || need+=("ruby-$lib")
 done
+# The Node.js addon and its tests: Debian's node and npm (npm fetches
+# TypeScript for the declarations' check).
+have node || need+=(nodejs)
+have npm  || need+=(npm)
 install "${need[@]+"${need[@]}"}"
 
 # Second pass: what depends on the versions installed above.

@@ -202,14 +202,19 @@ impl Client {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) before any I/O for bad arguments, and
     /// [`Error::Connection`](crate::Error::Connection) / [`Error::Server`](crate::Error::Server).
     pub fn acquire_with(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
-        let (keys, token, fence, ttl_ms) = self.take(key.as_ref(), &opts)?;
-        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+        self.acquire_as(key.as_ref(), Kind::Lock, opts)
     }
 
     /// The acquire of the name `key` locked as `kind` (the bindings').
     pub(crate) fn acquire_as(&self, key: &[u8], kind: Kind, opts: AcquireOptions) -> Result<Lock> {
         let (keys, token, fence, ttl_ms) = self.take_as(key, kind, &opts)?;
-        Ok(self.held(keys, token, fence, ttl_ms, opts.auto_renew, None))
+        let lock = self.held(keys, token, fence, ttl_ms, opts.auto_renew, None);
+        if opts.fenced && fence == 0 {
+            // Handed over: the hand-off carries no fence. Drawn now, as
+            // promised (a failure drops the handle, which releases).
+            lock.fence()?;
+        }
+        Ok(lock)
     }
 
     /// The acquire of [`Client::acquire_with`] without the handle: the
@@ -410,14 +415,13 @@ impl Client {
             .acquire(&keys, &token, ttl_ms, (opts.wait, opts.fenced), started)
             .await;
         self.count_acquire(&grant, kind, started);
-        Ok(self.held(
-            keys,
-            token,
-            grant?.fence,
-            ttl_ms,
-            opts.auto_renew,
-            Some(ops),
-        ))
+        let fence = grant?.fence;
+        let lock = self.held(keys, token, fence, ttl_ms, opts.auto_renew, Some(ops));
+        if opts.fenced && fence == 0 {
+            // As in the blocking acquire.
+            lock.fence_async().await?;
+        }
+        Ok(lock)
     }
 
     /// [`Client::release_token`] for async callers.

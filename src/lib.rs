@@ -46,8 +46,13 @@ mod lock;
 mod client;
 // Bindings, on the public API only.
 pub mod ffi;
+// The runtime the async bindings share.
+#[cfg(feature = "node")]
+mod node;
 #[cfg(feature = "python")]
 mod python;
+#[cfg(any(feature = "python", feature = "node"))]
+mod runtime;
 
 pub use client::{Client, ClientBuilder};
 pub use config::parse_duration;

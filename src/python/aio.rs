@@ -1,17 +1,13 @@
-//! asyncio without threads: the async core runs on a tokio runtime of this
-//! module's own, and pyo3-async-runtimes turns its futures into asyncio
-//! futures. A task awaiting a lock holds no thread: its wake-up comes
-//! through the client's subscriber connection.
-//!
-//! The runtime belongs to the process that made it. After `fork()` its
-//! threads do not exist in the child, so a child makes its own (the
-//! parent's is left alone, never shut down: that would wait for threads
-//! that are not there).
+//! asyncio without threads: the async core runs on the bindings' tokio
+//! runtime (`crate::runtime`, which Node's binding shares), and
+//! pyo3-async-runtimes turns its futures into asyncio futures. A task
+//! awaiting a lock holds no thread: its wake-up comes through the client's
+//! subscriber connection.
 
 use std::cell::OnceCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::task::{Context, Poll};
 
 use pyo3::prelude::*;
@@ -21,32 +17,7 @@ use pyo3_async_runtimes::TaskLocals;
 
 use crate::sync::locked;
 
-/// This process's runtime, made on first use.
-pub(crate) fn runtime() -> Arc<tokio::runtime::Runtime> {
-    static RT: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
-    let mut rt = locked(&RT);
-    let pid = crate::sync::pid();
-    if let Some((p, r)) = &*rt {
-        if *p == pid {
-            return r.clone();
-        }
-    }
-    // A forked child: the parent's runtime is forgotten, not dropped.
-    if let Some((_, parent)) = rt.take() {
-        std::mem::forget(parent);
-    }
-    let made = Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("redislock-async")
-            .on_thread_start(crate::sync::block_signals)
-            .enable_all()
-            .build()
-            .expect("the redislock async runtime"),
-    );
-    *rt = Some((pid, made.clone()));
-    made
-}
+pub(crate) use crate::runtime::runtime;
 
 /// The runtime as pyo3-async-runtimes sees it.
 pub(crate) struct Rt;

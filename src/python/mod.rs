@@ -32,6 +32,7 @@ use pyo3::{IntoPyObjectExt, PyTraverseError, PyVisit};
 use lost::{deferring, fire_all, Notice};
 
 use crate::protocol::Kind;
+use crate::runtime::sole;
 use crate::sync::locked;
 use crate::{
     AcquireOptions, Client as CoreClient, Error, ErrorKind, Interrupt, Lock as CoreLock, Wait,
@@ -879,20 +880,6 @@ impl Drop for Lock {
                     e.write_unraisable(py, None);
                 }
             });
-        }
-    }
-}
-
-/// The acquisition alone, once another task's or thread's call on it
-/// (extend, owned) has ended.
-async fn sole(mut shared: Arc<CoreLock>) -> CoreLock {
-    loop {
-        match Arc::try_unwrap(shared) {
-            Ok(lock) => return lock,
-            Err(again) => {
-                shared = again;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
         }
     }
 }

@@ -1,0 +1,401 @@
+//! Node.js: the native addon behind `bindings/node` (`make node` builds it
+//! as `bindings/node/redislock.node`; `index.js` wraps it in the public
+//! API and its error classes).
+//!
+//! Every call that talks to Redis returns a Promise at once and runs on the
+//! bindings' tokio runtime (`crate::runtime`), so the event loop never
+//! waits: a pending acquisition holds no thread and no connection (its
+//! wake-up comes through the client's subscriber), only its Promise. An
+//! idle client holds nothing that keeps the process alive.
+//!
+//! A Promise resolves either with the value or with a [`Failure`] (the
+//! error's kind and its message), which `index.js` turns into its error
+//! classes: a rejection from here could carry only napi's own status codes.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Buffer, Either, Null, Object, ToNapiValue};
+use napi::{Env, Status};
+use napi_derive::napi;
+use tokio::sync::oneshot;
+
+use crate::runtime::{runtime, sole};
+use crate::sync::locked;
+use crate::{AcquireOptions, Client, Error, ErrorKind, Lock, Wait, MAX_TTL};
+
+/// Why a call failed, as `index.js` receives it: `kind` names the error
+/// class (the core's error kinds, `OutOfRange` for a number out of its
+/// range, `Aborted` for a wait its AbortSignal ended).
+#[napi]
+pub struct Failure {
+    #[napi(readonly)]
+    pub kind: String,
+    #[napi(readonly)]
+    pub message: String,
+}
+
+impl Failure {
+    fn new(kind: &str, message: impl Into<String>) -> Failure {
+        Failure {
+            kind: kind.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        let kind = match e.kind() {
+            ErrorKind::NotAcquired => "NotAcquired",
+            ErrorKind::NotOwner => "NotOwner",
+            ErrorKind::Connection => "Connection",
+            ErrorKind::InvalidArgument => "InvalidArgument",
+            ErrorKind::WrongType => "WrongType",
+            ErrorKind::NoQuorum => "NoQuorum",
+            ErrorKind::Server => "Server",
+            ErrorKind::Internal => "Internal",
+            ErrorKind::Unconfirmed => "Unconfirmed",
+        };
+        Failure::new(kind, e.to_string())
+    }
+}
+
+type Outcome<T> = std::result::Result<T, Failure>;
+
+/// A Promise of `work`'s outcome, run on the runtime and settled on the
+/// JavaScript thread.
+fn promise<'env, T, F>(env: &'env Env, work: F) -> napi::Result<Object<'env>>
+where
+    T: ToNapiValue + Send + 'static,
+    F: Future<Output = Outcome<T>> + Send + 'static,
+{
+    let (deferred, promise) = env.create_deferred()?;
+    runtime().spawn(async move {
+        let outcome = match work.await {
+            Ok(v) => Either::A(v),
+            Err(f) => Either::B(f),
+        };
+        deferred.resolve(move |_| Ok(outcome));
+    });
+    Ok(promise)
+}
+
+/// A TTL in milliseconds: a whole number from 1 to 30 days.
+fn ttl_arg(ms: f64) -> Outcome<Duration> {
+    let max = MAX_TTL.as_millis() as f64;
+    if ms.is_finite() && ms >= 1.0 && ms <= max && ms.fract() == 0.0 {
+        return Ok(Duration::from_millis(ms as u64));
+    }
+    Err(Failure::new(
+        "OutOfRange",
+        format!("ttl must be a whole number of milliseconds from 1 to {max} (30 days), got {ms}"),
+    ))
+}
+
+/// A wait in milliseconds: negative or infinite waits for as long as it
+/// takes, 0 tries once.
+fn wait_arg(ms: f64) -> Outcome<Wait> {
+    if ms.is_nan() || ms > 9_007_199_254_740_991.0 && ms.is_finite() {
+        return Err(Failure::new(
+            "OutOfRange",
+            format!("wait must be a number of milliseconds (negative: forever), got {ms}"),
+        ));
+    }
+    Ok(if ms < 0.0 || ms.is_infinite() {
+        Wait::Forever
+    } else if ms == 0.0 {
+        Wait::TryOnce
+    } else {
+        Wait::Timeout(Duration::from_secs_f64(ms / 1000.0))
+    })
+}
+
+fn bytes(v: Either<String, Buffer>) -> Vec<u8> {
+    match v {
+        Either::A(s) => s.into_bytes(),
+        Either::B(b) => b.to_vec(),
+    }
+}
+
+/// What ends a wait early: `index.js` calls `cancel()` when the caller's
+/// AbortSignal fires. Dropping the wait's future lets the core take the
+/// waiter out of the queue (and release a lock handed to it meanwhile).
+#[napi]
+pub struct Cancel {
+    tx: Mutex<Option<oneshot::Sender<()>>>,
+    rx: Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+#[napi]
+impl Cancel {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Cancel {
+        let (tx, rx) = oneshot::channel();
+        Cancel {
+            tx: Mutex::new(Some(tx)),
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+
+    /// End the wait this was given to (nothing once it has ended).
+    #[napi]
+    pub fn cancel(&self) {
+        if let Some(tx) = locked(&self.tx).take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Cancel {
+    /// A future that completes when `cancel()` is called, never otherwise
+    /// (not when this object is collected).
+    fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let rx = locked(&self.rx).take();
+        async move {
+            let sent = match rx {
+                Some(rx) => rx.await.is_ok(),
+                None => false,
+            };
+            if !sent {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// `work`'s output, or None if `stop` completes first.
+async fn first<T>(work: impl Future<Output = T>, stop: impl Future<Output = ()>) -> Option<T> {
+    let (mut work, mut stop) = (std::pin::pin!(work), std::pin::pin!(stop));
+    std::future::poll_fn(|cx| {
+        if stop.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        work.as_mut().poll(cx).map(Some)
+    })
+    .await
+}
+
+/// A client: `new Client(url | urls)` in `index.js`.
+#[napi]
+pub struct NativeClient {
+    client: Client,
+}
+
+#[napi]
+impl NativeClient {
+    /// Throws an `InvalidArg` error for a bad URL (a `TypeError` to the
+    /// caller); nothing is connected yet.
+    #[napi(constructor)]
+    pub fn new(urls: Either<String, Vec<String>>) -> napi::Result<NativeClient> {
+        let built = match urls {
+            Either::A(url) => Client::open(&url),
+            Either::B(urls) => Client::redlock(urls).build(),
+        };
+        built
+            .map(|client| NativeClient { client })
+            .map_err(|e| napi::Error::new(Status::InvalidArg, e.to_string()))
+    }
+
+    /// A Promise of a lock (`null` when `or_null` and the lock stayed held
+    /// by another owner).
+    #[napi(ts_return_type = "Promise<NativeLock | null | Failure>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        name: Either<String, Buffer>,
+        ttl: f64,
+        wait: f64,
+        or_null: bool,
+        auto_renew: bool,
+        fenced: bool,
+        cancel: Option<&Cancel>,
+    ) -> napi::Result<Object<'env>> {
+        let client = self.client.clone();
+        let name = bytes(name);
+        let stopped = cancel.map(Cancel::stopped);
+        promise(env, async move {
+            let opts = AcquireOptions::new(ttl_arg(ttl)?)
+                .wait(wait_arg(wait)?)
+                .auto_renew(auto_renew)
+                .fenced(fenced);
+            let acquired = client.acquire_with_async(&name, opts);
+            let acquired = match stopped {
+                None => acquired.await,
+                Some(stopped) => match first(acquired, stopped).await {
+                    Some(r) => r,
+                    None => return Err(Failure::new("Aborted", "the wait was aborted")),
+                },
+            };
+            match acquired {
+                Ok(lock) => Ok(Either::A(NativeLock::new(lock))),
+                Err(e) if or_null && e.kind() == ErrorKind::NotAcquired => Ok(Either::B(Null)),
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
+    /// Release the lock `name` if `token` holds it: a Promise of whether it did.
+    #[napi(ts_return_type = "Promise<boolean | Failure>")]
+    pub fn release_token<'env>(
+        &self,
+        env: &'env Env,
+        name: Either<String, Buffer>,
+        token: Either<String, Buffer>,
+    ) -> napi::Result<Object<'env>> {
+        let client = self.client.clone();
+        let (name, token) = (bytes(name), bytes(token));
+        promise(env, async move {
+            Ok(client.release_token_async(&name, &token).await?)
+        })
+    }
+
+    /// The server's (or the first node's) address, without credentials.
+    #[napi(getter)]
+    pub fn addr(&self) -> String {
+        self.client.addr()
+    }
+}
+
+/// A held lock. The core handle is shared with the calls in flight on it
+/// and taken back whole by `release`.
+#[napi]
+pub struct NativeLock {
+    held: Mutex<Option<Arc<Lock>>>,
+    token: Vec<u8>,
+    fence: Option<i64>,
+    /// Told whether the lock was lost (true) or let go (false), for
+    /// `whenLost()`.
+    lost_tx: Arc<Mutex<Option<oneshot::Sender<bool>>>>,
+}
+
+impl NativeLock {
+    fn new(lock: Lock) -> NativeLock {
+        NativeLock {
+            token: lock.token().to_vec(),
+            fence: lock.fence_if_drawn().and_then(|f| i64::try_from(f).ok()),
+            held: Mutex::new(Some(Arc::new(lock))),
+            lost_tx: Arc::default(),
+        }
+    }
+
+    fn current(&self) -> Outcome<Arc<Lock>> {
+        locked(&self.held)
+            .clone()
+            .ok_or_else(|| Failure::new("NotOwner", "this lock was already released"))
+    }
+
+    /// Tell a `whenLost()` waiter how the lock ended.
+    fn ended(&self, lost: bool) {
+        if let Some(tx) = locked(&self.lost_tx).take() {
+            let _ = tx.send(lost);
+        }
+    }
+}
+
+#[napi]
+impl NativeLock {
+    #[napi(getter)]
+    pub fn token(&self) -> Buffer {
+        self.token.clone().into()
+    }
+
+    /// The fencing number drawn when the lock was taken (null when the
+    /// acquisition was not fenced).
+    #[napi(getter)]
+    pub fn fence(&self) -> Option<i64> {
+        self.fence
+    }
+
+    /// True once renewal, an extend or a release found the lock gone.
+    #[napi(getter)]
+    pub fn lost(&self) -> bool {
+        locked(&self.held).as_ref().is_some_and(|l| l.is_lost())
+    }
+
+    /// True while this handle has not been released.
+    #[napi(getter)]
+    pub fn held(&self) -> bool {
+        locked(&self.held).is_some()
+    }
+
+    #[napi(ts_return_type = "Promise<undefined | Failure>")]
+    pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> napi::Result<Object<'env>> {
+        let lock = self.current();
+        promise(env, async move {
+            let lock = lock?;
+            Ok(lock.extend_async(ttl_arg(ttl)?).await?)
+        })
+    }
+
+    #[napi(ts_return_type = "Promise<undefined | Failure>")]
+    pub fn release<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
+        let lock = self.current();
+        if lock.is_ok() {
+            *locked(&self.held) = None;
+        }
+        let lost_tx = self.lost_tx.clone();
+        promise(env, async move {
+            let released = sole(lock?).await.release_async().await;
+            if let Some(tx) = locked(&lost_tx).take() {
+                let _ = tx.send(released.is_err());
+            }
+            Ok(released?)
+        })
+    }
+
+    /// Whether the server still names this handle the owner.
+    #[napi(ts_return_type = "Promise<boolean | Failure>")]
+    pub fn owned<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
+        let lock = self.current();
+        promise(env, async move {
+            match lock {
+                Ok(lock) => Ok(lock.owned_async().await?),
+                Err(_) => Ok(false),
+            }
+        })
+    }
+
+    /// A Promise that resolves true when the lock is found lost, false when
+    /// it is released (or this handle is collected) first.
+    #[napi(ts_return_type = "Promise<boolean | Failure>")]
+    pub fn when_lost<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
+        let (tx, rx) = oneshot::channel();
+        // A second call replaces the first: that one hears `false`.
+        if let Some(old) = locked(&self.lost_tx).replace(tx) {
+            let _ = old.send(false);
+        }
+        match locked(&self.held).as_ref() {
+            Some(lock) => {
+                let slot = self.lost_tx.clone();
+                lock.on_lost(move || {
+                    if let Some(tx) = locked(&slot).take() {
+                        let _ = tx.send(true);
+                    }
+                });
+            }
+            None => self.ended(false),
+        }
+        promise(env, async move { Ok(rx.await.unwrap_or(false)) })
+    }
+}
+
+impl Drop for NativeLock {
+    /// A handle collected while held is released in the background, on the
+    /// runtime: a finalizer must not wait for the network.
+    fn drop(&mut self) {
+        let held = self
+            .held
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(lock) = held {
+            let _on_runtime = runtime().enter();
+            drop(lock);
+        }
+    }
+}
