@@ -210,6 +210,16 @@ class Client {
     return settle(this.#native.releaseToken(bufferOf(name), bufferOf(token)));
   }
 
+  /**
+   * What this client did since it was made: counters by name
+   * (acquired_at_once, acquired_handed_over, waiters_now, ...) and the
+   * `wait` and `held` histograms, in milliseconds.
+   */
+  stats() {
+    const s = this.#native.stats();
+    return { ...s.counters, wait: s.wait, held: s.held };
+  }
+
   /** The server's address (the first node's for Redlock), without credentials. */
   get addr() {
     return this.#native.addr;

@@ -12,6 +12,7 @@
 //! error's kind and its message), which `index.js` turns into its error
 //! classes: a rejection from here could carry only napi's own status codes.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -24,7 +25,9 @@ use tokio::sync::oneshot;
 
 use crate::runtime::{runtime, sole};
 use crate::sync::locked;
-use crate::{AcquireOptions, Client, Error, ErrorKind, Lock, Wait, MAX_TTL};
+use crate::{
+    AcquireOptions, Client, Error, ErrorKind, Histogram, Lock, Wait, BUCKET_BOUNDS, MAX_TTL,
+};
 
 /// Why a call failed, as `index.js` receives it: `kind` names the error
 /// class (the core's error kinds, `OutOfRange` for a number out of its
@@ -179,6 +182,44 @@ async fn first<T>(work: impl Future<Output = T>, stop: impl Future<Output = ()>)
     .await
 }
 
+/// `Client#stats()`, before `index.js` puts the counters at the top.
+#[napi(object)]
+pub struct StatsJs {
+    pub counters: HashMap<String, f64>,
+    pub wait: HistogramJs,
+    pub held: HistogramJs,
+}
+
+/// A histogram of durations, in milliseconds: its buckets (not cumulative)
+/// and their upper bounds, so that an exporter needs nothing else.
+#[napi(object)]
+pub struct HistogramJs {
+    pub count: f64,
+    pub sum: f64,
+    pub max: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub buckets: Vec<f64>,
+    pub bounds: Vec<f64>,
+}
+
+impl From<&Histogram> for HistogramJs {
+    fn from(h: &Histogram) -> HistogramJs {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        HistogramJs {
+            count: h.count as f64,
+            sum: ms(h.sum),
+            max: ms(h.max),
+            p50: ms(h.p50()),
+            p90: ms(h.p90()),
+            p99: ms(h.p99()),
+            buckets: h.buckets.iter().map(|&b| b as f64).collect(),
+            bounds: BUCKET_BOUNDS.iter().map(|&b| ms(b)).collect(),
+        }
+    }
+}
+
 /// A client: `new Client(url | urls)` in `index.js`.
 #[napi]
 pub struct NativeClient {
@@ -252,6 +293,22 @@ impl NativeClient {
         promise(env, async move {
             Ok(client.release_token_async(&name, &token).await?)
         })
+    }
+
+    /// What this client did: the core's counters (by their names) and the
+    /// wait and hold histograms, in milliseconds.
+    #[napi]
+    pub fn stats(&self) -> StatsJs {
+        let s = self.client.stats();
+        StatsJs {
+            counters: s
+                .counters()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v as f64))
+                .collect(),
+            wait: HistogramJs::from(&s.wait),
+            held: HistogramJs::from(&s.held),
+        }
     }
 
     /// The server's (or the first node's) address, without credentials.

@@ -10,8 +10,8 @@ class TestCrossLanguage < Minitest::Test
 
   PYTHON = ENV.fetch("PYTHON", File.join(ROOT, "target/venv-test/bin/python"))
   HOLDERS = {
-    python: [PYTHON, File.join(__dir__, "holder.py")],
-    php: ["php", File.join(__dir__, "holder.php")]
+    python: [PYTHON, File.join(ROOT, "tests/holders/holder.py")],
+    php: ["php", File.join(ROOT, "tests/holders/holder.php")]
   }.freeze
 
   def setup

@@ -1,4 +1,4 @@
-"""Holds a lock for the Ruby tests: python holder.py URL KEY.
+"""Holds a lock for the Ruby and Node.js tests: python holder.py URL KEY.
 
 Prints the token, waits for a line on stdin, prints the monotonic time in
 seconds, releases, prints "released". With KEY prefixed by "try:", tries

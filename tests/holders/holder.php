@@ -1,8 +1,8 @@
 <?php
-// Holds a lock for the Ruby tests: php holder.php URL KEY (as holder.py).
+// Holds a lock for the Ruby and Node.js tests: php holder.php URL KEY (as holder.py).
 declare(strict_types=1);
 
-require __DIR__ . '/../../php/autoload.php';
+require __DIR__ . '/../../bindings/php/autoload.php';
 
 [, $url, $key] = $argv;
 $client = new RedisLock\Client($url);

@@ -1,0 +1,209 @@
+'use strict';
+// Every operation of the Node.js API against a throwaway redis-server: the
+// key holds the token and nothing else, fences grow, errors are the
+// documented classes, and bad arguments are refused before any I/O.
+
+const assert = require('node:assert/strict');
+const { test, before, after } = require('node:test');
+
+const redislock = require('..');
+const { Client, Lock, LockError, LockTimeoutError, LockNotOwnedError, LockWrongTypeError, LockConnectionError } = redislock;
+const { RedisServer, keyFor, waitUntil, freePort } = require('./helper');
+
+let server;
+let client;
+
+before(async () => {
+  server = await RedisServer.start();
+  client = new Client(server.url);
+});
+
+after(() => server.destroy());
+
+test('acquire sets the key to the token with the TTL; release deletes it', async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key, { ttl: 20000 });
+  assert.ok(lock instanceof Lock);
+  assert.ok(Buffer.isBuffer(lock.token));
+  assert.equal(lock.name, key);
+  assert.deepEqual(await server.raw.call('GET', key), lock.token);
+  const pttl = await server.raw.call('PTTL', key);
+  assert.ok(pttl > 10000 && pttl <= 20000, `PTTL ${pttl}`);
+  assert.equal(lock.lost, false);
+  assert.equal(await lock.owned(), true);
+  await lock.release();
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+  assert.equal(await lock.owned(), false);
+});
+
+test('names may be Buffers with any bytes, tokens are 128 random bits', async () => {
+  const key = Buffer.from([0xff, 0x00, 0xfe, 0x41]);
+  const a = await client.acquire(key, { ttl: 5000 });
+  assert.deepEqual(await server.raw.call('GET', key), a.token);
+  assert.equal(a.token.length, 32);
+  await a.release();
+  const b = await client.acquire(key, { ttl: 5000 });
+  assert.notDeepEqual(a.token, b.token);
+  await b.release();
+});
+
+test('fences are numbers that grow with each owner, also through a hand-off', async () => {
+  const key = keyFor();
+  const first = await client.acquire(key);
+  assert.equal(typeof first.fence, 'number');
+  assert.ok(Number.isSafeInteger(first.fence));
+  const other = new Client(server.url);
+  const waiting = other.acquire(key, { wait: 30000 });
+  await waitUntil('the waiter to queue', async () => (await server.raw.call('LLEN', `{${key}}:queue`)) === 1);
+  await first.release();
+  const second = await waiting;
+  assert.ok(second.fence > first.fence, `${second.fence} > ${first.fence}`);
+  await second.release();
+  const third = await client.acquire(key);
+  assert.ok(third.fence > second.fence);
+  await third.release();
+  const plain = await client.acquire(key, { fenced: false });
+  assert.equal(plain.fence, null);
+  await plain.release();
+});
+
+test('tryAcquire gives null while another owner holds the lock', async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key);
+  assert.equal(await client.tryAcquire(key), null);
+  assert.equal(await new Client(server.url).tryAcquire(key, { ttl: 1000 }), null);
+  assert.equal(await new Client(server.url).tryAcquire(key, { wait: 20 }), null);
+  await lock.release();
+  const mine = await client.tryAcquire(key);
+  assert.ok(mine instanceof Lock);
+  await mine.release();
+});
+
+test('extend sets the remaining TTL; the default is the acquisition TTL', async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key, { ttl: 3000 });
+  await lock.extend(60000);
+  assert.ok((await server.raw.call('PTTL', key)) > 30000);
+  await lock.extend();
+  assert.ok((await server.raw.call('PTTL', key)) <= 3000);
+  await lock.release();
+});
+
+test('a wait that runs out rejects with LockTimeoutError', async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key);
+  const e = await client.acquire(key, { wait: 50 }).catch((err) => err);
+  assert.ok(e instanceof LockTimeoutError, e);
+  assert.ok(e instanceof LockError);
+  assert.equal(e.name, 'LockTimeoutError');
+  assert.match(e.message, /held by another owner/);
+  assert.equal(await server.raw.call('LLEN', `{${key}}:queue`), 0, 'the waiter left the queue');
+  await lock.release();
+});
+
+test('release and extend of a lock taken over reject with LockNotOwnedError and leave the key alone', async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key, { ttl: 5000 });
+  await server.raw.call('SET', key, 'someone-else');
+  await assert.rejects(lock.extend(5000), LockNotOwnedError);
+  assert.equal(lock.lost, true);
+  await assert.rejects(lock.release(), LockNotOwnedError);
+  assert.equal(await server.raw.str('GET', key), 'someone-else');
+  await assert.rejects(lock.release(), /already released/);
+  await server.raw.call('DEL', key);
+});
+
+test('a key of another type rejects with LockWrongTypeError and is left untouched', async () => {
+  const key = keyFor();
+  await server.raw.call('RPUSH', key, 'a', 'b');
+  await assert.rejects(client.acquire(key, { wait: 0 }), LockWrongTypeError);
+  await assert.rejects(client.acquire(key, { wait: 200 }), LockWrongTypeError);
+  assert.equal(await server.raw.call('LLEN', key), 2);
+});
+
+test('a dead server rejects with LockConnectionError', async () => {
+  const dead = new Client(`redis://127.0.0.1:${await freePort()}/0?connect_timeout=200ms`);
+  const e = await dead.acquire('k', { wait: 0 }).catch((err) => err);
+  assert.ok(e instanceof LockConnectionError, e);
+  assert.match(e.message, /127\.0\.0\.1/);
+});
+
+test('releaseToken releases for a holder in another process', async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key);
+  assert.equal(await client.releaseToken(key, Buffer.from('not-the-token')), false);
+  assert.equal(await client.releaseToken(key, lock.token), true);
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+});
+
+test('await using releases at the end of the scope', { skip: typeof Symbol.asyncDispose !== 'symbol' }, async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key);
+  await lock[Symbol.asyncDispose]();
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+  await lock[Symbol.asyncDispose]();
+});
+
+test('bad arguments: the constructor throws TypeError; methods reject with TypeError or RangeError before any I/O', async () => {
+  for (const url of ['', 'http://127.0.0.1:1', 'redis://127.0.0.1:99999', 'not a url', 'redis://127.0.0.1:1?connect_timeout=soon']) {
+    assert.throws(() => new Client(url), TypeError, url);
+  }
+  for (const urls of [undefined, null, 42, [], [1], {}]) {
+    assert.throws(() => new Client(urls), TypeError, String(urls));
+  }
+  // A client of a server that is not there: a bad argument that reached the
+  // network would be a LockConnectionError instead.
+  const nowhere = new Client(`redis://127.0.0.1:${await freePort()}/0`);
+  const cases = [
+    [() => nowhere.acquire(), TypeError],
+    [() => nowhere.acquire(42), TypeError],
+    [() => nowhere.acquire(''), TypeError],
+    [() => nowhere.acquire('x'.repeat(70000)), TypeError],
+    [() => nowhere.acquire('k', 'soon'), TypeError],
+    [() => nowhere.acquire('k', { ttl: '30s' }), TypeError],
+    [() => nowhere.acquire('k', { ttl: 0 }), RangeError],
+    [() => nowhere.acquire('k', { ttl: -5 }), RangeError],
+    [() => nowhere.acquire('k', { ttl: 1.5 }), RangeError],
+    [() => nowhere.acquire('k', { ttl: NaN }), RangeError],
+    [() => nowhere.acquire('k', { ttl: Infinity }), RangeError],
+    [() => nowhere.acquire('k', { ttl: 31 * 24 * 3600 * 1000 }), RangeError],
+    [() => nowhere.acquire('k', { wait: NaN }), RangeError],
+    [() => nowhere.acquire('k', { wait: '1s' }), TypeError],
+    [() => nowhere.acquire('k', { signal: {} }), TypeError],
+    [() => nowhere.acquire('k', { autoRenew: 'yes' }), TypeError],
+    [() => nowhere.tryAcquire(null), TypeError],
+    [() => nowhere.using('k'), TypeError],
+    [() => nowhere.using('k', { ttl: 0 }, async () => {}), RangeError],
+    [() => nowhere.releaseToken('k'), TypeError],
+    [() => nowhere.releaseToken('k', ''), TypeError],
+  ];
+  for (const [call, Class] of cases) {
+    let pending;
+    assert.doesNotThrow(() => {
+      pending = call();
+    }, `${call}: a Promise-returning method never throws`);
+    assert.ok(pending instanceof Promise);
+    const e = await pending.then(
+      () => assert.fail(`${call} resolved`),
+      (err) => err,
+    );
+    assert.ok(e instanceof Class, `${call}: ${e}`);
+    assert.match(e.code, /^ERR_(INVALID_ARG_(TYPE|VALUE)|OUT_OF_RANGE)$/, `${call}: ${e.code}`);
+  }
+  const lock = await client.acquire(keyFor());
+  await assert.rejects(lock.extend(0), RangeError);
+  await assert.rejects(lock.extend('1s'), TypeError);
+  assert.equal(lock.lost, false);
+  await lock.release();
+  assert.throws(() => new Lock(), TypeError);
+});
+
+test('errors are exported with their hierarchy', () => {
+  const names = ['LockTimeoutError', 'LockNotOwnedError', 'LockWrongTypeError', 'LockQuorumError', 'LockConnectionError', 'LockServerError'];
+  for (const name of names) {
+    assert.ok(redislock[name].prototype instanceof LockError, name);
+    assert.equal(new redislock[name]('x').name, name);
+  }
+  assert.ok(redislock.LockUnconfirmedError.prototype instanceof LockNotOwnedError);
+  assert.ok(LockError.prototype instanceof Error);
+});

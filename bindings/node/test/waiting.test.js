@@ -1,0 +1,206 @@
+'use strict';
+// Waiting: hand-off instead of polling, AbortSignal, `using` with renewal
+// and a stolen lock, a thousand waiters on a few connections while the
+// event loop goes on, and a process that exits when nothing is pending.
+
+const assert = require('node:assert/strict');
+const { execFile } = require('node:child_process');
+const path = require('node:path');
+const { test, before, after } = require('node:test');
+
+const { Client, LockNotOwnedError } = require('..');
+const { RedisServer, keyFor, waitUntil, sleep } = require('./helper');
+
+let server;
+let client;
+
+before(async () => {
+  server = await RedisServer.start();
+  client = new Client(server.url);
+});
+
+after(() => server.destroy());
+
+const queued = (key) => server.raw.call('LLEN', `{${key}}:queue`);
+
+test('a waiter is handed the lock by the release, without polling', async () => {
+  const key = keyFor();
+  const holder = await client.acquire(key);
+  const waiter = new Client(server.url);
+  const pending = waiter.acquire(key, { ttl: 5000, wait: 60000 });
+  await waitUntil('the waiter to queue', () => waiter.stats().waiters_now === 1);
+  await holder.release();
+  const lock = await pending;
+  assert.deepEqual(await server.raw.call('GET', key), lock.token);
+  // The release's script set the key to the waiter's token and told it so.
+  const s = waiter.stats();
+  assert.equal(s.acquired_handed_over, 1);
+  assert.equal(s.handoffs_received, 1);
+  assert.equal(client.stats().handoffs_given >= 1, true);
+  assert.equal(s.wait.count, 1);
+  assert.equal(s.wait.buckets.length, s.wait.bounds.length + 1, 'the last bucket: beyond the last bound');
+  await lock.release();
+});
+
+test('an AbortSignal ends a wait: rejects with its reason and leaves nothing queued', async () => {
+  const key = keyFor();
+  const holder = await client.acquire(key);
+  const controller = new AbortController();
+  const pending = client.acquire(key, { wait: 60000, signal: controller.signal });
+  await waitUntil('the waiter to queue', async () => (await queued(key)) === 1);
+  const reason = new Error('shutting down');
+  controller.abort(reason);
+  await assert.rejects(pending, (e) => e === reason);
+  await waitUntil('the aborted waiter to leave the queue', async () => (await queued(key)) === 0);
+  await holder.release();
+  assert.equal(await server.raw.call('EXISTS', key), 0, 'nobody was handed the lock');
+  // AbortSignal.timeout's reason is a TimeoutError DOMException.
+  const again = await client.acquire(key);
+  await assert.rejects(client.acquire(key, { signal: AbortSignal.timeout(50) }), { name: 'TimeoutError' });
+  await again.release();
+});
+
+test('an aborted signal rejects at once, before any I/O', async () => {
+  const key = keyFor();
+  const before = await server.calls();
+  await assert.rejects(client.acquire(key, { signal: AbortSignal.abort() }), { name: 'AbortError' });
+  const after = await server.calls();
+  assert.deepEqual(after.set, before.set);
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+});
+
+test('an abort as the lock is handed over leaves no lock held by nobody', async () => {
+  const key = keyFor();
+  for (let round = 0; round < 20; round++) {
+    const holder = await client.acquire(key, { ttl: 30000 });
+    const controller = new AbortController();
+    const pending = client
+      .acquire(key, { ttl: 30000, signal: controller.signal })
+      .then(
+        (lock) => lock,
+        (e) => e,
+      );
+    await waitUntil('the waiter to queue', async () => (await queued(key)) === 1);
+    const released = holder.release();
+    controller.abort();
+    await released;
+    const outcome = await pending;
+    if (outcome instanceof Error) {
+      assert.equal(outcome.name, 'AbortError');
+      await waitUntil('the lock to be free', async () => (await server.raw.call('EXISTS', key)) === 0);
+    } else {
+      await outcome.release();
+    }
+    assert.equal(await server.raw.call('EXISTS', key), 0);
+    assert.equal(await queued(key), 0);
+  }
+});
+
+test('using renews while fn runs and releases after', async () => {
+  const key = keyFor();
+  const value = await client.using(key, { ttl: 600 }, async (signal, lock) => {
+    const start = (await server.calls()).pexpire || 0;
+    const script = (await server.calls()).evalsha || 0;
+    // Renewal extends at about a third of the TTL: wait for two of them.
+    await waitUntil('two renewals', async () => {
+      const c = await server.calls();
+      return (c.pexpire || 0) - start + ((c.evalsha || 0) - script) >= 2;
+    });
+    assert.deepEqual(await server.raw.call('GET', key), lock.token);
+    assert.equal(signal.aborted, false);
+    return 42;
+  });
+  assert.equal(value, 42);
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+});
+
+test('using with a stolen lock aborts the signal and rejects with LockNotOwnedError', async () => {
+  const key = keyFor();
+  let seen;
+  const run = client.using(key, { ttl: 900 }, async (signal) => {
+    await server.raw.call('SET', key, 'thief', 'PX', 60000);
+    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    seen = signal.reason;
+    return 'finished';
+  });
+  await assert.rejects(run, LockNotOwnedError);
+  assert.ok(seen instanceof LockNotOwnedError, seen);
+  assert.equal(await server.raw.str('GET', key), 'thief', 'the thief keeps its lock');
+  await server.raw.call('DEL', key);
+});
+
+test('using releases when fn throws, and rethrows fn\'s error', async () => {
+  const key = keyFor();
+  const boom = new Error('boom');
+  await assert.rejects(
+    client.using(key, async () => {
+      throw boom;
+    }),
+    (e) => e === boom,
+  );
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+});
+
+test('1,000 waiters share the client\'s connections while a timer keeps ticking', async () => {
+  const key = keyFor();
+  const holder = await new Client(server.url).acquire(key, { ttl: 60000 });
+  const many = new Client(server.url);
+  const baseline = await server.clients();
+  let ticks = 0;
+  const timer = setInterval(() => {
+    ticks += 1;
+  }, 5);
+  try {
+    let order = 0;
+    const served = [];
+    const waiters = Array.from({ length: 1000 }, (_, i) =>
+      many.acquire(key, { ttl: 60000, wait: 300000 }).then(async (lock) => {
+        served.push(i);
+        order += 1;
+        await lock.release();
+      }),
+    );
+    await waitUntil('1,000 waiters queued', async () => (await queued(key)) === 1000, 120);
+    const used = (await server.clients()) - baseline;
+    assert.ok(used >= 1 && used <= 4, `the waiting client uses ${used} connections`);
+    const ticked = ticks;
+    await waitUntil('the timer to tick while they wait', () => ticks >= ticked + 20);
+    await holder.release();
+    await Promise.all(waiters);
+    assert.equal(order, 1000);
+    assert.equal(new Set(served).size, 1000);
+    assert.equal(await server.raw.call('EXISTS', key), 0);
+  } finally {
+    clearInterval(timer);
+  }
+});
+
+test('an idle client does not keep the process alive; a pending wait does until it ends', async () => {
+  const script = `
+    const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const c = new Client(${JSON.stringify(server.url)});
+    c.using(${JSON.stringify(keyFor())}, { ttl: 1000 }, async () => 'ok').then((v) => console.log(v));
+    const k = ${JSON.stringify(keyFor())};
+    c.acquire(k).then(async (l) => {
+      setTimeout(() => l.release(), 300);
+      const waited = await new Client(${JSON.stringify(server.url)}).acquire(k, { wait: 60000 });
+      console.log('handed');
+      await waited.release();
+    });
+  `;
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, ['-e', script], { timeout: 60000 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout),
+    );
+  });
+  assert.deepEqual(out.trim().split('\n').sort(), ['handed', 'ok']);
+});
+
+test('a waiter whose wait is long but whose holder\'s TTL runs out gets the lock', async () => {
+  const key = keyFor();
+  await server.raw.call('SET', key, 'gone-holder', 'PX', 300);
+  const lock = await client.acquire(key, { wait: 60000 });
+  assert.deepEqual(await server.raw.call('GET', key), lock.token);
+  await lock.release();
+  await sleep(0);
+});
