@@ -11,7 +11,8 @@
 //   node build.js --unpack   remove ./crate again (npm's postpack)
 //
 // CARGO: the cargo to run; CARGO_TARGET_DIR: where it builds (default:
-// the crate's target/node, apart from the C library's target/debug).
+// the crate's target/node, apart from the C library's target/debug);
+// REDISLOCK_BUILD_PROFILE=debug: a debug build from `npm install` too.
 
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -89,5 +90,5 @@ function pack() {
 const arg = process.argv[2];
 if (arg === '--pack') pack();
 else if (arg === '--unpack') fs.rmSync(packed, { recursive: true, force: true });
-else if (arg === undefined || arg === '--debug') build(arg === '--debug');
+else if (arg === undefined || arg === '--debug') build(arg === '--debug' || process.env.REDISLOCK_BUILD_PROFILE === 'debug');
 else fail(`unknown argument ${arg} (build.js [--debug | --pack | --unpack])`);

@@ -1,0 +1,59 @@
+'use strict';
+// `npm pack` of bindings/node gives a package that `npm install` builds
+// from source (cargo), with nothing from the repository around it.
+
+const assert = require('node:assert/strict');
+const { execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { test, after } = require('node:test');
+
+const { ROOT, RedisServer, keyFor } = require('./helper');
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'redislock-npm-'));
+let server;
+
+after(() => {
+  server?.destroy();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+test('npm pack, then npm install of the tarball builds the addon from source', { timeout: 900000 }, async () => {
+  const npm = (args, cwd, env = {}) =>
+    execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], {
+      cwd,
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+  const tarball = npm(['pack', '--pack-destination', work], path.join(ROOT, 'bindings/node')).trim().split('\n').pop();
+  const listing = execFileSync('tar', ['-tzf', path.join(work, tarball)], { encoding: 'utf8' }).split('\n');
+  for (const f of ['package/index.js', 'package/index.d.ts', 'package/build.js', 'package/crate/Cargo.toml', 'package/crate/Cargo.lock', 'package/crate/src/node/mod.rs']) {
+    assert.ok(listing.includes(f), `${f} is in the package`);
+  }
+  assert.ok(!listing.some((f) => f.endsWith('.node')), 'no prebuilt addon in the package');
+  assert.ok(!listing.some((f) => f.includes('/test/')), 'no tests in the package');
+  assert.ok(!fs.existsSync(path.join(ROOT, 'bindings/node/crate')), 'postpack removed the copy of the crate');
+
+  const app = path.join(work, 'app');
+  fs.mkdirSync(app);
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
+  // A debug build, in the suite's own cargo target (the dependencies are compiled already).
+  npm(['install', path.join(work, tarball)], app, {
+    REDISLOCK_BUILD_PROFILE: 'debug',
+    CARGO_TARGET_DIR: path.join(ROOT, 'target/node'),
+  });
+  assert.ok(fs.existsSync(path.join(app, 'node_modules/redislock/redislock.node')));
+
+  server = await RedisServer.start();
+  const script = `
+    const { Client } = require('redislock');
+    (async () => {
+      const lock = await new Client(${JSON.stringify(server.url)}).acquire(${JSON.stringify(keyFor('npm'))});
+      console.log(typeof lock.fence);
+      await lock.release();
+    })();
+  `;
+  assert.equal(execFileSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8' }).trim(), 'number');
+});
