@@ -97,6 +97,11 @@ function checkNumber(v, what) {
   return v;
 }
 
+function checkCount(v, what) {
+  if (typeof v !== 'number') throw typeError(what, 'a whole number', v);
+  return v;
+}
+
 function checkBoolean(v, what) {
   if (v === undefined) return false;
   if (typeof v !== 'boolean') throw typeError(what, 'a boolean', v);
@@ -167,6 +172,47 @@ class Client {
   /** One attempt (or a wait of `opts.wait` ms): the Lock, or null when another owner holds it. */
   async tryAcquire(name, opts) {
     return this.#acquire(name, acquireOptions(opts, 0), true);
+  }
+
+  /**
+   * Take `permits` (default 1) of the counting semaphore `name`, which
+   * admits `limit` permits in all (this call's limit, 1 to 1,000,000):
+   * a Promise of a Lock whose release gives them back. Waiters are served
+   * in arrival order with no barging; each holder has its own lease
+   * (`ttl`), token and fence. Never collides with the lock of the same
+   * name. The other options as for acquire; `tryAcquire: true` behaves
+   * as the method of that name (`wait` defaults to 0, and a wait that runs
+   * out resolves null instead of rejecting).
+   */
+  async acquireSemaphore(name, opts) {
+    if (opts === null || typeof opts !== 'object') throw typeError('options', 'an object with a limit', opts);
+    const orNull = checkBoolean(opts.tryAcquire, 'tryAcquire');
+    const o = acquireOptions(opts, orNull ? 0 : -1);
+    o.kind = 'semaphore';
+    o.limit = checkCount(opts.limit, 'limit');
+    o.permits = opts.permits === undefined ? 1 : checkCount(opts.permits, 'permits');
+    return this.#acquire(name, o, orNull);
+  }
+
+  /**
+   * The read-write lock `name`, shared: any number of readers at once while
+   * no writer holds it or waits for it (a queued writer stops new readers).
+   * Options as for acquireSemaphore, without limit and permits.
+   */
+  async acquireRead(name, opts) {
+    return this.#shared(name, opts, 'read');
+  }
+
+  /** The read-write lock `name`, exclusive: once nobody holds it and nobody queued earlier waits. */
+  async acquireWrite(name, opts) {
+    return this.#shared(name, opts, 'write');
+  }
+
+  async #shared(name, opts, kind) {
+    const orNull = checkBoolean(opts?.tryAcquire, 'tryAcquire');
+    const o = acquireOptions(opts, orNull ? 0 : -1);
+    o.kind = kind;
+    return this.#acquire(name, o, orNull);
   }
 
   /**
@@ -241,7 +287,17 @@ class Client {
       signal.addEventListener('abort', onAbort, { once: true });
     }
     try {
-      const r = await this.#native.acquire(bufferOf(name), o.ttl, o.wait, orNull, o.autoRenew, o.fenced, cancel);
+      const args = {
+        ttl: o.ttl,
+        wait: o.wait,
+        orNull,
+        autoRenew: o.autoRenew,
+        fenced: o.fenced,
+        kind: o.kind || 'lock',
+        limit: o.limit || 0,
+        permits: o.permits || 0,
+      };
+      const r = await this.#native.acquire(bufferOf(name), args, cancel);
       if (r instanceof native.Failure) {
         if (r.kind === 'Aborted') throw signal.reason;
         throw fromFailure(r);

@@ -23,6 +23,8 @@ use napi::{Env, Status};
 use napi_derive::napi;
 use tokio::sync::oneshot;
 
+use crate::client::shared::semaphore_kind;
+use crate::protocol::Kind;
 use crate::runtime::{runtime, sole};
 use crate::sync::locked;
 use crate::{
@@ -120,6 +122,52 @@ fn bytes(v: Either<String, Buffer>) -> Vec<u8> {
     match v {
         Either::A(s) => s.into_bytes(),
         Either::B(b) => b.to_vec(),
+    }
+}
+
+/// What an acquisition takes, as `index.js` passes it.
+#[napi(object)]
+pub struct AcquireArgs {
+    /// Milliseconds.
+    pub ttl: f64,
+    /// Milliseconds; negative: forever.
+    pub wait: f64,
+    /// Resolve with null (not a failure) when the wait runs out.
+    pub or_null: bool,
+    pub auto_renew: bool,
+    pub fenced: bool,
+    /// "lock", "semaphore", "read" or "write".
+    pub kind: String,
+    /// A semaphore's limit and this holder's permits.
+    pub limit: f64,
+    pub permits: f64,
+}
+
+impl AcquireArgs {
+    fn kind(&self) -> Outcome<Kind> {
+        match self.kind.as_str() {
+            "lock" => Ok(Kind::Lock),
+            "read" => Ok(Kind::Read),
+            "write" => Ok(Kind::Write),
+            "semaphore" => {
+                let count = |v: f64, what: &str| {
+                    if v.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&v) {
+                        Ok(v as u32)
+                    } else {
+                        Err(Failure::new(
+                            "OutOfRange",
+                            format!("{what} must be a whole number, got {v}"),
+                        ))
+                    }
+                };
+                semaphore_kind(count(self.limit, "limit")?, count(self.permits, "permits")?)
+                    .map_err(|e| Failure::new("OutOfRange", e.to_string()))
+            }
+            other => Err(Failure::new(
+                "InvalidArgument",
+                format!("no kind of lock {other:?}"),
+            )),
+        }
     }
 }
 
@@ -241,30 +289,27 @@ impl NativeClient {
             .map_err(|e| napi::Error::new(Status::InvalidArg, e.to_string()))
     }
 
-    /// A Promise of a lock (`null` when `or_null` and the lock stayed held
-    /// by another owner).
+    /// A Promise of a lock, a semaphore's permits or a read-write lock's
+    /// side (`null` when `args.or_null` and it stayed held by others).
     #[napi(ts_return_type = "Promise<NativeLock | null | Failure>")]
-    #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
         name: Either<String, Buffer>,
-        ttl: f64,
-        wait: f64,
-        or_null: bool,
-        auto_renew: bool,
-        fenced: bool,
+        args: AcquireArgs,
         cancel: Option<&Cancel>,
     ) -> napi::Result<Object<'env>> {
         let client = self.client.clone();
         let name = bytes(name);
         let stopped = cancel.map(Cancel::stopped);
         promise(env, async move {
-            let opts = AcquireOptions::new(ttl_arg(ttl)?)
-                .wait(wait_arg(wait)?)
-                .auto_renew(auto_renew)
-                .fenced(fenced);
-            let acquired = client.acquire_with_async(&name, opts);
+            let kind = args.kind()?;
+            let opts = AcquireOptions::new(ttl_arg(args.ttl)?)
+                .wait(wait_arg(args.wait)?)
+                .auto_renew(args.auto_renew)
+                // The shared kinds always draw theirs (as in Python).
+                .fenced(args.fenced || kind != Kind::Lock);
+            let acquired = client.acquire_as_async(&name, kind, opts);
             let acquired = match stopped {
                 None => acquired.await,
                 Some(stopped) => match first(acquired, stopped).await {
@@ -274,7 +319,7 @@ impl NativeClient {
             };
             match acquired {
                 Ok(lock) => Ok(Either::A(NativeLock::new(lock))),
-                Err(e) if or_null && e.kind() == ErrorKind::NotAcquired => Ok(Either::B(Null)),
+                Err(e) if args.or_null && e.kind() == ErrorKind::NotAcquired => Ok(Either::B(Null)),
                 Err(e) => Err(e.into()),
             }
         })
