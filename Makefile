@@ -154,7 +154,7 @@ test-stress-redlock: deps python-env
 	$(CARGO) build --all-targets
 	scripts/stress.sh -n $(or $(STRESS_RUNS),20) $(MAKE) --no-print-directory test-redlock-run
 
-## make demo: C, Python, PHP and Ruby processes and `redislock run` share one lock live
+## make demo: C, Python, PHP, Ruby and Node.js processes and `redislock run` share one lock live
 demo: deps wheel
 	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl redis
 	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=5
@@ -162,15 +162,19 @@ demo: deps wheel
 # The demo in a short mode, reusing test-python's virtualenv; fails when the
 # counter and the acquisitions disagree.
 test-demo:
-	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1
+	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1 DEMO_NODE_BUILD=--debug
 
 DEMO_SECONDS ?= 5
+# The Node.js workers' addon: a release build for make demo; make test's
+# demo reuses test-node's debug build.
+DEMO_NODE_BUILD ?=
 # The library, the command line and the demo in one build: built apart, the
 # example's dev-dependencies change the library's features and each build
 # would redo the other.
 demo-run:
 	$(CARGO) build --release --quiet --lib --bins --example demo
 	scripts/install.sh $(CURDIR)/target/demo-prefix target/release >/dev/null
+	node bindings/node/build.js $(DEMO_NODE_BUILD) >/dev/null
 	target/release/examples/demo --seconds $(DEMO_SECONDS) \
 		--python $(VENV)/bin/python --prefix $(CURDIR)/target/demo-prefix --cli target/release/redislock
 
@@ -188,6 +192,7 @@ bench: deps
 	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps target/wheels-bench/redislock-*.whl
 	$(VENV_BENCH)/bin/pip install -q redis==8.1.0 python-redis-lock pottery redlock-py matplotlib
 	$(MAKE) --no-print-directory bench-c
+	$(MAKE) --no-print-directory bench-node
 	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV_BENCH)/bin/python bench/run.py $(BENCH_ARGS)
 
 bench-quick:
@@ -241,6 +246,20 @@ bench-c:
 			-Ltarget/release -lredislock -Wl,-rpath,$(CURDIR)/$(BENCH_C)/lib $$(pkg-config --libs hiredis) -pthread \
 			|| exit 1; \
 	done
+
+## make bench-node: the Node.js addon against node-redlock 5.0.0-beta.2 and a
+## hand-written ioredis helper (bench/node/): uncontended cycle and its server
+## cost, hand-off, 8 contending processes (about 2 minutes; BENCH_NODE_ARGS=--quick
+## for under a minute). npm installs the two into target/bench-node.
+BENCH_NODE := target/bench-node
+BENCH_NODE_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+bench-node: deps
+	node bindings/node/build.js
+	cmp -s bench/node/package.json $(BENCH_NODE)/package.json && test -d $(BENCH_NODE)/node_modules/redlock \
+		|| { mkdir -p $(BENCH_NODE) && cp bench/node/package.json $(BENCH_NODE)/package.json \
+			&& npm install --loglevel=error --no-audit --no-fund --prefix $(BENCH_NODE) \
+			|| { rm -f $(BENCH_NODE)/package.json; exit 1; }; }
+	node bench/node/bench.js $(BENCH_NODE_ARGS)
 
 ## make bench-core: the Rust core against redis-benchmark on this machine
 bench-core: deps

@@ -1,4 +1,4 @@
-//! `make demo`: one lock shared live by C, Python, PHP and Ruby processes
+//! `make demo`: one lock shared live by C, Python, PHP, Ruby and Node.js processes
 //! and a `redislock run` command, on a throwaway redis-server.
 //!
 //! Every worker takes the lock `demo:lock`, increments `demo:counter`
@@ -21,7 +21,8 @@
 //! `--python`: an interpreter with the redislock wheel and redis-py;
 //! `--php` (default `php`): with FFI and phpredis; `--ruby` (default
 //! `ruby`): with the ffi and redis gems (the Ruby gem is loaded from
-//! bindings/ruby); `--prefix`: where `scripts/install.sh` put the C
+//! bindings/ruby); `--node` (default `node`): Node.js 18 or newer (the
+//! addon is loaded from bindings/node, built there first); `--prefix`: where `scripts/install.sh` put the C
 //! library, which the PHP and Ruby workers load;
 //! `--cli`: the `redislock` binary. `make demo` prepares all three.
 
@@ -41,6 +42,7 @@ struct Args {
     python: String,
     php: String,
     ruby: String,
+    node: String,
     prefix: PathBuf,
     cli: PathBuf,
 }
@@ -52,6 +54,7 @@ fn parse_args() -> Args {
         python: "python3".into(),
         php: "php".into(),
         ruby: "ruby".into(),
+        node: "node".into(),
         prefix: root.join("target/demo-prefix"),
         cli: root.join("target/release/redislock"),
     };
@@ -67,6 +70,7 @@ fn parse_args() -> Args {
             "--python" => a.python = v,
             "--php" => a.php = v,
             "--ruby" => a.ruby = v,
+            "--node" => a.node = v,
             "--prefix" => a.prefix = v.into(),
             "--cli" => a.cli = v.into(),
             other => panic!("unknown argument {other}"),
@@ -147,7 +151,7 @@ fn main() {
     let port = server.port.to_string();
     let secs = a.seconds.to_string();
     println!(
-        "redislock {} demo: C, Python, PHP and Ruby processes and `redislock run` share one lock for {} s \
+        "redislock {} demo: C, Python, PHP, Ruby and Node.js processes and `redislock run` share one lock for {} s \
          ({:?} {} on 127.0.0.1:{port})",
         redislock::VERSION,
         a.seconds,
@@ -296,7 +300,7 @@ fn main() {
     }
 }
 
-/// The demo's workers: two C, two Python, two PHP and two Ruby processes
+/// The demo's workers: two C, two Python, two PHP, two Ruby and two Node.js processes
 /// and a loop of `redislock run`, all until the time is up.
 struct Workers<'a> {
     a: &'a Args,
@@ -354,6 +358,15 @@ impl Workers<'_> {
                         .arg(root.join("examples/demo/worker.rb"))
                         .args(&args)
                         .env("REDISLOCK_LIB", self.lib),
+                ),
+            ));
+            children.push((
+                format!("node-{i}"),
+                "Node.js",
+                spawn(
+                    Command::new(&self.a.node)
+                        .arg(root.join("examples/demo/worker.js"))
+                        .args(&args),
                 ),
             ));
         }

@@ -98,15 +98,20 @@ export declare class Client {
    * collides with the lock of the same name.
    */
   acquireSemaphore(name: LockName, opts: SemaphoreOptions & { tryAcquire: true }): Promise<Lock | null>;
-  acquireSemaphore(name: LockName, opts: SemaphoreOptions): Promise<Lock>;
+  acquireSemaphore(name: LockName, opts: SemaphoreOptions & { tryAcquire?: false }): Promise<Lock>;
+  acquireSemaphore(name: LockName, opts: SemaphoreOptions): Promise<Lock | null>;
 
   /** The read side of the read-write lock `name`: shared with other readers while no writer holds it or waits for it. */
   acquireRead(name: LockName, opts: SharedOptions & { tryAcquire: true }): Promise<Lock | null>;
-  acquireRead(name: LockName, opts?: SharedOptions | null): Promise<Lock>;
+  acquireRead(name: LockName, opts: SharedOptions & { tryAcquire?: false }): Promise<Lock>;
+  acquireRead(name: LockName, opts?: null): Promise<Lock>;
+  acquireRead(name: LockName, opts: SharedOptions): Promise<Lock | null>;
 
   /** The write side of the read-write lock `name`: alone, once the readers and the writers queued earlier are gone. */
   acquireWrite(name: LockName, opts: SharedOptions & { tryAcquire: true }): Promise<Lock | null>;
-  acquireWrite(name: LockName, opts?: SharedOptions | null): Promise<Lock>;
+  acquireWrite(name: LockName, opts: SharedOptions & { tryAcquire?: false }): Promise<Lock>;
+  acquireWrite(name: LockName, opts?: null): Promise<Lock>;
+  acquireWrite(name: LockName, opts: SharedOptions): Promise<Lock | null>;
 
   /** Release the lock `name` if `token` holds it (a handle from another process): a Promise of whether it did. */
   releaseToken(name: LockName, token: LockName): Promise<boolean>;

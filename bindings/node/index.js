@@ -230,7 +230,9 @@ class Client {
     const lock = await this.#acquire(name, o, false);
     const controller = new AbortController();
     const abortWith = () => controller.abort(o.signal.reason);
-    o.signal?.addEventListener('abort', abortWith, { once: true });
+    // Aborted between the acquisition and now: fn starts with its signal aborted.
+    if (o.signal?.aborted) abortWith();
+    else o.signal?.addEventListener('abort', abortWith, { once: true });
     lock[kNative].whenLost().then((r) => {
       if (r === true) {
         controller.abort(new LockNotOwnedError(`lock ${inspect(lock.name)} was lost while it was in use`));

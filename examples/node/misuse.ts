@@ -73,13 +73,16 @@ export async function misuse(client: Client, lock: Lock): Promise<void> {
   await client.acquireSemaphore('slots', { permits: 1 });
   // @ts-expect-error tryAcquire: true may give null
   const slot: Lock = await client.acquireSemaphore('slots', { limit: 2, tryAcquire: true });
+  const maybe: boolean = Math.random() < 0.5;
+  // @ts-expect-error tryAcquire given as a boolean may give null
+  const readSide: Lock = await client.acquireRead('prices', { tryAcquire: maybe });
   // @ts-expect-error a read-write lock has no limit
   await client.acquireRead('prices', { limit: 2 });
   const opts: AcquireOptions = {
     // @ts-expect-error wait is a number of milliseconds
     wait: '10s',
   };
-  void [token, fence, held, s, released, fake, timeout, opts, slot];
+  void [token, fence, held, s, released, fake, timeout, opts, slot, readSide];
 }
 
 // The error tree: an unconfirmed release is a LockNotOwnedError, every one a LockError and an Error.

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
@@ -373,6 +374,8 @@ pub struct NativeLock {
     /// Told whether the lock was lost (true) or let go (false), for
     /// `whenLost()`.
     lost_tx: Arc<Mutex<Option<oneshot::Sender<bool>>>>,
+    /// Found lost before or by its release (the handle is gone then).
+    lost_at_release: Arc<AtomicBool>,
 }
 
 impl NativeLock {
@@ -382,6 +385,7 @@ impl NativeLock {
             fence: lock.fence_if_drawn().and_then(|f| i64::try_from(f).ok()),
             held: Mutex::new(Some(Arc::new(lock))),
             lost_tx: Arc::default(),
+            lost_at_release: Arc::default(),
         }
     }
 
@@ -416,7 +420,8 @@ impl NativeLock {
     /// True once renewal, an extend or a release found the lock gone.
     #[napi(getter)]
     pub fn lost(&self) -> bool {
-        locked(&self.held).as_ref().is_some_and(|l| l.is_lost())
+        self.lost_at_release.load(Ordering::Relaxed)
+            || locked(&self.held).as_ref().is_some_and(|l| l.is_lost())
     }
 
     /// True while this handle has not been released.
@@ -437,12 +442,18 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<undefined | Failure>")]
     pub fn release<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         let lock = self.current();
-        if lock.is_ok() {
+        if let Ok(lock) = &lock {
+            self.lost_at_release
+                .store(lock.is_lost(), Ordering::Relaxed);
             *locked(&self.held) = None;
         }
         let lost_tx = self.lost_tx.clone();
+        let lost_at_release = self.lost_at_release.clone();
         promise(env, async move {
             let released = sole(lock?).await.release_async().await;
+            if matches!(&released, Err(e) if e.kind() == ErrorKind::NotOwner) {
+                lost_at_release.store(true, Ordering::Relaxed);
+            }
             if let Some(tx) = locked(&lost_tx).take() {
                 let _ = tx.send(released.is_err());
             }

@@ -108,9 +108,21 @@ test('release and extend of a lock taken over reject with LockNotOwnedError and 
   await assert.rejects(lock.extend(5000), LockNotOwnedError);
   assert.equal(lock.lost, true);
   await assert.rejects(lock.release(), LockNotOwnedError);
+  assert.equal(lock.lost, true, 'still lost after the release');
   assert.equal(await server.raw.str('GET', key), 'someone-else');
   await assert.rejects(lock.release(), /already released/);
-  await server.raw.call('DEL', key);
+  assert.equal(lock.lost, true);
+  // Found gone by the release itself, with no extend before it.
+  const other = await client.acquire(key + ':2', { ttl: 5000 });
+  await server.raw.call('SET', key + ':2', 'someone-else');
+  assert.equal(other.lost, false);
+  await assert.rejects(other.release(), LockNotOwnedError);
+  assert.equal(other.lost, true);
+  // A release that released: not lost.
+  const mine = await client.acquire(key + ':3');
+  await mine.release();
+  assert.equal(mine.lost, false);
+  await server.raw.call('DEL', key, key + ':2');
 });
 
 test('a key of another type rejects with LockWrongTypeError and is left untouched', async () => {

@@ -129,6 +129,26 @@ test('using with a stolen lock aborts the signal and rejects with LockNotOwnedEr
   await server.raw.call('DEL', key);
 });
 
+test('using: a signal aborted just after the acquisition reaches fn', async () => {
+  const key = keyFor();
+  const shutdown = new AbortController();
+  // Abort in the gap between the acquisition's end (it stops listening)
+  // and fn's start.
+  const remove = shutdown.signal.removeEventListener.bind(shutdown.signal);
+  shutdown.signal.removeEventListener = (...args) => {
+    remove(...args);
+    shutdown.abort(new Error('shutdown'));
+  };
+  let seen;
+  const value = await client.using(key, { signal: shutdown.signal }, async (signal) => {
+    seen = signal.reason;
+    return signal.aborted;
+  });
+  assert.equal(value, true, 'fn started with its signal aborted');
+  assert.equal(seen.message, 'shutdown');
+  assert.equal(await server.raw.call('EXISTS', key), 0, 'released after fn');
+});
+
 test('using releases when fn throws, and rethrows fn\'s error', async () => {
   const key = keyFor();
   const boom = new Error('boom');
@@ -153,9 +173,9 @@ test('1,000 waiters share the client\'s connections while a timer keeps ticking'
   try {
     let order = 0;
     const served = [];
-    const waiters = Array.from({ length: 1000 }, (_, i) =>
+    const waiters = Array.from({ length: 1000 }, () =>
       many.acquire(key, { ttl: 60000, wait: 300000 }).then(async (lock) => {
-        served.push(i);
+        served.push(lock.token.toString());
         order += 1;
         await lock.release();
       }),
@@ -165,10 +185,13 @@ test('1,000 waiters share the client\'s connections while a timer keeps ticking'
     assert.ok(used >= 1 && used <= 4, `the waiting client uses ${used} connections`);
     const ticked = ticks;
     await waitUntil('the timer to tick while they wait', () => ticks >= ticked + 20);
+    // The queue's entries are `<id>:<nonce>:<ttl>:<token>`: served in that order.
+    const queue = (await server.raw.call('LRANGE', `{${key}}:queue`, 0, -1)).map((e) => e.toString().split(':').slice(3).join(':'));
     await holder.release();
     await Promise.all(waiters);
     assert.equal(order, 1000);
     assert.equal(new Set(served).size, 1000);
+    assert.deepEqual(served, queue, 'handed over in the order they queued');
     assert.equal(await server.raw.call('EXISTS', key), 0);
   } finally {
     clearInterval(timer);
