@@ -56,7 +56,7 @@ const { KINDS, OURS, ioredis, open, sleep, ROOT } = require('./impls');
 const HERE = __dirname;
 const now = () => process.hrtime.bigint();
 const THEIRS = KINDS.filter((k) => !OURS.includes(k));
-const CONTENDED_KINDS = ['redislock', 'redlock', 'helper'];
+const CONTENDED_KINDS = ['redislock', 'redislock-unfenced', 'redlock', 'helper'];
 
 // ---------------------------------------------------------------- arguments
 
@@ -740,11 +740,14 @@ async function contended(port, args, emit) {
     impl[kind] = m;
   }
   const rat = {};
-  for (const theirs of THEIRS) {
-    rat[`redislock/${theirs}`] = {
-      acq_per_s: ratios(recs.redislock.map((r) => r.acq_per_s), recs[theirs].map((r) => r.acq_per_s)),
-      jain: ratios(recs.redislock.map((r) => r.jain), recs[theirs].map((r) => r.jain)),
-    };
+  for (const ours of OURS) {
+    for (const theirs of THEIRS) {
+      rat[`${ours}/${theirs}`] = {
+        acq_per_s: ratios(recs[ours].map((r) => r.acq_per_s), recs[theirs].map((r) => r.acq_per_s)),
+        jain: ratios(recs[ours].map((r) => r.jain), recs[theirs].map((r) => r.jain)),
+        cmds_per_acq: ratios(recs[ours].map((r) => r.cmds_per_acq), recs[theirs].map((r) => r.cmds_per_acq)),
+      };
+    }
   }
   return {
     rounds: args.contendedRounds,
@@ -777,9 +780,11 @@ function printContended(s) {
   const errs = Object.entries(s.impls).flatMap(([kind, m]) =>
     Object.entries(m.errors_by_kind).map(([k, v]) => `- ${kind}: ${v} × ${k}`));
   if (errs.length) out.push('', 'Errors (acquire or release), summed over rounds:', '', ...errs);
-  out.push('', 'redislock / theirs, median (min-max) of the ratios inside each round (above 1: ours is higher):', '');
-  out.push('| pair | acq/s | Jain |', '|---|---|---|');
-  for (const [pair, r] of Object.entries(s.ratios)) out.push(`| ${pair} | ${fmtRatio(r.acq_per_s)} | ${fmtRatio(r.jain)} |`);
+  out.push('', 'ours / theirs, median (min-max) of the ratios inside each round (acq/s and Jain above 1: ours is higher; cmds/acq below 1: ours sends fewer):', '');
+  out.push('| pair | acq/s | Jain | cmds/acq |', '|---|---|---|---|');
+  for (const [pair, r] of Object.entries(s.ratios)) {
+    out.push(`| ${pair} | ${fmtRatio(r.acq_per_s)} | ${fmtRatio(r.jain)} | ${fmtRatio(r.cmds_per_acq)} |`);
+  }
   return out.join('\n');
 }
 
