@@ -64,7 +64,7 @@ lint:
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets --features python -- -D warnings
 	CARGO_TARGET_DIR=$(CURDIR)/target/node $(CARGO) clippy --lib --no-default-features --features node,tls -- -D warnings
-	node --check bindings/node/index.js && node --check bindings/node/build.js
+	for f in $$(git ls-files '*.js'); do node --check $$f || exit 1; done
 
 ## make wheel: build the Python wheel the way `pip install .` does (maturin, PEP 517)
 wheel: deps
