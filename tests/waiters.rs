@@ -199,16 +199,18 @@ fn a_retry_that_cannot_connect_queues_again_when_the_server_is_back() {
             .unwrap()
             == 1
     });
-    // Its command connections go and the port closes (Redis 7 moves the
-    // listener at once); the subscriber and this connection stay.
+    // The port closes (Redis 7 moves the listener at once), then its
+    // command connections go; the subscriber and this connection stay. In
+    // the other order a retry between the two could connect again, and its
+    // connection would outlive the port.
     let port = srv.port;
-    common::kill_clients(&mut raw, "normal");
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("port")
         .arg(common::free_port())
         .query(&mut raw)
         .unwrap();
+    common::kill_clients(&mut raw, "normal");
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "the port still takes connections"
