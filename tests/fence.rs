@@ -344,3 +344,32 @@ fn renewal_keeps_the_holders_fence_as_long_as_the_lock() {
     lock.release().unwrap();
     assert_only_counters(&mut raw, 1);
 }
+
+/// A fenced acquisition that was handed over returns with its fence drawn
+/// (as a fenced one taken at once does): no request is left for `fence()`.
+#[test]
+fn a_fenced_hand_off_returns_with_its_fence() {
+    let srv = Server::start();
+    let client = Client::open(&srv.url()).unwrap();
+    let fenced = redislock::AcquireOptions::new(10 * S).fenced(true);
+    let holder = client.acquire_with("fh", fenced.clone()).unwrap();
+    let first = holder.fence_if_drawn().expect("drawn at once");
+    let waiter = {
+        let client = client.clone();
+        let opts = fenced.clone().wait(Wait::Timeout(30 * S));
+        thread::spawn(move || client.acquire_with("fh", opts))
+    };
+    wait_until("the waiter to queue", 10 * S, || {
+        client.stats().waiters_now == 1
+    });
+    holder.release().unwrap();
+    let lock = waiter.join().unwrap().unwrap();
+    assert_eq!(
+        client.stats().acquired_handed_over,
+        1,
+        "it came by hand-off"
+    );
+    let drawn = lock.fence_if_drawn().expect("drawn before it returned");
+    assert!(drawn > first, "{drawn} > {first}");
+    lock.release().unwrap();
+}
