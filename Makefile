@@ -62,6 +62,7 @@ lint:
 	for f in $$(git ls-files 'bindings/ruby/*.rb' 'bindings/ruby/*.gemspec' 'examples/*.rb'); do \
 		ruby -wc $$f >/dev/null || exit 1; done
 	$(CARGO) clippy --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 	$(CARGO) clippy --all-targets --features python -- -D warnings
 	CARGO_TARGET_DIR=$(CURDIR)/target/node $(CARGO) clippy --lib --no-default-features --features node,tls -- -D warnings
 	for f in $$(git ls-files '*.js'); do node --check $$f || exit 1; done

@@ -74,6 +74,27 @@ typedef enum redislock_status {
 } redislock_status;
 
 /**
+ * How much a finding of `redislock_doctor` matters. Values are stable:
+ * new ones are only ever added at the end.
+ */
+typedef enum redislock_severity {
+  /**
+   * Checked, and nothing to change.
+   */
+  REDISLOCK_SEVERITY_OK = 0,
+  /**
+   * Safe as the server runs now, but slow, or unsafe after a rare
+   * failure (a restart, a failover), or the check could not be made.
+   */
+  REDISLOCK_SEVERITY_WARNING = 1,
+  /**
+   * Locks can have two owners in normal operation, fencing numbers can
+   * go backwards, or locks cannot be used at all.
+   */
+  REDISLOCK_SEVERITY_UNSAFE = 2,
+} redislock_severity;
+
+/**
  * A connection pool and renewal thread for one Redis deployment.
  *
  * Thread safety: one client may be used from many threads at once.
@@ -95,6 +116,13 @@ typedef struct redislock_client redislock_client;
  * lock held.
  */
 typedef struct redislock_lock redislock_lock;
+
+/**
+ * What `redislock_doctor` found: a list of findings and the text
+ * `redislock doctor` prints. Owned by the caller; free it with
+ * `redislock_report_free`. Read-only: may be read from several threads.
+ */
+typedef struct redislock_report redislock_report;
 
 /**
  * The check `redislock_set_interrupt` installs: nonzero ends the wait.
@@ -278,6 +306,40 @@ typedef struct redislock_stats {
   uint64_t permits_held_now;
 } redislock_stats;
 
+/**
+ * One finding of `redislock_doctor`: one check on one server. Every
+ * string is NUL-terminated UTF-8, owned by the report and valid until
+ * `redislock_report_free`; `fix` is "" when nothing needs to change.
+ *
+ * Growth rule: fields are only ever appended. The library allocates the
+ * struct and a program reads the fields it knows, so a program built
+ * against this header keeps working with later libraries.
+ */
+typedef struct redislock_finding {
+  /**
+   * How much it matters.
+   */
+  enum redislock_severity severity;
+  /**
+   * Which check (`eviction`, `scripting`, `time`, `pubsub`,
+   * `persistence`, `replication`, `clients`, `cluster`, `latency`, …):
+   * stable names, to match on.
+   */
+  const char *check;
+  /**
+   * The server (`host:port` or socket path, never credentials).
+   */
+  const char *server;
+  /**
+   * What was found, and why it matters for a lock.
+   */
+  const char *message;
+  /**
+   * What to change.
+   */
+  const char *fix;
+} redislock_finding;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -290,7 +352,8 @@ extern "C" {
  * `redis+sentinel://[user:password@]host:port[,...]/service` or
  * `redis+cluster://[user:password@]host:port[,...]` (`rediss+` for TLS),
  * optionally with `?connect_timeout=2s&command_timeout=2s&tls_ca_file=/path.pem`
- * (and for Sentinel `sentinel_user`/`sentinel_password`; see the README).
+ * (and for Sentinel `sentinel_user`/`sentinel_password`; see
+ * `docs/deployments.md`).
  * `out`: on success receives a new client, owned by the caller, to be
  * freed with `redislock_client_free`; untouched on failure.
  *
@@ -663,6 +726,55 @@ size_t redislock_last_error(char *buf, size_t cap);
  * any value, even one outside the enum, is safe to pass.
  */
 const char *redislock_status_str(int status);
+
+/**
+ * Check every server `client`'s locks may reach for what makes a lock
+ * unsafe or slow (eviction policy, scripting, `TIME` and pub/sub refused,
+ * persistence, replicas without `min-replicas-to-write`, `maxclients`
+ * headroom, cluster state, Sentinel quorum, round trip) and run one lock
+ * cycle; the same checks as `redislock doctor`. A few round trips per
+ * server; nothing is left on the server.
+ *
+ * `client`: borrowed. `out`: on success receives a new report owned by
+ * the caller (free it with `redislock_report_free`); untouched on failure.
+ * Returns `REDISLOCK_OK` whatever was found (see
+ * `redislock_report_is_safe`), `REDISLOCK_CONNECTION` when the server (or
+ * every sentinel, or every cluster node) cannot be reached,
+ * `REDISLOCK_NO_QUORUM` when a majority of Redlock servers cannot, and
+ * `REDISLOCK_SERVER` when it refuses the credentials.
+ */
+enum redislock_status redislock_doctor(const struct redislock_client *client,
+                                       struct redislock_report **out);
+
+/**
+ * How many findings `report` holds (0 when it is NULL).
+ */
+size_t redislock_report_count(const struct redislock_report *report);
+
+/**
+ * Finding `i` (from 0) of `report`, borrowed from it; NULL when `report`
+ * is NULL or `i` is out of range.
+ */
+const struct redislock_finding *redislock_report_finding(const struct redislock_report *report,
+                                                         size_t i);
+
+/**
+ * True when no finding of `report` is `REDISLOCK_SEVERITY_UNSAFE` (false
+ * when `report` is NULL): what `redislock doctor`'s exit status 0 means.
+ */
+bool redislock_report_is_safe(const struct redislock_report *report);
+
+/**
+ * The report as `redislock doctor` prints it: one line per finding, each
+ * fix on the next line, then a verdict line. Borrowed from `report`
+ * (NUL-terminated UTF-8); NULL when `report` is NULL.
+ */
+const char *redislock_report_text(const struct redislock_report *report);
+
+/**
+ * Free a report and every string of its findings. NULL is a no-op.
+ */
+void redislock_report_free(struct redislock_report *report);
 
 /**
  * The library's version, a static NUL-terminated string such as "0.1.0".

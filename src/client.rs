@@ -24,7 +24,34 @@ use crate::stats::{Counters, Event, Stats};
 
 pub(crate) mod shared;
 
-/// Settings for [`Client`], made by [`Client::builder`].
+/// Settings for [`Client`], made by [`Client::builder`] (one server, a
+/// Sentinel service or a Cluster) or [`Client::redlock`] (several
+/// independent servers). Each setting the builder takes wins over the
+/// same option in the URL; [`ClientBuilder::build`] validates them all and
+/// makes the client without connecting.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{Client, ErrorKind, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let url = redis.url();
+/// let client = Client::builder(url)
+///     .connect_timeout(Duration::from_millis(500))
+///     .command_timeout(Duration::from_secs(1))
+///     .build()?;
+/// let lock = client.acquire("reports", Duration::from_secs(10), Wait::TryOnce)?;
+/// lock.release()?;
+///
+/// // Bad settings are refused by build(), before any I/O.
+/// let err = Client::builder("redis://127.0.0.1:6379?connect_timeout=soon")
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+/// # Ok::<(), redislock::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     urls: Vec<String>,
@@ -32,15 +59,22 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Time to establish a connection (default 2 s; also `?connect_timeout=`
-    /// in the URL).
+    /// Time to establish a connection: TCP connect, TLS handshake, `AUTH`
+    /// and `SELECT` together (default 2 s,
+    /// [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT); also
+    /// `?connect_timeout=` in the URL). When it runs out the operation fails
+    /// with [`Error::Connection`](crate::Error::Connection).
     pub fn connect_timeout(mut self, d: Duration) -> Self {
         self.settings.connect_timeout = Some(d);
         self
     }
 
-    /// Time to wait for one reply (default 2 s; also `?command_timeout=` in
-    /// the URL).
+    /// Time to wait for one reply (default 2 s,
+    /// [`DEFAULT_COMMAND_TIMEOUT`](crate::DEFAULT_COMMAND_TIMEOUT); also
+    /// `?command_timeout=` in the URL). A wait for a held lock is not one
+    /// reply: [`Wait`] bounds that. When it runs out the operation fails with
+    /// [`Error::Connection`](crate::Error::Connection) and the connection is
+    /// closed.
     pub fn command_timeout(mut self, d: Duration) -> Self {
         self.settings.command_timeout = Some(d);
         self
@@ -56,15 +90,24 @@ impl ClientBuilder {
     }
 
     /// Redlock only: how long an operation waits for a node's reply before
-    /// counting it as failed (default: 1/200 of the lock's TTL, at least
-    /// 10 ms, at most the command timeout; 200 ms for release and reads).
-    /// The URLs' `?node_timeout=` says the same; this wins.
+    /// counting it as failed (default: a tenth of the lock's TTL, at least
+    /// 10 ms, at most the command timeout; 1 s, at most the command timeout,
+    /// for release and reads). The URLs' `?node_timeout=` says the same;
+    /// this wins. [`ClientBuilder::build`] refuses one below 1 ms or above
+    /// an hour.
     pub fn node_timeout(mut self, d: Duration) -> Self {
         self.settings.node_timeout = Some(d);
         self
     }
 
-    /// Validate everything and make the client. Does not connect.
+    /// Validate everything and make the client. Does not connect: a client
+    /// made while Redis is down works once it is up, and connection errors
+    /// surface on the first operation.
+    ///
+    /// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+    /// a URL that does not parse or has an unknown scheme, a bad option in
+    /// it (`?connect_timeout=soon`), a zero timeout, a TLS root certificate
+    /// that cannot be read or holds no PEM certificate, or no URL at all.
     pub fn build(self) -> Result<Client> {
         let stats = Arc::new(Counters::default());
         Ok(Client {
@@ -90,9 +133,44 @@ struct Inner {
     async_ops: std::sync::OnceLock<Arc<dyn AsyncDeployment>>,
 }
 
-/// A handle to one Redis server (the single-server deployment). Clone it
-/// freely; it is `Send + Sync` and every clone shares one connection pool and
-/// one renewal thread.
+/// A handle to a Redis deployment: one server, a Sentinel service, a
+/// Cluster, or Redlock over independent servers ([`Client::redlock`]), all
+/// behind the same operations. Clone it freely; it is `Send + Sync` and
+/// every clone shares one connection pool, one renewal thread and one set of
+/// [`Stats`].
+///
+/// Operations by lock name ([`Client::acquire`], [`Client::inspect`], the
+/// `*_token` calls) each cost one round trip when nothing has to be waited
+/// for; [`Client::acquire`] gives a [`Lock`] handle that releases on drop.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{Client, ErrorKind, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let url = redis.url();
+/// // url: "redis://127.0.0.1:6379/0", "unix:///run/redis/redis.sock?db=0", ...
+/// let client = Client::open(url)?; // validates the URL; connects on first use
+/// let lock = client.acquire("jobs:nightly", Duration::from_secs(30), Wait::TryOnce)?;
+/// assert!(client.is_locked("jobs:nightly")?);
+///
+/// // Any other owner (here a clone; the same from another process or
+/// // language) finds it held: `Wait::TryOnce` fails at once.
+/// let other = client.clone();
+/// let err = other
+///     .acquire("jobs:nightly", Duration::from_secs(30), Wait::TryOnce)
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::NotAcquired);
+///
+/// let info = client.inspect("jobs:nightly")?; // one round trip
+/// assert_eq!(info.holder.as_deref(), Some(lock.token()));
+///
+/// lock.release()?;
+/// assert!(!client.is_locked("jobs:nightly")?);
+/// # Ok::<(), redislock::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -107,24 +185,57 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// The servers, for `doctor`.
+    pub(crate) fn deployment(&self) -> &Arc<dyn Deployment> {
+        &self.inner.deployment
+    }
+
     /// A client for `redis://[user:password@]host:port[/db]`,
     /// `rediss://…` (TLS), `unix:///path.sock[?db=N]`,
     /// `redis+sentinel://…/service` or `redis+cluster://…` (`rediss+…` for
     /// TLS), with the default
     /// timeouts (which `?connect_timeout=500ms&command_timeout=1s` in the URL
     /// change). Validates the URL; does not connect.
+    ///
+    /// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+    /// a URL it cannot use (see [`ClientBuilder::build`]); the message never
+    /// shows the password.
     pub fn open(url: &str) -> Result<Client> {
         Client::builder(url).build()
     }
 
-    /// A builder for a client with non-default settings.
+    /// A builder for a client of `url` (any form [`Client::open`] takes)
+    /// with non-default settings: timeouts, a private CA.
     pub fn builder(url: &str) -> ClientBuilder {
         Client::redlock([url])
     }
 
     /// A builder for a Redlock client over independent servers (one URL
-    /// gives a single-server client). See the README's Redlock section for the
+    /// gives a single-server client). See `docs/deployments.md` for the
     /// algorithm; fencing numbers are advisory there.
+    ///
+    /// Each operation runs on every node at once and returns as soon as
+    /// the replies decide it: an acquisition holds once a majority
+    /// (N/2 + 1) granted it within its validity, and fails with
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too few nodes
+    /// answer. Waiting is by retries (no queue, no hand-off).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redislock::{Client, Wait};
+    ///
+    /// # use redislock::__doctest::Server;
+    /// # let (a, b, c) = (Server::start(), Server::start(), Server::start());
+    /// # let urls = [a.url(), b.url(), c.url()];
+    /// // urls: ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]
+    /// let client = Client::redlock(urls).build()?;
+    /// let lock = client.acquire("ledger", Duration::from_secs(10), Wait::TryOnce)?;
+    /// assert!(client.is_locked("ledger")?); // a majority holds it
+    /// lock.release()?; // on every node
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
     pub fn redlock<I, S>(urls: I) -> ClientBuilder
     where
         I: IntoIterator<Item = S>,
@@ -136,7 +247,9 @@ impl Client {
         }
     }
 
-    /// The server address (never with credentials).
+    /// The server address for messages and logs, never with credentials:
+    /// `host:port`, the socket path, or a description of a Sentinel,
+    /// Cluster or Redlock deployment.
     pub fn addr(&self) -> String {
         self.inner.deployment.describe()
     }
@@ -199,8 +312,16 @@ impl Client {
     ///
     /// Errors: [`Error::NotAcquired`](crate::Error::NotAcquired) when the wait ran out,
     /// [`Error::WrongType`](crate::Error::WrongType) when the key is not a lock (it is left alone),
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) before any I/O for bad arguments, and
-    /// [`Error::Connection`](crate::Error::Connection) / [`Error::Server`](crate::Error::Server).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) before any I/O for bad arguments
+    /// (an empty or over-long name or token, a TTL outside 1 ms ..=
+    /// [`MAX_TTL`](crate::MAX_TTL)), [`Error::NoQuorum`](crate::Error::NoQuorum)
+    /// over Redlock, and [`Error::Connection`](crate::Error::Connection) /
+    /// [`Error::Server`](crate::Error::Server) / [`Error::Unavailable`](crate::Error::Unavailable).
+    ///
+    /// Costs one round trip when the lock is free (with
+    /// [`AcquireOptions::fenced`](crate::AcquireOptions::fenced) too); a wait
+    /// adds the retries and the wake-up, which come through the client's
+    /// subscriber connection (shared by all its waiters).
     pub fn acquire_with(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
         self.acquire_as(key.as_ref(), Kind::Lock, opts)
     }
@@ -275,7 +396,9 @@ impl Client {
 
     /// Release the lock `key` if it still holds `token` (the request-id
     /// pattern: no handle needed). `Ok(false)` when it does not: it expired,
-    /// or another owner holds it, and nothing was changed.
+    /// or another owner holds it, and nothing was changed. One round trip; a
+    /// waiter queued for the lock is handed it as by [`Lock::release`].
+    /// See [`Lock::forget`] for an example.
     pub fn release_token(&self, key: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
         check_key_token(key, token)?;
@@ -286,7 +409,7 @@ impl Client {
     /// The fencing number of the lock `key` held with `token` (no handle
     /// needed, as for [`Client::release_token`]): the one already drawn for
     /// this holder, or a new one drawn now, atomically with the check that
-    /// `token` holds the lock. `Ok(None)` when it does not.
+    /// `token` holds the lock. `Ok(None)` when it does not. One round trip.
     pub fn fence_token(
         &self,
         key: impl AsRef<[u8]>,
@@ -300,6 +423,8 @@ impl Client {
     /// Set the remaining time of the lock `key` to `ttl` if it still holds
     /// `token` (no handle needed, as for [`Client::release_token`]).
     /// `Ok(false)` when it does not: an expired lock is never re-created.
+    /// One round trip; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for a TTL outside 1 ms ..= [`MAX_TTL`](crate::MAX_TTL).
     pub fn extend_token(
         &self,
         key: impl AsRef<[u8]>,
@@ -327,14 +452,17 @@ impl Client {
         self.inner.deployment.inspect(&LockKeys::new(key))
     }
 
-    /// Whether anyone holds the lock `key` (the key exists).
+    /// Whether anyone holds the lock `key` (the key exists): one round trip,
+    /// and stale as soon as it returns. Never use it to decide to take the
+    /// lock: [`Wait::TryOnce`] does that atomically.
     pub fn is_locked(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
         self.inner.deployment.is_locked(key)
     }
 
-    /// Whether the lock `key` is held with `token` right now.
+    /// Whether the lock `key` is held with `token` right now (one round
+    /// trip).
     pub fn is_owned_by(&self, key: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> Result<bool> {
         let (key, token) = (key.as_ref(), token.as_ref());
         check_key_token(key, token)?;
@@ -394,6 +522,30 @@ impl Client {
     /// wait: the waiter leaves the queue in the background, and a lock
     /// handed to it at that very moment is released, never left held by
     /// nobody. `opts.interrupt` is not consulted: cancel by dropping.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redislock::{AcquireOptions, Client, Wait};
+    ///
+    /// # let redis = redislock::__doctest::Server::start();
+    /// # let client = Client::open(redis.url())?;
+    /// # let runtime = tokio::runtime::Runtime::new().unwrap();
+    /// # runtime.block_on(async {
+    /// let opts = AcquireOptions::new(Duration::from_secs(10)).wait(Wait::Forever);
+    /// let lock = client.acquire_with_async("import", opts.clone()).await?;
+    ///
+    /// // A second acquisition waits; dropping its future (here by a
+    /// // timeout) takes it out of the queue.
+    /// let waiting = client.acquire_with_async("import", opts);
+    /// assert!(tokio::time::timeout(Duration::from_millis(100), waiting).await.is_err());
+    ///
+    /// lock.release_async().await?;
+    /// # Ok::<(), redislock::Error>(())
+    /// # })?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
     pub async fn acquire_with_async(
         &self,
         key: impl AsRef<[u8]>,

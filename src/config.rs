@@ -485,7 +485,22 @@ impl ParsedUrl {
 }
 
 /// Parse a duration such as `250ms`, `2s`, `1.5s`, `5m`, `1h`; a bare number
-/// is seconds.
+/// is seconds. The syntax of the URL options (`?connect_timeout=500ms`)
+/// and of the command line.
+///
+/// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+/// anything else (a negative number, an unknown unit).
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::parse_duration;
+///
+/// assert_eq!(parse_duration("250ms")?, Duration::from_millis(250));
+/// assert_eq!(parse_duration("1.5s")?, Duration::from_millis(1500));
+/// assert_eq!(parse_duration("30")?, Duration::from_secs(30));
+/// assert!(parse_duration("soon").is_err());
+/// # Ok::<(), redislock::Error>(())
+/// ```
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let t = text.trim();
     let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {

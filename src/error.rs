@@ -38,6 +38,34 @@ pub enum ErrorKind {
 
 /// A redislock error. The `Display` text is meant for people: it names the
 /// lock (lossily, and shortened when long) and suggests what to do.
+/// Programs branch on [`Error::kind`], or match the variants for their
+/// details (the enum is `#[non_exhaustive]`: keep a catch-all arm).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{Client, Error, ErrorKind, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let client = Client::open(redis.url())?;
+/// let ttl = Duration::from_secs(10);
+/// let _held = client.acquire("nightly", ttl, Wait::TryOnce)?;
+/// match client.acquire("nightly", ttl, Wait::Timeout(Duration::from_millis(50))) {
+///     Err(Error::NotAcquired { holder_ttl, .. }) => {
+///         // Held by someone else: its remaining TTL says when to retry.
+///         assert!(holder_ttl.unwrap() <= ttl);
+///     }
+///     Err(e) => return Err(e), // connection, server, ...
+///     Ok(_) => unreachable!("the lock is held"),
+/// }
+///
+/// // Bad arguments are refused before any I/O.
+/// let err = client.acquire("", ttl, Wait::TryOnce).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+/// println!("{err}"); // invalid argument: the lock name is empty
+/// # Ok::<(), redislock::Error>(())
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -223,7 +251,7 @@ impl Error {
     }
 }
 
-/// The result type of redislock.
+/// The result type of redislock: `Result<T>` is `Result<T, Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A lock name for people: UTF-8 shown as is (quoted), other bytes escaped,

@@ -1,13 +1,17 @@
 //! # redislock
 //!
-//! One Redis distributed lock for Rust, C, Python and PHP programs: the same
-//! wire protocol, the same waiting and renewal logic, from one core.
+//! One Redis distributed lock for Rust, C, Python, PHP, Ruby and Node.js
+//! programs: the same wire protocol, the same waiting and renewal logic,
+//! from one core.
 //!
-//! ```no_run
+//! ```
 //! use std::time::Duration;
 //! use redislock::{Client, Wait};
 //!
-//! let client = Client::open("redis://127.0.0.1:6379/0")?;
+//! # let redis = redislock::__doctest::Server::start();
+//! # let url = redis.url();
+//! // url: "redis://127.0.0.1:6379/0", "unix:///run/redis/redis.sock?db=0", ...
+//! let client = Client::open(url)?;
 //! let lock = client.acquire("reports", Duration::from_secs(30), Wait::Timeout(Duration::from_secs(10)))?;
 //! println!("fencing number {}", lock.fence()?); // drawn now, one round trip
 //! lock.extend(Duration::from_secs(30))?;
@@ -17,7 +21,12 @@
 //!
 //! The key holds the owner's token and nothing else (`SET key token NX PX`),
 //! so clients that use the classic hand-written pattern on the same key
-//! exclude us and are excluded. See `docs/PROTOCOL.md` for the protocol.
+//! exclude us and are excluded. See `docs/PROTOCOL.md` for the protocol,
+//! `docs/rust.md` for a guide to this API, and `docs/deployments.md` for
+//! Redlock, Sentinel, Cluster, the guarantees and the hazards.
+
+#![warn(missing_docs)]
+#![warn(rustdoc::broken_intra_doc_links, rustdoc::private_intra_doc_links)]
 
 // The layers, lowest first; each imports only from the ones above it in
 // this list.
@@ -44,6 +53,8 @@ mod lock;
 
 // then the client that makes it.
 mod client;
+// Checks of the servers' setup, on the client.
+mod doctor;
 // Bindings, on the public API only.
 pub mod ffi;
 // The runtime the async bindings share.
@@ -53,9 +64,14 @@ mod node;
 mod python;
 #[cfg(any(feature = "python", feature = "node"))]
 mod runtime;
+// The throwaway server of the documentation's examples (not API).
+#[doc(hidden)]
+#[path = "doctest_support.rs"]
+pub mod __doctest;
 
 pub use client::{Client, ClientBuilder};
 pub use config::parse_duration;
+pub use doctor::{Finding, Report, Severity};
 pub use error::{Error, ErrorKind, Result};
 pub use lock::Lock;
 pub use options::{
@@ -65,10 +81,20 @@ pub use options::{
 pub use stats::{Histogram, Stats, BUCKETS, BUCKET_BOUNDS};
 
 /// A fresh random token like the ones acquire makes: 128 bits from the
-/// operating system's generator, as 32 hex characters.
+/// operating system's generator, as 32 hex characters. For callers that
+/// pick the token before the acquire
+/// ([`AcquireOptions::token`]) to hand it on.
+///
+/// ```
+/// let token = redislock::random_token();
+/// assert_eq!(token.len(), 32);
+/// assert!(token.iter().all(u8::is_ascii_hexdigit));
+/// assert_ne!(token, redislock::random_token());
+/// ```
 pub fn random_token() -> Vec<u8> {
     protocol::new_token()
 }
 
-/// This library's version.
+/// This library's version (the crate's, `major.minor.patch`), the same
+/// string the C API's `redislock_version()` returns.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

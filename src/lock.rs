@@ -22,6 +22,43 @@ use crate::sync::locked;
 /// threads but is meant to be used by one at a time. A `Lock` inherited by a
 /// child process through `fork()` is inert there: dropping or releasing it in
 /// the child never releases the parent's lock.
+///
+/// The same handle serves a plain lock, a semaphore's permits
+/// ([`Client::acquire_semaphore`](crate::Client::acquire_semaphore)) and
+/// either side of a read-write lock
+/// ([`Client::acquire_read`](crate::Client::acquire_read)).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{Client, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let client = Client::open(redis.url())?;
+/// let lock = client.acquire("invoice:42", Duration::from_secs(10), Wait::TryOnce)?;
+///
+/// // The fencing number: drawn on the first call (one round trip), then
+/// // answered from memory. Pass it along with every write you make under
+/// // the lock.
+/// let fence = lock.fence()?;
+/// assert_eq!(lock.fence_if_drawn(), Some(fence));
+///
+/// // Set the remaining time to 30 s (not add 30 s): one round trip.
+/// lock.extend(Duration::from_secs(30))?;
+/// assert_eq!(lock.ttl(), Duration::from_secs(30));
+/// assert!(lock.owned()?);
+///
+/// // Dropping the handle releases the lock (errors are ignored) ...
+/// drop(lock);
+/// assert!(!client.is_locked("invoice:42")?);
+///
+/// // ... and the next holder's fencing number is larger.
+/// let next = client.acquire("invoice:42", Duration::from_secs(10), Wait::TryOnce)?;
+/// assert!(next.fence()? > fence);
+/// next.release()?; // release() reports errors, such as NotOwner
+/// # Ok::<(), redislock::Error>(())
+/// ```
 pub struct Lock {
     deployment: Arc<dyn Deployment>,
     /// Set when the async API took it: a drop inside a tokio runtime then
@@ -62,7 +99,8 @@ impl Lock {
         }
     }
 
-    /// The lock name.
+    /// The lock name, as given to the acquire (not the Redis key of a
+    /// semaphore or read-write lock, which is derived from it).
     pub fn key(&self) -> &[u8] {
         &self.state.keys.lock
     }
@@ -77,7 +115,7 @@ impl Lock {
     /// to the resource you protect and have it reject writes with a smaller
     /// number than it has seen. It is at least the server's clock in
     /// microseconds, so it keeps growing when the counter is lost (see the
-    /// README's hazards).
+    /// hazards in `docs/deployments.md`).
     ///
     /// Drawn on the first call, atomically with a check that this handle
     /// still holds the lock (one round trip; later calls answer from
@@ -125,7 +163,9 @@ impl Lock {
         Some(self.state.fence()).filter(|&f| f != 0)
     }
 
-    /// The TTL last set by acquire or extend.
+    /// The TTL last set by acquire or extend (background renewal renews
+    /// with it): the lock's lifetime from then, not the time it has left
+    /// (no I/O; [`Client::inspect`](crate::Client::inspect) reads that).
     pub fn ttl(&self) -> Duration {
         Duration::from_millis(self.state.ttl_ms.load(Ordering::Relaxed))
     }
@@ -159,7 +199,28 @@ impl Lock {
 
     /// Set the remaining time to `ttl` (not added to it). Fails with
     /// [`Error::NotOwner`] (and marks the lock lost) when the lock expired or
-    /// was taken over; the key is never re-created.
+    /// was taken over; the key is never re-created. One round trip (over
+    /// Redlock, a majority of the nodes must still hold it within its
+    /// validity). [`Error::InvalidArgument`] for a TTL outside 1 ms ..=
+    /// [`MAX_TTL`](crate::MAX_TTL), before any I/O. In a forked child it
+    /// fails with [`Error::NotOwner`] and sends nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redislock::{Client, ErrorKind, Wait};
+    ///
+    /// # let redis = redislock::__doctest::Server::start();
+    /// # let client = Client::open(redis.url())?;
+    /// let lock = client.acquire("report", Duration::from_millis(50), Wait::TryOnce)?;
+    /// std::thread::sleep(Duration::from_millis(100)); // its TTL runs out
+    /// let err = lock.extend(Duration::from_secs(10)).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::NotOwner);
+    /// assert!(lock.is_lost());
+    /// assert!(!client.is_locked("report")?); // not re-created
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
     pub fn extend(&self, ttl: Duration) -> Result<()> {
         let ttl_ms = ttl_millis(ttl)?;
         if !self.in_owner_process() {
@@ -249,7 +310,27 @@ impl Lock {
     /// Let go of the handle without releasing: the lock stays held on the
     /// server until it expires or is released by token
     /// ([`Client::release_token`](crate::Client::release_token)). Renewal stops. This is the request-id
-    /// pattern, where acquire and release happen in different places.
+    /// pattern, where acquire and release happen in different places. No
+    /// I/O.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redislock::{AcquireOptions, Client};
+    ///
+    /// # let redis = redislock::__doctest::Server::start();
+    /// # let client = Client::open(redis.url())?;
+    /// let opts = AcquireOptions::new(Duration::from_secs(60)).token("request-9");
+    /// client.acquire_with("upload:9", opts)?.forget(); // still held
+    /// assert!(client.is_owned_by("upload:9", "request-9")?);
+    ///
+    /// // Later, elsewhere (another request, another process, another
+    /// // language): release by token.
+    /// assert!(client.release_token("upload:9", "request-9")?);
+    /// assert!(!client.release_token("upload:9", "request-9")?); // nothing left
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
     pub fn forget(mut self) {
         self.done = true;
         if self.in_owner_process() {

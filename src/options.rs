@@ -19,6 +19,43 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long an acquire may wait for a held lock.
+///
+/// A waiter queues: a release by this library (in any language) hands the
+/// lock straight to the longest waiter, and a lock that expires or is
+/// released by another client is noticed by retries that never sleep past
+/// the holder's remaining TTL. Over Redlock, waiting is by retries only.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{Client, ErrorKind, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let client = Client::open(redis.url())?;
+/// let ttl = Duration::from_secs(10);
+/// let held = client.acquire("batch", ttl, Wait::TryOnce)?;
+///
+/// // TryOnce: one attempt (one round trip), then NotAcquired.
+/// let err = client.acquire("batch", ttl, Wait::TryOnce).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::NotAcquired);
+///
+/// // Timeout: queue for at most this long, then NotAcquired.
+/// let wait = Wait::Timeout(Duration::from_millis(100));
+/// let err = client.acquire("batch", ttl, wait).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::NotAcquired);
+///
+/// // Forever: until the lock is handed over (here by a release).
+/// let waiter = {
+///     let client = client.clone();
+///     std::thread::spawn(move || client.acquire("batch", ttl, Wait::Forever))
+/// };
+/// std::thread::sleep(Duration::from_millis(50));
+/// held.release()?;
+/// let lock = waiter.join().unwrap()?;
+/// lock.release()?;
+/// # Ok::<(), redislock::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
     /// One attempt; fail with [`Error::NotAcquired`](crate::Error::NotAcquired) at once when held.
@@ -35,11 +72,43 @@ pub enum Wait {
 /// returns true the wait ends as if its deadline had passed: the waiter
 /// leaves the queue and the acquisition fails with [`Error::NotAcquired`](crate::Error::NotAcquired)
 /// (or keeps a lock handed to it in that very moment).
+///
+/// Only the blocking acquisitions consult it; an async one is cancelled by
+/// dropping its future.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use redislock::{AcquireOptions, Client, ErrorKind, Interrupt, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let client = Client::open(redis.url())?;
+/// let _held = client.acquire("nightly", Duration::from_secs(60), Wait::TryOnce)?;
+///
+/// let shutdown = Arc::new(AtomicBool::new(false));
+/// let flag = shutdown.clone();
+/// let opts = AcquireOptions::new(Duration::from_secs(60))
+///     .wait(Wait::Forever)
+///     .interrupt(Interrupt::new(move || flag.load(Ordering::Relaxed)));
+/// std::thread::spawn(move || {
+///     std::thread::sleep(Duration::from_millis(50));
+///     shutdown.store(true, Ordering::Relaxed);
+/// });
+/// // Ends within about 100 ms of the flag being set.
+/// let err = client.acquire_with("nightly", opts).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::NotAcquired);
+/// # Ok::<(), redislock::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Interrupt(Arc<dyn Fn() -> bool + Send + Sync>);
 
 impl Interrupt {
-    /// Wrap the check.
+    /// Wrap `check`, a cheap test (an atomic load, a signal flag) that
+    /// returns true when the wait should end. It runs on the waiting thread,
+    /// at least every 100 ms while it waits.
     pub fn new(check: impl Fn() -> bool + Send + Sync + 'static) -> Interrupt {
         Interrupt(Arc::new(check))
     }
@@ -59,7 +128,29 @@ impl std::fmt::Debug for Interrupt {
 /// The longest slice of a wait that has an [`Interrupt`].
 pub(crate) const INTERRUPT_SLICE: Duration = Duration::from_millis(100);
 
-/// Options for one acquisition.
+/// Options for one acquisition, for [`Client::acquire_with`](crate::Client::acquire_with),
+/// the semaphores and the read-write locks. Start from
+/// [`AcquireOptions::new`] and chain the setters; the fields are public too.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{AcquireOptions, Client, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let client = Client::open(redis.url())?;
+/// let opts = AcquireOptions::new(Duration::from_secs(10))
+///     .wait(Wait::Timeout(Duration::from_secs(5)))
+///     .token("request-7f3a") // the caller's own token, e.g. a request id
+///     .fenced(true) // the fencing number comes with the acquire
+///     .auto_renew(true); // renewed about every 3.3 s until released
+/// let lock = client.acquire_with("payments", opts)?;
+/// assert_eq!(lock.token(), b"request-7f3a");
+/// assert!(lock.fence_if_drawn().is_some()); // no further round trip
+/// lock.release()?;
+/// # Ok::<(), redislock::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct AcquireOptions {
     /// How long the lock lives unless extended (at least 1 ms, at most
@@ -83,7 +174,10 @@ pub struct AcquireOptions {
 }
 
 impl AcquireOptions {
-    /// Options with this TTL, no wait, a random token and no renewal.
+    /// Options with this TTL, no wait ([`Wait::TryOnce`]), a random token,
+    /// no renewal, and the fencing number drawn on demand. The TTL is
+    /// checked by the acquire (1 ms ..= [`MAX_TTL`], in whole
+    /// milliseconds), not here.
     pub fn new(ttl: Duration) -> AcquireOptions {
         AcquireOptions {
             ttl,
@@ -101,19 +195,29 @@ impl AcquireOptions {
         self
     }
 
-    /// Set how long to wait.
+    /// Set how long to wait while the lock is held (see [`Wait`]).
     pub fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
         self
     }
 
-    /// Use the caller's token instead of a random one.
+    /// Use the caller's token instead of a random one: any bytes, 1 to
+    /// [`MAX_KEY_LEN`] of them (checked by the acquire, which refuses an
+    /// empty one with [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
+    /// It must be unique to this owner: whoever knows it can extend and
+    /// release the lock ([`Client::release_token`](crate::Client::release_token)).
     pub fn token(mut self, token: impl Into<Vec<u8>>) -> Self {
         self.token = Some(token.into());
         self
     }
 
-    /// Renew in the background.
+    /// Renew in the background (see
+    /// [`AcquireOptions::auto_renew`](AcquireOptions#structfield.auto_renew)):
+    /// the client's renewal thread extends the lock to its TTL at about a
+    /// third of it (locks that fall due together share one pipelined round
+    /// trip), until it is released, dropped
+    /// or found lost ([`Lock::is_lost`](crate::Lock::is_lost),
+    /// [`Lock::on_lost`](crate::Lock::on_lost)).
     pub fn auto_renew(mut self, on: bool) -> Self {
         self.auto_renew = on;
         self
@@ -160,6 +264,8 @@ pub struct SharedInfo {
 /// One holder of a semaphore or a read-write lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
+    /// The holder's token (as for a lock, the value it releases and extends
+    /// with: [`Lock::token`](crate::Lock::token) of its handle).
     pub token: Vec<u8>,
     /// How long its lease still runs.
     pub ttl: Duration,
@@ -167,6 +273,9 @@ pub struct Holder {
     pub permits: u32,
     /// Whether it is a read-write lock's writer.
     pub writer: bool,
+    /// Its fencing number, drawn when it was admitted (every holder of a
+    /// semaphore or a read-write lock has one): strictly greater than any
+    /// number handed out before for this name.
     pub fence: u64,
 }
 

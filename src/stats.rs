@@ -60,14 +60,33 @@ pub const BUCKET_BOUNDS: [Duration; BUCKETS - 1] = {
     out
 };
 
-/// A distribution of durations in fixed buckets.
+/// A distribution of durations in fixed buckets ([`BUCKET_BOUNDS`]), as
+/// [`Stats::wait`] and [`Stats::held`] give it: what a Prometheus histogram
+/// exports, and the quantiles estimated from it.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{Histogram, BUCKET_BOUNDS};
+///
+/// // Four durations between 1 ms and 2 ms: all in the bucket up to 2.5 ms.
+/// let i = BUCKET_BOUNDS.iter().position(|&b| b == Duration::from_micros(2_500)).unwrap();
+/// let mut h = Histogram::default();
+/// h.count = 4;
+/// h.sum = Duration::from_millis(6);
+/// h.max = Duration::from_millis(2);
+/// h.buckets[i] = 4;
+/// assert_eq!(h.p50(), Duration::from_micros(1_750)); // halfway through the bucket
+/// assert_eq!(h.p99(), Duration::from_millis(2)); // never above the longest
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Histogram {
     /// How many durations were recorded.
     pub count: u64,
-    /// Their sum.
+    /// Their sum (the mean is `sum / count`).
     pub sum: Duration,
-    /// The longest.
+    /// The longest one recorded (zero when none was).
     pub max: Duration,
     /// How many fell in each bucket (not cumulative): bucket `i < BUCKETS - 1`
     /// holds those above `BUCKET_BOUNDS[i - 1]` and up to `BUCKET_BOUNDS[i]`;
@@ -126,6 +145,30 @@ impl Histogram {
 /// The fields are read one after the other while other threads may be
 /// updating them, so two fields may be a few events apart; each one is
 /// exact on its own.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use redislock::{Client, Wait};
+///
+/// # let redis = redislock::__doctest::Server::start();
+/// # let client = Client::open(redis.url())?;
+/// let lock = client.acquire("stats-demo", Duration::from_secs(10), Wait::TryOnce)?;
+/// assert_eq!(client.stats().held_now, 1);
+/// lock.release()?;
+///
+/// let stats = client.stats(); // no I/O: a few dozen atomic loads
+/// assert_eq!(stats.acquired_at_once, 1);
+/// assert_eq!(stats.releases_ok, 1);
+/// assert_eq!(stats.held_now, 0);
+/// assert_eq!(stats.wait.count, 1); // one acquisition timed
+/// println!("p99 of the waits: {:?}", stats.wait.p99());
+/// for (name, value) in stats.counters() {
+///     println!("redislock_{name} {value}"); // e.g. for an exporter
+/// }
+/// # Ok::<(), redislock::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Stats {

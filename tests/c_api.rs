@@ -513,3 +513,26 @@ fn signals_never_break_a_wait_from_c() {
     assert_eq!(verdict(&stdout), (3, 0), "{stdout}");
     assert!(out.status.success(), "{}: {stdout}", out.status);
 }
+
+#[test]
+fn doctor_from_c_with_and_without_valgrind() {
+    let (prefix, lib) = install();
+    let exe = build_c(prefix.path(), &lib, "test_doctor");
+    let safe = Server::start();
+    let unsafe_ =
+        Server::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]);
+    for valgrind in [false, true] {
+        let out = c_program(&exe, valgrind)
+            .arg(safe.url())
+            .arg(unsafe_.url())
+            .arg(dead_url())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        println!("{stdout}");
+        let (passed, failed) = verdict(&stdout);
+        assert_eq!(failed, 0, "{stdout}");
+        assert!(passed >= 30, "only {passed} checks ran");
+        assert_ok(&out, "tests/c/test_doctor");
+    }
+}

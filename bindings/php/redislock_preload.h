@@ -16,9 +16,17 @@ typedef enum redislock_status {
   REDISLOCK_UNCONFIRMED,
 } redislock_status;
 
+typedef enum redislock_severity {
+  REDISLOCK_SEVERITY_OK = 0,
+  REDISLOCK_SEVERITY_WARNING = 1,
+  REDISLOCK_SEVERITY_UNSAFE = 2,
+} redislock_severity;
+
 typedef struct redislock_client redislock_client;
 
 typedef struct redislock_lock redislock_lock;
+
+typedef struct redislock_report redislock_report;
 
 typedef int (*redislock_interrupt_fn)(void *userdata);
 
@@ -63,6 +71,14 @@ typedef struct redislock_stats {
   uint64_t acquired_writes;
   uint64_t permits_held_now;
 } redislock_stats;
+
+typedef struct redislock_finding {
+  enum redislock_severity severity;
+  const char *check;
+  const char *server;
+  const char *message;
+  const char *fix;
+} redislock_finding;
 
 enum redislock_status redislock_client_open(const char *url, struct redislock_client **out);
 
@@ -182,5 +198,19 @@ bool redislock_first_time(const char *tag, size_t tag_len);
 size_t redislock_last_error(char *buf, size_t cap);
 
 const char *redislock_status_str(int status);
+
+enum redislock_status redislock_doctor(const struct redislock_client *client,
+                                       struct redislock_report **out);
+
+size_t redislock_report_count(const struct redislock_report *report);
+
+const struct redislock_finding *redislock_report_finding(const struct redislock_report *report,
+                                                         size_t i);
+
+bool redislock_report_is_safe(const struct redislock_report *report);
+
+const char *redislock_report_text(const struct redislock_report *report);
+
+void redislock_report_free(struct redislock_report *report);
 
 const char *redislock_version(void);

@@ -3,6 +3,7 @@
 //! ```text
 //! redislock run [--url URL] [--ttl 30s] [--wait 0|10s|forever] [--on-lost kill|warn] KEY -- COMMAND [ARGS…]
 //! redislock status [--url URL] KEY
+//! redislock doctor [--url URL]
 //! ```
 //!
 //! `run` holds the lock while COMMAND runs, renewing it in the background,
@@ -14,6 +15,10 @@
 //! REDISLOCK_KEY, REDISLOCK_TOKEN and REDISLOCK_FENCE in its environment.
 //! Tokens of `run` are `run:<host>:<pid>:<random>`, so that `status` and a
 //! refused `run` can say which host and process hold a lock.
+//!
+//! `doctor` checks the servers for what makes a lock unsafe or slow and
+//! prints each finding with what to change: exit 0 when nothing makes a lock
+//! unsafe, 1 when something does, 69 when the server cannot be reached.
 
 use std::io::{IsTerminal, Write};
 use std::process::{Command, ExitCode};
@@ -100,6 +105,14 @@ enum Cmd {
         /// The lock name.
         key: String,
     },
+    /// Check the server for what makes locks unsafe or slow, and what to
+    /// change (exit 0: nothing makes them unsafe; 1: something does; 69: the
+    /// server cannot be reached).
+    Doctor {
+        /// Redis URL (default: $REDISLOCK_URL, then redis://127.0.0.1:6379).
+        #[arg(long)]
+        url: Option<String>,
+    },
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -138,6 +151,7 @@ fn main() -> ExitCode {
             run(url, ttl, wait, on_lost, grace, kind, &key, &command)
         }
         Cmd::Status { url, key } => status(url, &key),
+        Cmd::Doctor { url } => doctor(url),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -161,6 +175,13 @@ fn client(url: Option<String>) -> redislock::Result<Client> {
         })
         .unwrap_or_else(|| DEFAULT_URL.to_string());
     Client::open(&url)
+}
+
+/// Print what `Client::doctor` found; 1 when something makes a lock unsafe.
+fn doctor(url: Option<String>) -> redislock::Result<u8> {
+    let report = client(url)?.doctor()?;
+    println!("{report}");
+    Ok(u8::from(!report.is_safe()))
 }
 
 fn hostname() -> String {

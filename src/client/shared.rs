@@ -28,6 +28,37 @@ impl Client {
     /// (every node once L ≥ N − 1), a majority for L = 1: L + 1 holders
     /// on majorities need not share a node, and so could all be admitted.
     /// With fewer nodes answering, [`Error::NoQuorum`](crate::Error::NoQuorum).
+    ///
+    /// One round trip when the permits are free (the fence comes with it).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redislock::{AcquireOptions, Client, ErrorKind};
+    ///
+    /// # let redis = redislock::__doctest::Server::start();
+    /// # let client = Client::open(redis.url())?;
+    /// // At most two exports at a time, one permit each (no wait: the
+    /// // options' default is Wait::TryOnce).
+    /// let opts = AcquireOptions::new(Duration::from_secs(30));
+    /// let a = client.acquire_semaphore("exports", 2, 1, opts.clone())?;
+    /// let b = client.acquire_semaphore("exports", 2, 1, opts.clone())?;
+    /// let err = client
+    ///     .acquire_semaphore("exports", 2, 1, opts.clone())
+    ///     .unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::NotAcquired);
+    ///
+    /// let info = client.inspect_semaphore("exports")?;
+    /// assert_eq!(info.holder_count, 2);
+    /// // Each holder has its own token, lease and fencing number.
+    /// assert_ne!(a.fence_if_drawn(), b.fence_if_drawn());
+    ///
+    /// a.release()?; // gives its permit back
+    /// let c = client.acquire_semaphore("exports", 2, 1, opts)?;
+    /// # drop((b, c));
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
     pub fn acquire_semaphore(
         &self,
         key: impl AsRef<[u8]>,
@@ -41,7 +72,31 @@ impl Client {
     /// Take the read-write lock `key` shared: with any number of readers,
     /// while no writer holds it or waits for it (a queued writer stops new
     /// readers; the readers queued behind it enter together after it). As
-    /// [`Client::acquire_semaphore`] otherwise.
+    /// [`Client::acquire_semaphore`] otherwise: the handle is a [`Lock`]
+    /// with its own lease and fencing number.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redislock::{AcquireOptions, Client, ErrorKind, Wait};
+    ///
+    /// # let redis = redislock::__doctest::Server::start();
+    /// # let client = Client::open(redis.url())?;
+    /// let opts = AcquireOptions::new(Duration::from_secs(30));
+    /// let r1 = client.acquire_read("config", opts.clone())?;
+    /// let r2 = client.acquire_read("config", opts.clone())?; // readers share it
+    /// let err = client.acquire_write("config", opts.clone()).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::NotAcquired); // the writer excludes them
+    /// assert_eq!(client.inspect_rw("config")?.holder_count, 2);
+    ///
+    /// r1.release()?;
+    /// r2.release()?;
+    /// let w = client.acquire_write("config", opts.wait(Wait::Timeout(Duration::from_secs(5))))?;
+    /// assert!(client.inspect_rw("config")?.holders[0].writer);
+    /// w.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
     pub fn acquire_read(&self, key: impl AsRef<[u8]>, opts: AcquireOptions) -> Result<Lock> {
         self.acquire_as(key.as_ref(), Kind::Read, opts)
     }
@@ -52,7 +107,10 @@ impl Client {
         self.acquire_as(key.as_ref(), Kind::Write, opts)
     }
 
-    /// Who holds permits of the semaphore `key` and how many wait.
+    /// Who holds permits of the semaphore `key` and how many wait, read in
+    /// one round trip (for status displays; it may be stale at once). Holders
+    /// whose lease ran out are not shown. See [`Client::acquire_semaphore`]
+    /// for an example.
     pub fn inspect_semaphore(&self, key: impl AsRef<[u8]>) -> Result<SharedInfo> {
         let any = Kind::Semaphore {
             limit: 1,
@@ -62,7 +120,9 @@ impl Client {
     }
 
     /// Who holds the read-write lock `key` (readers, or its writer) and
-    /// how many wait.
+    /// how many wait, read in one round trip as
+    /// [`Client::inspect_semaphore`]. See [`Client::acquire_read`] for an
+    /// example.
     pub fn inspect_rw(&self, key: impl AsRef<[u8]>) -> Result<SharedInfo> {
         self.inspect_as(key.as_ref(), Kind::Read)
     }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::Result;
+use crate::net::pool::Pool;
 use crate::options::{Interrupt, LockInfo, SharedInfo, Wait};
 use crate::protocol::LockKeys;
 
@@ -63,6 +64,10 @@ pub(crate) struct Extension<'a> {
 pub(crate) trait Deployment: Send + Sync {
     /// Where the servers are, for messages (never with credentials).
     fn describe(&self) -> String;
+
+    /// The connection pools, one per server (Redlock: one per node), for
+    /// inspecting the servers themselves (see `doctor`).
+    fn pools(&self) -> Vec<&Pool>;
 
     /// Take the lock with `token` for `ttl_ms`, waiting as `wait` says
     /// (counted from `started`) unless `interrupt` ends the wait. The

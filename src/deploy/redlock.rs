@@ -75,6 +75,10 @@ impl Deployment for Redlock {
         format!("Redlock over {}", addrs.join(", "))
     }
 
+    fn pools(&self) -> Vec<&Pool> {
+        self.nodes.iter().map(|n| &n.pool).collect()
+    }
+
     fn acquire(
         &self,
         keys: &LockKeys,

@@ -391,6 +391,10 @@ impl Deployment for Single<Arc<Pool>> {
         self.pool.target.addr.clone()
     }
 
+    fn pools(&self) -> Vec<&Pool> {
+        vec![&self.pool]
+    }
+
     fn acquire(
         &self,
         keys: &LockKeys,

@@ -105,6 +105,59 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// The masters' `host:port`s, as the first of the URL's nodes to answer
+    /// lists them (`CLUSTER NODES`), failed ones included.
+    pub(crate) fn masters(
+        &self,
+        connect_timeout: Duration,
+        timeout: Duration,
+    ) -> RedisResult<Vec<String>> {
+        let mut last = None;
+        for seed in &self.seeds {
+            let nodes = self
+                .connect(seed, connect_timeout, timeout)
+                .and_then(|mut w| redis::cmd("CLUSTER").arg("NODES").query::<String>(&mut w));
+            match nodes {
+                Ok(text) => return Ok(parse_masters(&text, seed)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "the cluster URL names no node",
+            ))
+        }))
+    }
+}
+
+/// The masters of a CLUSTER NODES reply from `from` (whose host stands in
+/// for a node announced without one): lines of `id host:port@cport[,name]
+/// flags …`.
+fn parse_masters(text: &str, from: &str) -> Vec<String> {
+    let from_host = from.rsplit_once(':').map_or(from, |(h, _)| h);
+    let mut masters = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else {
+            continue;
+        };
+        let flags: Vec<&str> = flags.split(',').collect();
+        if !flags.contains(&"master") || flags.contains(&"noaddr") {
+            continue;
+        }
+        let addr = addr.split(['@', ',']).next().unwrap_or_default();
+        let Some((host, port)) = addr.rsplit_once(':') else {
+            continue;
+        };
+        let host = if host.is_empty() { from_host } else { host };
+        masters.push(format!("{host}:{port}"));
+    }
+    masters.sort();
+    masters
+}
+
 /// A command connection to a cluster: one [`Wire`] per node it has used.
 pub(crate) struct Routed {
     cluster: Arc<Cluster>,

@@ -226,6 +226,51 @@ impl Pool {
             .map_err(|e| self.error(e, true))
     }
 
+    /// Fresh connections, outside the pool and its statistics, to every
+    /// server this pool's commands may reach, for inspection (`doctor`):
+    /// the server, Sentinel's current master, or every master that a
+    /// cluster node lists. Each with its `host:port` (or socket path), or
+    /// why it could not be reached. An error when nobody could be asked:
+    /// no sentinel named a master, no cluster node answered.
+    pub(crate) fn inspection_connections(&self) -> Result<Vec<(String, Result<Wire>)>> {
+        let t = &self.target;
+        let (ct, timeout) = (t.connect_timeout, t.command_timeout);
+        let at = |addr: &str, e: redis::RedisError| match self.translate(e, true) {
+            Error::Connection { reason, hint, .. } => Error::Connection {
+                addr: addr.to_string(),
+                reason,
+                hint,
+            },
+            Error::Server { message, .. } => Error::Server {
+                addr: addr.to_string(),
+                message,
+            },
+            other => other,
+        };
+        Ok(match &t.endpoint {
+            Endpoint::Direct(info) => {
+                let wire = Wire::connect(info, t.tls.as_ref(), ct, timeout);
+                vec![(t.addr.clone(), wire.map_err(|e| at(&t.addr, e)))]
+            }
+            Endpoint::Sentinel(s) => {
+                let (info, master) = s.master(ct)?;
+                let wire = Wire::connect(&info, t.tls.as_ref(), ct, timeout);
+                let wire = wire.map_err(|e| s.at_master(at(&master, e), &master));
+                vec![(master, wire)]
+            }
+            Endpoint::Cluster(cluster) => cluster
+                .masters(ct, timeout)
+                .map_err(|e| at(&cluster.describe(), e))?
+                .into_iter()
+                .map(|node| {
+                    let wire = cluster.connect(&node, ct, timeout);
+                    let wire = wire.map_err(|e| at(&node, e));
+                    (node, wire)
+                })
+                .collect(),
+        })
+    }
+
     /// The node (`host:port`) serving `key`'s slot, for a cluster; empty
     /// otherwise.
     fn node_for(&self, key: &[u8]) -> Result<String> {

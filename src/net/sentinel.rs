@@ -120,6 +120,29 @@ impl Sentinel {
         })
     }
 
+    /// Each sentinel's answer to `SENTINEL CKQUORUM service`: whether the
+    /// sentinels it knows could agree on a failover (its text), or why not
+    /// (its error, or why it could not be asked).
+    pub(crate) fn check_quorum(
+        &self,
+        timeout: Duration,
+    ) -> Vec<(String, std::result::Result<String, String>)> {
+        self.sentinels
+            .iter()
+            .map(|(addr, info)| {
+                let answer = Wire::connect(info, self.tls.as_ref(), timeout, timeout)
+                    .and_then(|mut con| {
+                        redis::cmd("SENTINEL")
+                            .arg("CKQUORUM")
+                            .arg(&self.service)
+                            .query::<String>(&mut con)
+                    })
+                    .map_err(|e| e.detail().map_or_else(|| e.to_string(), str::to_string));
+                (addr.clone(), answer)
+            })
+            .collect()
+    }
+
     /// `e`, from connecting to the master `master`, naming it.
     pub(crate) fn at_master(&self, e: Error, master: &str) -> Error {
         let here = format!("master {master} of {}", self.describe());

@@ -1,0 +1,944 @@
+//! `doctor`: what, in a server's setup, makes locks unsafe or slow, read
+//! from the servers themselves, with what to change.
+//!
+//! Every server a client's locks may reach is asked (the server, Sentinel's
+//! current master, every master of a cluster, every Redlock node), on fresh
+//! connections outside the pool, and then one lock cycle is run through the
+//! client as an application would. Only harmless commands are sent: `INFO`,
+//! `CONFIG GET`, `CLUSTER INFO`, `PING`, two scripts that read nothing,
+//! a `PUBLISH` to a channel nobody listens to, and the acquire and release
+//! of a lock named `redislock:doctor:<random>` (nothing stays behind).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, Value};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::net::pool::Pool;
+use crate::net::target::Endpoint;
+use crate::net::wire::Wire;
+use crate::options::{AcquireOptions, Wait};
+
+/// How much a [`Finding`] matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// Checked, and nothing to change.
+    Ok = 0,
+    /// Locks are safe as the server runs now, but slow, or unsafe after a
+    /// failure that is rare but real (a restart, a failover), or the check
+    /// could not be made.
+    Warning = 1,
+    /// Locks can have two owners in normal operation, fencing numbers can
+    /// go backwards, or locks cannot be used at all.
+    Unsafe = 2,
+}
+
+impl Severity {
+    /// `ok`, `warning` or `unsafe`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Ok => "ok",
+            Severity::Warning => "warning",
+            Severity::Unsafe => "unsafe",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing [`Client::doctor`] checked on one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// How much it matters.
+    pub severity: Severity,
+    /// Which check: `server`, `role`, `eviction`, `memory`, `scripting`,
+    /// `time`, `pubsub`, `persistence`, `replication`, `clients`,
+    /// `cluster`, `sentinel`, `redlock`, `latency`, `reach` or
+    /// `lock-cycle`. Stable: match on it.
+    pub check: &'static str,
+    /// The server (`host:port` or socket path, never credentials), or the
+    /// deployment for checks of the whole.
+    pub server: String,
+    /// What was found, and why it matters for a lock.
+    pub message: String,
+    /// What to change; empty when nothing needs to.
+    pub fix: String,
+}
+
+/// What [`Client::doctor`] found: every check on every server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The deployment, as [`Client::addr`] names it.
+    pub target: String,
+    /// In the order checked: each server's, then the whole deployment's.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// The most serious finding's severity ([`Severity::Ok`] when none).
+    pub fn worst(&self) -> Severity {
+        self.findings
+            .iter()
+            .map(|f| f.severity)
+            .max()
+            .unwrap_or(Severity::Ok)
+    }
+
+    /// Whether nothing makes a lock unsafe (warnings allowed).
+    pub fn is_safe(&self) -> bool {
+        self.worst() < Severity::Unsafe
+    }
+}
+
+impl fmt::Display for Report {
+    /// One line per finding (`severity check server: message`), each fix on
+    /// the line after it, then a verdict.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "redislock doctor: {}", self.target)?;
+        for x in &self.findings {
+            let sev = x.severity.as_str();
+            let sev = if x.severity == Severity::Unsafe {
+                sev.to_uppercase()
+            } else {
+                sev.to_string()
+            };
+            writeln!(f, "{sev:<8}{:<12} {}: {}", x.check, x.server, x.message)?;
+            if !x.fix.is_empty() {
+                writeln!(f, "{:<20} fix: {}", "", x.fix)?;
+            }
+        }
+        let count = |s| self.findings.iter().filter(|x| x.severity == s).count();
+        let (bad, warn) = (count(Severity::Unsafe), count(Severity::Warning));
+        if bad > 0 {
+            write!(
+                f,
+                "verdict: UNSAFE: {bad} finding{} make{} locks unsafe, {warn} warning{}",
+                plural(bad),
+                if bad == 1 { "s" } else { "" },
+                plural(warn)
+            )
+        } else {
+            write!(f, "verdict: safe for locks, {warn} warning{}", plural(warn))
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A median round trip above this is reported as slow.
+const SLOW_ROUND_TRIP: Duration = Duration::from_millis(10);
+
+/// Connections in use, as a share of `maxclients`, above which the
+/// headroom is reported as short.
+const CLIENTS_SHARE: f64 = 0.8;
+
+/// Memory in use, as a share of `maxmemory` under `noeviction`, above
+/// which acquires are about to fail with OOM.
+const MEMORY_SHARE: f64 = 0.9;
+
+/// PINGs timed for the latency check.
+const PINGS: usize = 5;
+
+impl Client {
+    /// Check every server this client's locks may reach for what would make
+    /// a lock unsafe or slow, and run one lock cycle (see the module docs
+    /// of `doctor` in the repository's `docs/doctor.md`): the eviction
+    /// policy, scripting and `TIME` refused or renamed, pub/sub refused by
+    /// ACL, persistence, replicas without `min-replicas-to-write`,
+    /// `maxclients` headroom, cluster state, Sentinel quorum, and the round
+    /// trip. Sends only harmless commands and leaves nothing on the server.
+    ///
+    /// `Ok` whatever was found (see [`Report::is_safe`]); an error only when
+    /// no server could be asked: [`Error::Connection`] when the server (or
+    /// every sentinel, or every cluster node) cannot be reached,
+    /// [`Error::NoQuorum`] when a majority of Redlock nodes cannot, and
+    /// [`Error::Server`] when the server refuses our credentials.
+    pub fn doctor(&self) -> Result<Report> {
+        let deployment = self.deployment();
+        let pools = deployment.pools();
+        let mut findings = Vec::new();
+        let mut reached = 0;
+        let mut first_error = None;
+        for pool in &pools {
+            match examine_pool(pool, &mut findings) {
+                Ok(()) => reached += 1,
+                Err(e) if pools.len() == 1 => return Err(e),
+                Err(e) => {
+                    findings.push(Finding {
+                        severity: Severity::Warning,
+                        check: "reach",
+                        server: pool.target.addr.clone(),
+                        message: format!(
+                            "this Redlock node cannot be asked ({e}); acquires need a majority, \
+                             so one more node down stops them"
+                        ),
+                        fix: String::from("bring the node back, or remove it from the list"),
+                    });
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if pools.len() > 1 {
+            let needed = pools.len() / 2 + 1;
+            if reached < needed {
+                let detail = first_error.map_or_else(String::new, |e| format!(": {e}"));
+                return Err(Error::NoQuorum {
+                    key: String::from("(doctor)"),
+                    detail: format!(
+                        "only {reached} of the {} Redlock nodes could be asked, {needed} are \
+                         needed{detail}",
+                        pools.len()
+                    ),
+                });
+            }
+            findings.push(redlock_size(&deployment.describe(), pools.len()));
+        }
+        findings.push(self.lock_cycle());
+        Ok(Report {
+            target: deployment.describe(),
+            findings,
+        })
+    }
+
+    /// Acquire and release a lock of a random name, as an application does.
+    fn lock_cycle(&self) -> Finding {
+        let mut name = b"redislock:doctor:".to_vec();
+        name.extend_from_slice(&crate::random_token());
+        let started = Instant::now();
+        let mut opts = AcquireOptions::new(Duration::from_secs(10));
+        opts.wait = Wait::TryOnce;
+        let r = self.acquire_with(&name, opts).and_then(|l| l.release());
+        let server = self.addr();
+        match r {
+            Ok(()) => Finding {
+                severity: Severity::Ok,
+                check: "lock-cycle",
+                server,
+                message: format!(
+                    "a lock was acquired and released in {} µs",
+                    started.elapsed().as_micros()
+                ),
+                fix: String::new(),
+            },
+            Err(e) => Finding {
+                severity: Severity::Unsafe,
+                check: "lock-cycle",
+                server,
+                message: format!("a lock could not be acquired and released: {e}"),
+                fix: String::from(
+                    "see the findings above; the user must be allowed SET, EVAL, EVALSHA and the \
+                     keys redislock:* and the lock names (ACL ~…)",
+                ),
+            },
+        }
+    }
+}
+
+fn redlock_size(target: &str, n: usize) -> Finding {
+    let tolerated = (n - 1) / 2;
+    Finding {
+        severity: if tolerated == 0 {
+            Severity::Warning
+        } else {
+            Severity::Ok
+        },
+        check: "redlock",
+        server: target.to_string(),
+        message: format!(
+            "{n} nodes, a majority of {} needed: {tolerated} may be down",
+            n / 2 + 1
+        ),
+        fix: if tolerated == 0 {
+            String::from("use at least 3 independent nodes (5 to survive two failures)")
+        } else {
+            String::new()
+        },
+    }
+}
+
+/// Every server of one pool (one server, Sentinel's master, a cluster's
+/// masters), then what concerns the pool as a whole. An error when nothing
+/// of it could be asked.
+fn examine_pool(pool: &Pool, out: &mut Vec<Finding>) -> Result<()> {
+    let servers = pool.inspection_connections()?;
+    let only = servers.len() == 1;
+    let mut asked = 0;
+    let mut first_error = None;
+    for (addr, wire) in servers {
+        match wire {
+            Ok(mut wire) => {
+                asked += 1;
+                examine_server(&mut wire, &addr, pool, out);
+            }
+            Err(e) if only => return Err(e),
+            Err(e) => {
+                out.push(Finding {
+                    severity: Severity::Unsafe,
+                    check: "reach",
+                    server: addr,
+                    message: format!(
+                        "a cluster master cannot be reached ({e}): locks in its slots fail \
+                         until a replica takes over"
+                    ),
+                    fix: String::from("check the node; CLUSTER NODES shows the cluster's view"),
+                });
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if asked == 0 {
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+    }
+    if let Endpoint::Sentinel(s) = &pool.target.endpoint {
+        out.push(sentinel_quorum(
+            &s.describe(),
+            s.check_quorum(pool.target.connect_timeout),
+        ));
+    }
+    Ok(())
+}
+
+fn sentinel_quorum(
+    describe: &str,
+    answers: Vec<(String, std::result::Result<String, String>)>,
+) -> Finding {
+    let total = answers.len();
+    let good: Vec<&String> = answers
+        .iter()
+        .filter_map(|(_, a)| a.as_ref().ok())
+        .collect();
+    let bad: Vec<String> = answers
+        .iter()
+        .filter_map(|(addr, a)| a.as_ref().err().map(|e| format!("{addr}: {e}")))
+        .collect();
+    if bad.is_empty() {
+        return Finding {
+            severity: Severity::Ok,
+            check: "sentinel",
+            server: describe.to_string(),
+            message: format!(
+                "{total} of {total} sentinels can authorize a failover ({})",
+                good.first().map_or("", |s| s.as_str())
+            ),
+            fix: String::new(),
+        };
+    }
+    Finding {
+        severity: Severity::Warning,
+        check: "sentinel",
+        server: describe.to_string(),
+        message: format!(
+            "{} of {total} sentinels say a failover can be authorized; {}",
+            good.len(),
+            bad.join("; ")
+        ),
+        fix: String::from(
+            "bring the sentinels back (SENTINEL CKQUORUM on each says what it misses); while \
+             a failover cannot happen, a dead master stops every lock",
+        ),
+    }
+}
+
+/// The checks on one server, each a finding.
+fn examine_server(wire: &mut Wire, addr: &str, pool: &Pool, out: &mut Vec<Finding>) {
+    let at = |severity, check, message: String, fix: &str| Finding {
+        severity,
+        check,
+        server: addr.to_string(),
+        message,
+        fix: fix.to_string(),
+    };
+    let info = match redis::cmd("INFO").query::<String>(wire) {
+        Ok(text) => parse_info(&text),
+        Err(e) => {
+            out.push(at(
+                Severity::Warning,
+                "server",
+                format!(
+                    "INFO is refused ({}): the eviction, persistence, replication, clients and \
+                     cluster checks were skipped",
+                    server_text(&e)
+                ),
+                "run doctor as a user allowed INFO and CONFIG GET",
+            ));
+            HashMap::new()
+        }
+    };
+    let config = |wire: &mut Wire, name: &str| -> Option<String> {
+        let pairs: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(wire).ok()?;
+        pairs.get(1).cloned()
+    };
+    let get = |k: &str| info.get(k).map(String::as_str);
+    let num = |k: &str| get(k).and_then(|v| v.parse::<u64>().ok());
+
+    if !info.is_empty() {
+        let family = if get("server_name") == Some("valkey") {
+            format!("Valkey {}", get("valkey_version").unwrap_or("?"))
+        } else {
+            format!("Redis {}", get("redis_version").unwrap_or("?"))
+        };
+        let mode = get("server_mode").or(get("redis_mode")).unwrap_or("?");
+        out.push(at(Severity::Ok, "server", format!("{family}, {mode}"), ""));
+        check_role(&info, &at, out);
+        check_memory(&info, &at, out);
+    }
+    check_scripting(wire, &at, out);
+    check_pubsub(wire, &at, out);
+    if !info.is_empty() {
+        let save = config(wire, "save");
+        let fsync = config(wire, "appendfsync");
+        check_persistence(&info, save, fsync, &at, out);
+        if get("role") == Some("master") {
+            let min = config(wire, "min-replicas-to-write").and_then(|v| v.parse().ok());
+            let waits = pool.target.wait_replicas.map(|(n, _)| n);
+            check_replication(num("connected_slaves").unwrap_or(0), min, waits, &at, out);
+        }
+        let max =
+            num("maxclients").or_else(|| config(wire, "maxclients").and_then(|v| v.parse().ok()));
+        check_clients(
+            num("connected_clients"),
+            max,
+            num("rejected_connections"),
+            &at,
+            out,
+        );
+        if get("cluster_enabled") == Some("1") {
+            check_cluster(wire, &at, out);
+        }
+    }
+    check_latency(wire, &at, out);
+}
+
+type At<'a> = dyn Fn(Severity, &'static str, String, &str) -> Finding + 'a;
+
+fn parse_info(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.trim_end().split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The server's own words, for a message.
+fn server_text(e: &redis::RedisError) -> String {
+    crate::net::wire::server_message(e)
+}
+
+fn check_role(info: &HashMap<String, String>, at: &At, out: &mut Vec<Finding>) {
+    if info.get("role").map(String::as_str) != Some("slave") {
+        return;
+    }
+    let master = format!(
+        "{}:{}",
+        info.get("master_host").map_or("?", String::as_str),
+        info.get("master_port").map_or("?", String::as_str)
+    );
+    out.push(at(
+        Severity::Unsafe,
+        "role",
+        format!(
+            "this server is a replica of {master}: lock writes fail here (READONLY) or, with \
+             replica-read-only no, are taken on a copy that the master overwrites, beside the \
+             master's own lock"
+        ),
+        "point the URL at the master, or name the service with redis+sentinel://",
+    ));
+}
+
+fn check_memory(info: &HashMap<String, String>, at: &At, out: &mut Vec<Finding>) {
+    let policy = info
+        .get("maxmemory_policy")
+        .map_or("?", String::as_str)
+        .to_string();
+    let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());
+    let maxmemory = num("maxmemory").unwrap_or(0);
+    let human = info
+        .get("maxmemory_human")
+        .cloned()
+        .unwrap_or_else(|| maxmemory.to_string());
+    let evicted = num("evicted_keys").unwrap_or(0);
+    let evicted = if evicted > 0 {
+        format!(" (it has evicted {evicted} keys since it started)")
+    } else {
+        String::new()
+    };
+    let fix = "CONFIG SET maxmemory-policy noeviction and the same line in redis.conf; or keep \
+               locks on a server of their own with noeviction";
+    if policy == "noeviction" {
+        let used = num("used_memory").unwrap_or(0);
+        if maxmemory > 0 && used as f64 >= MEMORY_SHARE * maxmemory as f64 {
+            out.push(at(
+                Severity::Warning,
+                "memory",
+                format!(
+                    "{used} of maxmemory {maxmemory} bytes in use: at the limit every acquire \
+                     fails with OOM"
+                ),
+                "raise maxmemory, or free memory",
+            ));
+        }
+        out.push(at(
+            Severity::Ok,
+            "eviction",
+            String::from("maxmemory-policy noeviction: lock keys are never evicted"),
+            "",
+        ));
+    } else if maxmemory > 0 {
+        out.push(at(
+            Severity::Unsafe,
+            "eviction",
+            format!(
+                "maxmemory-policy {policy} with maxmemory {human}: under memory pressure Redis \
+                 may evict a held lock's key (every lock key has a TTL, so volatile-* policies \
+                 choose them too), and the next caller becomes a second owner{evicted}"
+            ),
+            fix,
+        ));
+    } else {
+        out.push(at(
+            Severity::Warning,
+            "eviction",
+            format!(
+                "maxmemory-policy {policy}, but maxmemory is 0 (no limit), so nothing is \
+                 evicted today; setting maxmemory later makes held locks evictable{evicted}"
+            ),
+            fix,
+        ));
+    }
+}
+
+/// The hash of a script, as EVALSHA takes it.
+fn sha(src: &str) -> String {
+    redis::Script::new(src).get_hash().to_string()
+}
+
+fn check_scripting(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
+    const PROBE: &str = "return 1";
+    let eval = redis::cmd("EVAL").arg(PROBE).arg(0).query::<i64>(wire);
+    let refused = match eval {
+        Ok(_) => redis::cmd("EVALSHA")
+            .arg(sha(PROBE))
+            .arg(0)
+            .query::<i64>(wire)
+            .err()
+            .map(|e| ("EVALSHA", e)),
+        Err(e) => Some(("EVAL", e)),
+    };
+    if let Some((cmd, e)) = refused {
+        let text = server_text(&e);
+        let (why, fix) = if e.code() == Some("NOPERM") || text.contains("NOPERM") {
+            (
+                "refused to this user by ACL",
+                "ACL SETUSER <user> +eval +evalsha (or +@scripting)",
+            )
+        } else if text.to_lowercase().contains("unknown command") {
+            (
+                "renamed or disabled",
+                "remove rename-command EVAL and EVALSHA from redis.conf",
+            )
+        } else {
+            ("refused", "see the server's message")
+        };
+        out.push(at(
+            Severity::Unsafe,
+            "scripting",
+            format!(
+                "{cmd} is {why} ({text}): every release, renewal and contended acquire runs a \
+                 script, so they all fail"
+            ),
+            fix,
+        ));
+        return;
+    }
+    out.push(at(
+        Severity::Ok,
+        "scripting",
+        String::from("EVAL and EVALSHA run"),
+        "",
+    ));
+    // What the fence scripts do: a refused TIME comes back as an error
+    // table, and the fence falls back on the counter alone.
+    const TIME: &str = "local t = redis.pcall('TIME') \
+                        if t.err then return t.err end return 'ok'";
+    match redis::cmd("EVAL").arg(TIME).arg(0).query::<String>(wire) {
+        Ok(ok) if ok == "ok" => out.push(at(
+            Severity::Ok,
+            "time",
+            String::from(
+                "scripts can read TIME: fencing numbers keep the server's clock as a floor",
+            ),
+            "",
+        )),
+        r => {
+            let why = match r {
+                Ok(err) => err,
+                Err(e) => server_text(&e),
+            };
+            out.push(at(
+                Severity::Unsafe,
+                "time",
+                format!(
+                    "TIME is refused in scripts ({why}): fencing numbers lose their floor, so \
+                     when a restart, a failover or an eviction loses a fence counter they start \
+                     again from 1 and go backwards"
+                ),
+                "remove rename-command TIME from redis.conf: scripts call it by its name",
+            ));
+        }
+    }
+}
+
+fn check_pubsub(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
+    let mut channel = b"redislock:w:doctor-".to_vec();
+    channel.extend_from_slice(&crate::random_token());
+    match redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg("")
+        .query::<i64>(wire)
+    {
+        Ok(_) => out.push(at(
+            Severity::Ok,
+            "pubsub",
+            String::from("the waiters' channels redislock:w:* can be used"),
+            "",
+        )),
+        Err(e) => {
+            let text = server_text(&e);
+            let fix = if e.code() == Some("NOPERM") || text.contains("NOPERM") {
+                "ACL SETUSER <user> &redislock:w:* (Redis 7 gives new users no channels: \
+                 acl-pubsub-default resetchannels)"
+            } else {
+                "allow PUBLISH and SUBSCRIBE (rename-command, ACL)"
+            };
+            out.push(at(
+                Severity::Unsafe,
+                "pubsub",
+                format!(
+                    "PUBLISH to a waiters' channel is refused ({text}): releases cannot hand \
+                     a lock over and waiters cannot wait"
+                ),
+                fix,
+            ));
+        }
+    }
+}
+
+fn check_persistence(
+    info: &HashMap<String, String>,
+    save: Option<String>,
+    fsync: Option<String>,
+    at: &At,
+    out: &mut Vec<Finding>,
+) {
+    let aof = info.get("aof_enabled").map(String::as_str) == Some("1");
+    let fix = "appendonly yes (appendfsync everysec or always); or keep a restarted server out \
+               of use for longer than the longest lock TTL";
+    let finding = match (aof, save.as_deref()) {
+        (true, _) => {
+            let fsync = fsync.unwrap_or_else(|| String::from("?"));
+            let kept = match fsync.as_str() {
+                "always" => "every lock",
+                "everysec" => "every lock but those of the last second",
+                _ => "the locks the operating system had written out",
+            };
+            at(
+                Severity::Ok,
+                "persistence",
+                format!("appendonly yes, appendfsync {fsync}: a restart keeps {kept}"),
+                "",
+            )
+        }
+        (false, Some("")) => at(
+            Severity::Warning,
+            "persistence",
+            String::from(
+                "persistence is off (no save, no appendonly): a restart forgets every held \
+                 lock, and until their TTLs run out each can get a second owner",
+            ),
+            fix,
+        ),
+        (false, Some(save)) => at(
+            Severity::Warning,
+            "persistence",
+            format!(
+                "RDB snapshots only (save {save}): a restart forgets the locks taken since the \
+                 last snapshot, and until their TTLs run out each can get a second owner"
+            ),
+            fix,
+        ),
+        (false, None) => at(
+            Severity::Warning,
+            "persistence",
+            String::from(
+                "appendonly is off and CONFIG GET save is refused: a restart forgets at least \
+                 the locks taken since the last snapshot",
+            ),
+            fix,
+        ),
+    };
+    out.push(finding);
+}
+
+fn check_replication(
+    replicas: u64,
+    min_replicas: Option<u64>,
+    wait_replicas: Option<u32>,
+    at: &At,
+    out: &mut Vec<Finding>,
+) {
+    if replicas == 0 {
+        return;
+    }
+    let finding = match (min_replicas, wait_replicas) {
+        (Some(m), _) if m > 0 => at(
+            Severity::Ok,
+            "replication",
+            format!("{replicas} replica(s), min-replicas-to-write {m}"),
+            "",
+        ),
+        (_, Some(n)) => at(
+            Severity::Ok,
+            "replication",
+            format!("{replicas} replica(s); this client waits for {n} of them (wait_replicas)"),
+            "",
+        ),
+        (m, None) => at(
+            Severity::Warning,
+            "replication",
+            format!(
+                "{replicas} replica(s) and min-replicas-to-write {}: replication is \
+                 asynchronous, so a failover to a replica that had not yet received a lock \
+                 loses it, and the lock can get a second owner",
+                m.map_or_else(
+                    || String::from("unknown (CONFIG GET refused)"),
+                    |m| m.to_string()
+                )
+            ),
+            "CONFIG SET min-replicas-to-write 1 and min-replicas-max-lag 10 (and in \
+             redis.conf), or add ?wait_replicas=1&wait_timeout=100ms to the client's URL",
+        ),
+    };
+    out.push(finding);
+}
+
+fn check_clients(
+    connected: Option<u64>,
+    max: Option<u64>,
+    rejected: Option<u64>,
+    at: &At,
+    out: &mut Vec<Finding>,
+) {
+    let fix = "raise maxclients (and the open-files limit of redis-server), or use fewer \
+               connections";
+    let (Some(connected), Some(max)) = (connected, max) else {
+        return;
+    };
+    if max > 0 && connected as f64 >= CLIENTS_SHARE * max as f64 {
+        out.push(at(
+            Severity::Warning,
+            "clients",
+            format!(
+                "{connected} of maxclients {max} connections in use: every process holds a few \
+                 (its pool, and a subscriber while it waits), and at the limit new ones are \
+                 refused and acquires fail"
+            ),
+            fix,
+        ));
+    } else if let Some(r) = rejected.filter(|r| *r > 0) {
+        out.push(at(
+            Severity::Warning,
+            "clients",
+            format!(
+                "{connected} of maxclients {max} connections in use, but {r} were refused \
+                 (maxclients reached) since the server started"
+            ),
+            fix,
+        ));
+    } else {
+        out.push(at(
+            Severity::Ok,
+            "clients",
+            format!("{connected} of maxclients {max} connections in use"),
+            "",
+        ));
+    }
+}
+
+fn check_cluster(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
+    let info = match redis::cmd("CLUSTER").arg("INFO").query::<String>(wire) {
+        Ok(text) => parse_info(&text),
+        Err(e) => {
+            out.push(at(
+                Severity::Warning,
+                "cluster",
+                format!("CLUSTER INFO is refused ({})", server_text(&e)),
+                "run doctor as a user allowed CLUSTER INFO",
+            ));
+            return;
+        }
+    };
+    let get = |k: &str| info.get(k).map_or("?", String::as_str);
+    let counts = format!(
+        "{} slots assigned, {} ok, {} failing, {} nodes",
+        get("cluster_slots_assigned"),
+        get("cluster_slots_ok"),
+        get("cluster_slots_fail"),
+        get("cluster_known_nodes"),
+    );
+    if get("cluster_state") != "ok" {
+        out.push(at(
+            Severity::Unsafe,
+            "cluster",
+            format!(
+                "cluster_state:{} as this node sees it ({counts}): it refuses commands, so \
+                 locks here fail",
+                get("cluster_state")
+            ),
+            "CLUSTER NODES shows which masters failed: bring them back or fail over to their \
+             replicas, and cover every slot",
+        ));
+    } else if get("cluster_slots_assigned") != "16384" {
+        out.push(at(
+            Severity::Warning,
+            "cluster",
+            format!("cluster_state:ok, but not every slot is served ({counts})"),
+            "assign every slot (cluster-require-full-coverage no hides this)",
+        ));
+    } else {
+        out.push(at(
+            Severity::Ok,
+            "cluster",
+            format!("cluster_state:ok ({counts})"),
+            "",
+        ));
+    }
+}
+
+fn check_latency(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
+    let mut times = Vec::with_capacity(PINGS);
+    for _ in 0..PINGS {
+        let t = Instant::now();
+        match wire.req_command(&redis::cmd("PING")) {
+            Ok(Value::SimpleString(_)) | Ok(Value::Okay) => times.push(t.elapsed()),
+            _ => break,
+        }
+    }
+    if times.is_empty() {
+        out.push(at(
+            Severity::Warning,
+            "latency",
+            String::from("PING got no answer: the round trip was not measured"),
+            "",
+        ));
+        return;
+    }
+    times.sort();
+    let median = times[times.len() / 2];
+    let max = times[times.len() - 1];
+    let text = format!(
+        "round trip {} µs (median of {}, at most {} µs)",
+        median.as_micros(),
+        times.len(),
+        max.as_micros()
+    );
+    if median > SLOW_ROUND_TRIP {
+        out.push(at(
+            Severity::Warning,
+            "latency",
+            format!(
+                "{text}: a lock cycle costs 2 round trips and a hand-off 2 to 3, so waits and \
+                 renewals take that long, and short TTLs leave little margin"
+            ),
+            "run clients close to the server, and use TTLs far above the round trip",
+        ));
+    } else {
+        out.push(at(Severity::Ok, "latency", text, ""));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(severity: Severity, check: &'static str, message: String, fix: &str) -> Finding {
+        Finding {
+            severity,
+            check,
+            server: String::from("h:1"),
+            message,
+            fix: fix.to_string(),
+        }
+    }
+
+    #[test]
+    fn info_parses() {
+        let info = parse_info("# Server\r\nredis_version:7.0.15\r\nrole:master\r\n\r\n");
+        assert_eq!(info["redis_version"], "7.0.15");
+        assert_eq!(info["role"], "master");
+    }
+
+    #[test]
+    fn replication_needs_min_replicas_or_wait_replicas() {
+        let mut out = Vec::new();
+        check_replication(1, Some(0), None, &at, &mut out);
+        check_replication(1, Some(1), None, &at, &mut out);
+        check_replication(1, Some(0), Some(1), &at, &mut out);
+        check_replication(0, Some(0), None, &at, &mut out);
+        let s: Vec<Severity> = out.iter().map(|f| f.severity).collect();
+        assert_eq!(s, [Severity::Warning, Severity::Ok, Severity::Ok]);
+    }
+
+    #[test]
+    fn clients_headroom() {
+        let mut out = Vec::new();
+        check_clients(Some(8), Some(10), Some(0), &at, &mut out);
+        check_clients(Some(2), Some(10), Some(3), &at, &mut out);
+        check_clients(Some(2), Some(10), Some(0), &at, &mut out);
+        let s: Vec<Severity> = out.iter().map(|f| f.severity).collect();
+        assert_eq!(s, [Severity::Warning, Severity::Warning, Severity::Ok]);
+    }
+
+    #[test]
+    fn a_report_is_unsafe_when_one_finding_is() {
+        let mut r = Report {
+            target: String::from("h:1"),
+            findings: vec![at(Severity::Warning, "latency", String::from("slow"), "x")],
+        };
+        assert!(r.is_safe());
+        assert!(r
+            .to_string()
+            .ends_with("verdict: safe for locks, 1 warning"));
+        r.findings
+            .push(at(Severity::Unsafe, "eviction", String::from("lru"), "fix"));
+        assert!(!r.is_safe());
+        assert_eq!(r.worst(), Severity::Unsafe);
+        let text = r.to_string();
+        assert!(text.contains("UNSAFE  eviction     h:1: lru"), "{text}");
+        assert!(text.contains("fix: fix"), "{text}");
+        assert!(
+            text.ends_with("1 finding makes locks unsafe, 1 warning"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn redlock_of_two_tolerates_nothing() {
+        assert_eq!(redlock_size("r", 2).severity, Severity::Warning);
+        assert_eq!(redlock_size("r", 3).severity, Severity::Ok);
+    }
+}
