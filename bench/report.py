@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Turn one run's JSON lines into DIR.md (tables, goals met or not) and
-DIR.png (chart), and put the summary into the README's Performance section.
+DIR.png (chart), and put the summary into docs/performance.md.
 
 Figures are min / median / max over rounds; ratios are taken inside each
 round first (same run, same noise), then summarised.
 
-    python bench/report.py bench/results/DATE [--readme README.md]
+    python bench/report.py bench/results/DATE [--readme docs/performance.md]
 """
 import argparse
 import json

@@ -33,7 +33,7 @@ implementations alike), appending JSON lines under bench/results/DATE/:
                  clients: on Redis 7.0 and Valkey 8.1 (server_cost.py, bench/c/)
 
 Then bench/report.py writes bench/results/DATE.md and DATE.png and updates
-the README's Performance section.
+the figures in docs/performance.md.
 
     python bench/run.py [--quick] [--rounds N] [--seconds S]
 
@@ -134,8 +134,8 @@ def main():
     finally:
         server.stop()
     print(f"benchmarks took {time.monotonic() - started:.0f} s", flush=True)
-    # A quick run is a smoke test: it never replaces the README's figures.
-    readme = [] if args.quick else ["--readme", os.path.join(ROOT, "README.md")]
+    # A quick run is a smoke test: it never replaces the figures of docs/performance.md.
+    readme = [] if args.quick else ["--readme", os.path.join(ROOT, "docs", "performance.md")]
     run([py, "report.py", out] + readme, env)
 
 

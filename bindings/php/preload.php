@@ -2,8 +2,8 @@
 // opcache.preload script for php-fpm. Under ffi.enable=preload (the
 // default) php-fpm allows FFI calls only from preloaded code: this compiles
 // the package's classes once per server start, and loads redislock's FFI
-// declarations unless ffi.preload already did. php.ini, as the README's
-// php-fpm section says:
+// declarations unless ffi.preload already did. php.ini, as the php-fpm
+// section of docs/frameworks.md says:
 //
 //   opcache.enable=1
 //   opcache.preload=/path/to/bindings/php/preload.php
@@ -54,7 +54,7 @@ require __DIR__ . '/autoload.php';
         $hint = str_contains(implode(' ', $errors), 'preload_user')
             ? 'with opcache.preload_user (a master running as root), set ffi.preload to redislock_preload.h'
             : 'build or install libredislock, or point REDISLOCK_LIB at it';
-        error_log("redislock preload: the FFI declarations are not loaded ($hint; see the README's php-fpm section):\n  "
+        error_log("redislock preload: the FFI declarations are not loaded ($hint; see docs/frameworks.md, php-fpm):\n  "
             . implode("\n  ", $errors));
     }
     // The package's classes, compiled once per server start: under

@@ -55,7 +55,7 @@ final class FFI
                     error_log(
                         'redislock: this php-fpm worker loads the FFI declarations in every request '
                         . '(FFI::cdef, about 0.6 ms each): preload them with opcache.preload=' . dirname(__DIR__)
-                        . '/preload.php (see the README\'s php-fpm section). Said once per worker.'
+                        . '/preload.php (see docs/frameworks.md, php-fpm). Said once per worker.'
                     );
                 }
                 return $ffi;
@@ -66,7 +66,7 @@ final class FFI
                         'redislock cannot call FFI here: under ffi.enable=preload (the php-fpm default) only '
                         . 'preloaded code may. Set opcache.preload=' . dirname(__DIR__) . '/preload.php '
                         . '(and, for a master running as root, opcache.preload_user and ffi.preload): '
-                        . 'see the README\'s php-fpm section',
+                        . 'see docs/frameworks.md, php-fpm',
                         0,
                         $e
                     );

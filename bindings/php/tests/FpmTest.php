@@ -7,7 +7,7 @@ require_once __DIR__ . '/fpm/PhpFpm.php';
 
 /**
  * The package under a real php-fpm master (Debian's php-fpm), configured as
- * the README's php-fpm section says, driven over FastCGI by concurrent
+ * docs/frameworks.md's php-fpm section says, driven over FastCGI by concurrent
  * requests: mutual exclusion across workers, connections opened once per
  * worker with Client::persistent, locks released whichever way a request
  * ends, and the configurations that must fail or warn doing so clearly.

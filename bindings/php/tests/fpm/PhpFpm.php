@@ -1,7 +1,7 @@
 <?php
 // A throwaway php-fpm (Debian's php-fpm package) serving this directory's
-// scripts on a free loopback port, configured the ways the README's php-fpm
-// section documents, with its own php.ini, pool file, logs and temporary
+// scripts on a free loopback port, configured the ways the php-fpm section
+// of docs/frameworks.md documents, with its own php.ini, pool file, logs and temporary
 // directory. Used by tests/FpmTest.php and by `make bench`.
 declare(strict_types=1);
 
