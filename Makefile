@@ -48,13 +48,14 @@ test-valkey: deps python-env
 
 # Every Rust test file (the C tests included), the Python tests, redis-py's
 # lock suite, PHP and the demo, with REDIS_SERVER set to Valkey; what the
-# Redis run built is reused. Not again: lints, doc tests and stubtest, which
-# start no server.
+# Redis run built is reused. The doc tests run too: each starts its own
+# server. Not again: lints and stubtest, which start no server.
 test-valkey-run:
 	@test -x $(VALKEY_SERVER) || { echo "make: no $(VALKEY_SERVER): run scripts/deps.sh" >&2; exit 1; }
 	@echo "make: the suites against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
 	$(CARGO) build
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --all-targets -- $(addprefix --skip ,$(VALKEY_WITHOUT_TLS))
+	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --doc
 	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-demo
 
 lint:
