@@ -302,6 +302,35 @@ final class Client
         return $stats;
     }
 
+    /**
+     * Check every server this client's locks may reach for what makes a
+     * lock unsafe or slow (eviction policy, scripting, TIME and pub/sub
+     * refused, persistence, replicas without min-replicas-to-write,
+     * maxclients headroom, cluster state, Sentinel quorum, round trip) and
+     * run one lock cycle: the same checks as `redislock doctor`, made by
+     * the core. A few round trips per server; nothing is left on the
+     * server. Returns whatever was found (see Report::isSafe()), e.g. to
+     * log at start:
+     *
+     *   $report = $client->doctor();
+     *   error_log((string)$report);
+     *
+     * @throws ConnectionException when the server (or every sentinel, or every cluster node) cannot be reached
+     * @throws NoQuorum            when a majority of the Redlock servers cannot
+     * @throws ServerException     when the server refuses the credentials
+     */
+    public function doctor(): Report
+    {
+        $ffi = FFI::get();
+        $out = $ffi->new('redislock_report*');
+        FFI::checkStatus($ffi->redislock_doctor($this->handle(), \FFI::addr($out)));
+        try {
+            return Report::fromNative($ffi, $out);
+        } finally {
+            $ffi->redislock_report_free($out);
+        }
+    }
+
     /** @var list<float>|null the histograms' bucket bounds in seconds */
     private static ?array $bounds = null;
 

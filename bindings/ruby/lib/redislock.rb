@@ -10,6 +10,7 @@ require_relative "redislock/native"
 require_relative "redislock/errors"
 require_relative "redislock/units"
 require_relative "redislock/lock"
+require_relative "redislock/report"
 require_relative "redislock/client"
 
 module RedisLock

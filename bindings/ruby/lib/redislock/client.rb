@@ -165,6 +165,27 @@ module RedisLock
       STATS.to_h { |field| [field, out[field]] }
     end
 
+    # Check every server this client's locks may reach for what makes a lock
+    # unsafe or slow (eviction policy, scripting, TIME and pub/sub refused,
+    # persistence, replicas without min-replicas-to-write, maxclients
+    # headroom, cluster state, Sentinel quorum, round trip) and run one lock
+    # cycle: the same checks as `redislock doctor`, made by the core. A few
+    # round trips per server; nothing is left on the server. Returns a
+    # Report whatever was found (see Report#safe?); raises ConnectionError
+    # when the server (or every sentinel, or every cluster node) cannot be
+    # reached, NoQuorum when a majority of Redlock servers cannot, and
+    # ServerError when the server refuses the credentials.
+    def doctor
+      out = FFI::MemoryPointer.new(:pointer)
+      RedisLock.check(Native.redislock_doctor(handle, out))
+      report = out.read_pointer
+      begin
+        Report.from_native(report)
+      ensure
+        Native.redislock_report_free(report)
+      end
+    end
+
     def inspect
       shown = @urls.map { |u| u.sub(%r{//[^/@]*@}, "//***@") } # never a password in a log
       "#<#{self.class.name} #{shown.join(', ')}#{@handle ? '' : ' closed'}>"

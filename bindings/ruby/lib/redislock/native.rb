@@ -87,6 +87,30 @@ module RedisLock
                     blocking: true
 
     attach_function :redislock_client_stats, [:pointer, :pointer], :int
+
+    # Severities of struct redislock_finding (enum redislock_severity).
+    SEVERITY_OK = 0
+    SEVERITY_WARNING = 1
+    SEVERITY_UNSAFE = 2
+
+    # struct redislock_finding: read from the library's memory, never made
+    # here (the enum is a C int; the strings belong to the report).
+    class Finding < FFI::Struct
+      layout :severity, :int,
+             :check, :pointer,
+             :server, :pointer,
+             :message, :pointer,
+             :fix, :pointer
+    end
+
+    # client, out (a redislock_report*): a few round trips per server.
+    attach_function :redislock_doctor, [:pointer, :pointer], :int, blocking: true
+    attach_function :redislock_report_count, [:pointer], :size_t
+    attach_function :redislock_report_finding, [:pointer, :size_t], :pointer
+    attach_function :redislock_report_is_safe, [:pointer], :bool
+    attach_function :redislock_report_text, [:pointer], :pointer
+    attach_function :redislock_report_free, [:pointer], :void
+
     attach_function :redislock_last_error, [:pointer, :size_t], :size_t
     attach_function :redislock_version, [], :string
 
@@ -109,6 +133,13 @@ module RedisLock
       buf = FFI::MemoryPointer.new(:char, n + 1)
       redislock_last_error(buf, n + 1)
       buf.read_string(n).force_encoding(Encoding::UTF_8)
+    end
+
+    # The NUL-terminated UTF-8 string at `ptr` ("" for NULL), frozen.
+    def self.utf8(ptr)
+      return "" if ptr.null?
+
+      ptr.read_string.force_encoding(Encoding::UTF_8).freeze
     end
 
     # The bytes of a String in native memory (binary-safe; NUL allowed).
