@@ -123,8 +123,58 @@ export declare class Client {
    */
   stats(): ClientStats;
 
+  /**
+   * Check every server this client's locks may reach for what makes a lock
+   * unsafe or slow (eviction, persistence, replication, scripting, ...) and
+   * run one lock cycle. Only harmless commands; nothing is left on the
+   * server. Rejects only when no server could be asked: LockConnectionError,
+   * LockQuorumError (Redlock), LockServerError (credentials refused).
+   */
+  doctor(): Promise<DoctorReport>;
+
   /** The server's address (the first node's for Redlock), without credentials. */
   readonly addr: string;
+}
+
+/** How much a {@link DoctorFinding} matters. */
+export type DoctorSeverity = 'ok' | 'warning' | 'unsafe';
+
+/** One thing Client#doctor() checked on one server. */
+export interface DoctorFinding {
+  /**
+   * `ok`: nothing to change; `warning`: safe as the server runs now, but
+   * slow, or unsafe after a rare failure (a restart, a failover), or the
+   * check could not be made; `unsafe`: a lock can have two owners in normal
+   * operation, fences can go backwards, or locks cannot be used at all.
+   */
+  severity: DoctorSeverity;
+  /**
+   * Which check: `server`, `role`, `eviction`, `memory`, `scripting`,
+   * `time`, `pubsub`, `persistence`, `replication`, `clients`, `cluster`,
+   * `sentinel`, `redlock`, `latency`, `reach` or `lock-cycle`. Stable:
+   * match on it.
+   */
+  check: string;
+  /** The server (`host:port` or socket path, never credentials), or the deployment for checks of the whole. */
+  server: string;
+  /** What was found, and why it matters for a lock. */
+  message: string;
+  /** What to change; empty when nothing needs to. */
+  fix: string;
+}
+
+/** Client#doctor(): every check on every server. */
+export interface DoctorReport {
+  /** The deployment, as the client names it (no credentials). */
+  target: string;
+  /** True when nothing makes a lock unsafe (warnings allowed). */
+  safe: boolean;
+  /** The most serious finding's severity. */
+  worst: DoctorSeverity;
+  /** In the order checked: each server's, then the whole deployment's. */
+  findings: DoctorFinding[];
+  /** What `redislock doctor` prints: one line per finding, each fix under it, then a `verdict:` line. */
+  text: string;
 }
 
 /** A distribution of durations, in milliseconds, in fixed buckets. */

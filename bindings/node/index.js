@@ -268,6 +268,20 @@ class Client {
     return { ...s.counters, wait: s.wait, held: s.held };
   }
 
+  /**
+   * Check every server this client's locks may reach for what makes a lock
+   * unsafe or slow (eviction, persistence, replication, scripting, ...) and
+   * run one lock cycle: a Promise of a report { target, safe, worst,
+   * findings: [{ severity, check, server, message, fix }], text }, `text`
+   * being what `redislock doctor` prints. Only harmless commands; nothing
+   * is left on the server. Rejects only when no server could be asked:
+   * LockConnectionError, LockQuorumError (Redlock), LockServerError
+   * (credentials refused).
+   */
+  async doctor() {
+    return settle(this.#native.doctor());
+  }
+
   /** The server's address (the first node's for Redlock), without credentials. */
   get addr() {
     return this.#native.addr;

@@ -20,6 +20,8 @@ import {
   LockWrongTypeError,
   type AcquireOptions,
   type ClientStats,
+  type DoctorFinding,
+  type DoctorReport,
   type Histogram,
   type LockName,
 } from 'redislock';
@@ -161,6 +163,11 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => shutdown.abort(new Error('SIGTERM')));
 
   try {
+    // At start: what in the servers' setup makes a lock unsafe or slow.
+    const report: DoctorReport = await client.doctor();
+    console.log(report.text);
+    const unsafe: DoctorFinding[] = report.findings.filter((f) => f.severity === 'unsafe');
+    if (!report.safe) console.error(`${unsafe.length} finding(s) make locks unsafe on ${report.target}`);
     await nightly(client, store);
     console.log('cache rebuilt:', await rebuildCache(client));
     console.log('orders exported in steps:', await exportOrders(client, shutdown.signal));

@@ -16,8 +16,10 @@ Functions that must not run twice at once, in any process:
     def make_report(day): ...
 
 ``client.stats()`` returns what the client did (a ``Stats`` dict);
-``redislock.metrics`` exports it to Prometheus. The core's debug lines
-(waits, retries, hand-offs, losses) go to the ``redislock`` logger.
+``redislock.metrics`` exports it to Prometheus. ``client.doctor()`` checks
+the servers for what makes a lock unsafe or slow (a ``Report``: log
+``str(report)`` at start). The core's debug lines (waits, retries,
+hand-offs, losses) go to the ``redislock`` logger.
 """
 
 import functools
@@ -26,6 +28,7 @@ from typing import Any, Callable, Optional, TypeVar, Union
 
 from . import _native
 from ._native import (
+    Finding,
     Lock,
     LockConnectionError,
     LockError,
@@ -35,6 +38,7 @@ from ._native import (
     LockTimeout,
     LockUnconfirmed,
     LockWrongType,
+    Report,
     __version__,
 )
 from ._stats import HistogramStats, Stats
@@ -150,6 +154,7 @@ def _key_function(name: _Name, fn: Callable[..., Any]) -> Callable[[Any, Any], U
 
 __all__ = [
     "Client",
+    "Finding",
     "HistogramStats",
     "Lock",
     "LockConnectionError",
@@ -160,6 +165,7 @@ __all__ = [
     "LockTimeout",
     "LockUnconfirmed",
     "LockWrongType",
+    "Report",
     "Stats",
     "__version__",
 ]

@@ -1,7 +1,7 @@
 """Type stubs of the native module (checked against it by mypy's stubtest)."""
 
 from types import TracebackType
-from typing import Any, Callable, Coroutine, List, Optional, Type, Union, final
+from typing import Any, Callable, Coroutine, List, Literal, Optional, Type, Union, final
 
 from typing_extensions import disjoint_base
 
@@ -10,6 +10,7 @@ from ._stats import Stats
 __version__: str
 __all__ = [
     "Client",
+    "Finding",
     "Lock",
     "LockConnectionError",
     "LockError",
@@ -19,6 +20,7 @@ __all__ = [
     "LockTimeout",
     "LockUnconfirmed",
     "LockWrongType",
+    "Report",
     "__version__",
 ]
 
@@ -98,6 +100,8 @@ class Client:
     ) -> "Lock": ...
     def release_token(self, name: Union[str, bytes], token: Union[str, bytes]) -> bool: ...
     def stats(self) -> Stats: ...
+    def doctor(self) -> "Report": ...
+    def doctor_async(self) -> Coroutine[Any, Any, "Report"]: ...
 
 @final
 class Lock:
@@ -123,3 +127,32 @@ class Lock:
     def release_async(self) -> Coroutine[Any, Any, None]: ...
     def __aenter__(self) -> Coroutine[Any, Any, "Lock"]: ...
     def __aexit__(self, *_exc: Any) -> Coroutine[Any, Any, bool]: ...
+
+@final
+class Report:
+    """What ``Client.doctor()`` found: every check on every server. ``str(report)`` is the
+    text ``redislock doctor`` prints, ending with a ``verdict:`` line."""
+
+    @property
+    def target(self) -> str: ...
+    @property
+    def findings(self) -> List["Finding"]: ...
+    @property
+    def is_safe(self) -> bool: ...
+    @property
+    def worst(self) -> Literal["ok", "warning", "unsafe"]: ...
+
+@final
+class Finding:
+    """One thing ``Client.doctor()`` checked on one server."""
+
+    @property
+    def severity(self) -> Literal["ok", "warning", "unsafe"]: ...
+    @property
+    def check(self) -> str: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def fix(self) -> str: ...

@@ -269,6 +269,51 @@ impl From<&Histogram> for HistogramJs {
     }
 }
 
+/// `Client#doctor()`: the core's [`Report`](crate::Report), as a plain
+/// object (`text` is its `Display`, what `redislock doctor` prints).
+#[napi(object)]
+pub struct DoctorReportJs {
+    pub target: String,
+    pub safe: bool,
+    /// "ok", "warning" or "unsafe".
+    pub worst: String,
+    pub findings: Vec<DoctorFindingJs>,
+    pub text: String,
+}
+
+/// One [`Finding`](crate::Finding) of a report.
+#[napi(object)]
+pub struct DoctorFindingJs {
+    /// "ok", "warning" or "unsafe".
+    pub severity: String,
+    pub check: String,
+    pub server: String,
+    pub message: String,
+    pub fix: String,
+}
+
+impl From<crate::Report> for DoctorReportJs {
+    fn from(r: crate::Report) -> DoctorReportJs {
+        DoctorReportJs {
+            safe: r.is_safe(),
+            worst: r.worst().as_str().to_string(),
+            text: r.to_string(),
+            findings: r
+                .findings
+                .into_iter()
+                .map(|f| DoctorFindingJs {
+                    severity: f.severity.as_str().to_string(),
+                    check: f.check.to_string(),
+                    server: f.server,
+                    message: f.message,
+                    fix: f.fix,
+                })
+                .collect(),
+            target: r.target,
+        }
+    }
+}
+
 /// A client: `new Client(url | urls)` in `index.js`.
 #[napi]
 pub struct NativeClient {
@@ -338,6 +383,20 @@ impl NativeClient {
         let (name, token) = (bytes(name), bytes(token));
         promise(env, async move {
             Ok(client.release_token_async(&name, &token).await?)
+        })
+    }
+
+    /// The core's checks of every server this client's locks may reach
+    /// (`Client::doctor`, which blocks: it runs on a blocking thread of the
+    /// runtime, never on the event loop's).
+    #[napi(ts_return_type = "Promise<DoctorReportJs | Failure>")]
+    pub fn doctor<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
+        let client = self.client.clone();
+        promise(env, async move {
+            let r = tokio::task::spawn_blocking(move || client.doctor())
+                .await
+                .map_err(|e| Failure::new("Internal", format!("doctor did not finish: {e}")))?;
+            Ok(DoctorReportJs::from(r?))
         })
     }
 

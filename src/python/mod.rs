@@ -14,6 +14,7 @@
 //! detached, and no mutex of this module is held across such a call.
 
 mod aio;
+mod doctor;
 mod lost;
 mod stats;
 
@@ -396,6 +397,32 @@ impl Client {
         let token = bytes_arg(token, "token")?;
         let client = &self.client;
         detached(py, || client.release_token(&name, &token))?.map_err(|e| to_py(py, e))
+    }
+
+    /// Check every server this client's locks may reach for what makes a
+    /// lock unsafe or slow (eviction, persistence, replication, scripting,
+    /// ...), and run one lock cycle: a Report (`str()` of it is what
+    /// `redislock doctor` prints). Only harmless commands; nothing is left
+    /// on the server. Raises only when no server could be asked:
+    /// LockConnectionError, LockQuorumError (Redlock), LockServerError
+    /// (credentials refused).
+    fn doctor(&self, py: Python<'_>) -> PyResult<doctor::Report> {
+        let client = &self.client;
+        let r = detached(py, || client.doctor())?.map_err(|e| to_py(py, e))?;
+        doctor::Report::new(py, r)
+    }
+
+    /// Awaitable `doctor()`: the checks run on a thread of the runtime, not
+    /// on the event loop's.
+    fn doctor_async(&self, py: Python<'_>) -> PyResult<Py<aio::Pending>> {
+        let client = self.client.clone();
+        aio::future(py, async move {
+            let r = aio::runtime()
+                .spawn_blocking(move || client.doctor())
+                .await
+                .map_err(|e| LockError::new_err(format!("doctor did not finish: {e}")))?;
+            Python::attach(|py| doctor::Report::new(py, r.map_err(|e| to_py(py, e))?))
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -1008,6 +1035,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<Client>()?;
     m.add_class::<Lock>()?;
+    m.add_class::<doctor::Report>()?;
+    m.add_class::<doctor::Finding>()?;
     m.add("LockError", py.get_type::<LockError>())?;
     m.add("LockTimeout", py.get_type::<LockTimeout>())?;
     m.add("LockNotOwned", py.get_type::<LockNotOwned>())?;
