@@ -19,7 +19,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::net::pool::Pool;
 use crate::net::target::Endpoint;
-use crate::net::wire::Wire;
+use crate::net::wire::{server_message, Wire};
 use crate::options::{AcquireOptions, Wait};
 
 /// How much a [`Finding`] matters.
@@ -372,7 +372,7 @@ fn examine_server(wire: &mut Wire, addr: &str, pool: &Pool, out: &mut Vec<Findin
                 format!(
                     "INFO is refused ({}): the eviction, persistence, replication, clients and \
                      cluster checks were skipped",
-                    server_text(&e)
+                    server_message(&e)
                 ),
                 "run doctor as a user allowed INFO and CONFIG GET",
             ));
@@ -400,13 +400,17 @@ fn examine_server(wire: &mut Wire, addr: &str, pool: &Pool, out: &mut Vec<Findin
     check_scripting(wire, &at, out);
     check_pubsub(wire, &at, out);
     if !info.is_empty() {
-        let save = config(wire, "save");
-        let fsync = config(wire, "appendfsync");
+        // Only what the finding needs: one CONFIG GET on a plain server.
+        let (save, fsync) = match get("aof_enabled") {
+            Some("1") => (None, config(wire, "appendfsync")),
+            _ => (config(wire, "save"), None),
+        };
         check_persistence(&info, save, fsync, &at, out);
-        if get("role") == Some("master") {
+        let replicas = num("connected_slaves").unwrap_or(0);
+        if get("role") == Some("master") && replicas > 0 {
             let min = config(wire, "min-replicas-to-write").and_then(|v| v.parse().ok());
             let waits = pool.target.wait_replicas.map(|(n, _)| n);
-            check_replication(num("connected_slaves").unwrap_or(0), min, waits, &at, out);
+            check_replication(replicas, min, waits, &at, out);
         }
         let max =
             num("maxclients").or_else(|| config(wire, "maxclients").and_then(|v| v.parse().ok()));
@@ -432,11 +436,6 @@ fn parse_info(text: &str) -> HashMap<String, String> {
         .filter_map(|l| l.trim_end().split_once(':'))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-/// The server's own words, for a message.
-fn server_text(e: &redis::RedisError) -> String {
-    crate::net::wire::server_message(e)
 }
 
 fn check_role(info: &HashMap<String, String>, at: &At, out: &mut Vec<Finding>) {
@@ -540,7 +539,7 @@ fn check_scripting(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
         Err(e) => Some(("EVAL", e)),
     };
     if let Some((cmd, e)) = refused {
-        let text = server_text(&e);
+        let text = server_message(&e);
         let (why, fix) = if e.code() == Some("NOPERM") || text.contains("NOPERM") {
             (
                 "refused to this user by ACL",
@@ -587,7 +586,7 @@ fn check_scripting(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
         r => {
             let why = match r {
                 Ok(err) => err,
-                Err(e) => server_text(&e),
+                Err(e) => server_message(&e),
             };
             out.push(at(
                 Severity::Unsafe,
@@ -618,7 +617,7 @@ fn check_pubsub(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
             "",
         )),
         Err(e) => {
-            let text = server_text(&e);
+            let text = server_message(&e);
             let fix = if e.code() == Some("NOPERM") || text.contains("NOPERM") {
                 "ACL SETUSER <user> &redislock:w:* (Redis 7 gives new users no channels: \
                  acl-pubsub-default resetchannels)"
@@ -786,7 +785,7 @@ fn check_cluster(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
             out.push(at(
                 Severity::Warning,
                 "cluster",
-                format!("CLUSTER INFO is refused ({})", server_text(&e)),
+                format!("CLUSTER INFO is refused ({})", server_message(&e)),
                 "run doctor as a user allowed CLUSTER INFO",
             ));
             return;
