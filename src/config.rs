@@ -106,7 +106,7 @@ impl Settings {
             _ => self.tls(false, &parsed.options)?,
         };
         Ok(Target {
-            endpoint: Endpoint::Direct(info),
+            endpoint: Endpoint::Direct(Box::new(info)),
             wait_replicas: parsed.options.wait_replicas()?,
             addr,
             tls,
@@ -220,7 +220,7 @@ impl Settings {
         let (connect_timeout, command_timeout) = self.timeouts(&options)?;
         Ok(Target {
             addr: sentinel.describe(),
-            endpoint: Endpoint::Sentinel(sentinel),
+            endpoint: Endpoint::Sentinel(std::sync::Arc::new(sentinel)),
             wait_replicas: options.wait_replicas()?,
             tls,
             connect_timeout,

@@ -9,105 +9,12 @@ mod common;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{shared_tls, wait_until, Server, Tls};
+use common::sentinel::{deployment, hosts, master_port};
+use common::{shared_tls, wait_until, Server};
 use redis::Commands;
 use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
-
-fn info(srv: &Server, section: &str) -> String {
-    redis::cmd("INFO")
-        .arg(section)
-        .query(&mut srv.raw())
-        .unwrap_or_default()
-}
-
-fn master_port(sentinel: &Server) -> Option<u16> {
-    let r: Option<(String, u16)> = redis::cmd("SENTINEL")
-        .arg("get-master-addr-by-name")
-        .arg("mymaster")
-        .query(&mut sentinel.raw())
-        .ok()?;
-    r.map(|(_, p)| p)
-}
-
-/// `127.0.0.1:port,…` of `sentinels`.
-fn hosts(sentinels: &[Server]) -> String {
-    let hosts: Vec<String> = sentinels
-        .iter()
-        .map(|s| format!("127.0.0.1:{}", s.port))
-        .collect();
-    hosts.join(",")
-}
-
-/// A master, its replica and three sentinels that know both and each
-/// other, all over TLS with the certificate of `tls` if given.
-fn deployment(tls: Option<&Tls>) -> (Server, Server, Vec<Server>) {
-    let (master, replica) = match tls {
-        Some(tls) => {
-            let master = Server::start_tls_shared(tls, &["--tls-replication", "yes"]);
-            let port = master.port.to_string();
-            let replica = Server::start_tls_shared(
-                tls,
-                &[
-                    "--tls-replication",
-                    "yes",
-                    "--replicaof",
-                    "127.0.0.1",
-                    &port,
-                ],
-            );
-            (master, replica)
-        }
-        None => {
-            let master = Server::start();
-            let port = master.port.to_string();
-            (
-                master,
-                Server::start_with(&["--replicaof", "127.0.0.1", &port]),
-            )
-        }
-    };
-    wait_until("replication", 10 * S, || {
-        info(&replica, "replication").contains("master_link_status:up")
-    });
-    // A master that does not answer for 2 s is down: a busy machine's
-    // pauses never fail over a live master, a dead one is soon replaced.
-    let conf = format!(
-        "sentinel monitor mymaster 127.0.0.1 {} 2\n\
-         sentinel down-after-milliseconds mymaster 2000\n\
-         sentinel failover-timeout mymaster 4000",
-        master.port
-    );
-    let sentinels: Vec<Server> = (0..3)
-        .map(|_| match tls {
-            Some(tls) => Server::start_sentinel_tls(tls, &conf),
-            None => Server::start_sentinel(&conf),
-        })
-        .collect();
-    wait_until(
-        "sentinels to find each other and the replica",
-        20 * S,
-        || {
-            sentinels.iter().all(|s| {
-                let m: Vec<String> = redis::cmd("SENTINEL")
-                    .arg("master")
-                    .arg("mymaster")
-                    .query(&mut s.raw())
-                    .unwrap_or_default();
-                let field = |name: &str| {
-                    m.iter()
-                        .position(|x| x == name)
-                        .and_then(|i| m.get(i + 1))
-                        .cloned()
-                        .unwrap_or_default()
-                };
-                field("num-other-sentinels") == "2" && field("num-slaves") == "1"
-            })
-        },
-    );
-    (master, replica, sentinels)
-}
 
 /// What the plain and the TLS deployments must both do: lock through the
 /// sentinels, wait for replicas, survive a failover with growing fences.

@@ -163,18 +163,30 @@ pub(super) async fn acquire(
     // queue (and a subscriber registration) only once it is seen held. A
     // lock this client found held last time goes to the queue at once.
     let io = server.io();
+    let mut outage = Outage::new();
     if !io.contended().is(&keys.lock) {
         match try_take(server, keys, token, ttl_ms, fenced).await {
             Ok(Tried::Taken(fence)) => return Ok(Grant::new(fence, Granted::AtOnce)),
             // Held, or a server that refuses for a moment (loading): the
             // queue below asks again while the wait allows.
             Ok(Tried::Held(_)) | Err(Error::Unavailable { .. }) => {}
+            // Unreachable: the queue below tries again while the outage
+            // may end within the wait.
+            Err(e @ Error::Connection { .. }) if !outage.again(io, deadline, false).await => {
+                return Err(e)
+            }
+            Err(Error::Connection { .. }) => {}
             Err(e) => return Err(e),
         }
     }
     let stats = io.stats();
     let mut waiting = None;
-    let ticket = io.register_waiter(&keys.lock).await?;
+    let ticket = loop {
+        match io.register_waiter(&keys.lock).await {
+            Err(Error::Connection { .. }) if outage.again(io, deadline, false).await => {}
+            r => break r?,
+        }
+    };
     let mut q = Queued::new(io, keys, token, ttl_ms, ticket);
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
@@ -204,17 +216,23 @@ pub(super) async fn acquire(
                 backoff = (backoff * 2).min(BUSY_RETRY);
                 continue;
             }
-            // The server went away between two retries (a restart, a
-            // failover): queue again once it is back, as when the
-            // subscriber is lost, within the connect timeout and the
-            // deadline. The old entry is left (keeping the lock if it was
-            // handed over meanwhile) before its ticket goes.
-            Err(e @ Error::Connection { .. }) if !first => {
-                let mut give_up = Instant::now() + io.target().connect_timeout;
-                if let Some(d) = deadline {
-                    give_up = give_up.min(d);
-                }
-                match rejoin(server, keys, token, &q.member, give_up).await {
+            // The server went away (a restart, a failover; this run may
+            // have queued us before its connection broke): queue again once
+            // it, or its successor, answers, as when the subscriber is lost
+            // (see [`Outage`]). The old entry is left (keeping the lock if
+            // it was handed over meanwhile) before its ticket goes.
+            Err(e @ Error::Connection { .. }) => {
+                let patient = !first;
+                match rejoin(
+                    server,
+                    keys,
+                    token,
+                    &q.member,
+                    (&mut outage, patient),
+                    deadline,
+                )
+                .await
+                {
                     Ok(Ok(ticket)) => {
                         drop(q.done());
                         q = Queued::new(io, keys, token, ttl_ms, ticket);
@@ -229,14 +247,12 @@ pub(super) async fn acquire(
                     Err(_) => return leave(server, q, e, started).await,
                 }
             }
-            // We may be in the queue (an earlier run put us there, or this
-            // one ran before its connection broke).
-            Err(e) if !first || matches!(e, Error::Connection { .. }) => {
-                return leave(server, q, e, started).await
-            }
+            // We may be in the queue (an earlier run put us there).
+            Err(e) if !first => return leave(server, q, e, started).await,
             Err(e) => return Err(e),
         };
         first = false;
+        outage.over();
         let (pttl, ahead) = match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => {
                 q.done();
@@ -342,14 +358,10 @@ pub(super) async fn acquire(
             }
             Some(Delivery::Lost(reason)) => {
                 // The subscriber connection died: the server restarted or
-                // closed it. Leave the queue under the old channel (keeping
-                // the lock if it was handed over meanwhile), then queue
-                // again on a fresh one. A server that is restarting gets
-                // the connect timeout to come back (within the deadline).
-                let mut give_up = Instant::now() + io.target().connect_timeout;
-                if let Some(d) = deadline {
-                    give_up = give_up.min(d);
-                }
+                // closed it, or failed over. Leave the queue under the old
+                // channel (keeping the lock if it was handed over
+                // meanwhile), then queue again on a fresh one, once the
+                // server or its successor answers (see [`Outage`]).
                 // Dropped from here on, the waiter is at worst a dead entry
                 // in the queue: no subscriber counts a message to it.
                 let (old, member) = q.done();
@@ -360,7 +372,8 @@ pub(super) async fn acquire(
                     "the waiters' subscriber connection was lost: queueing again"
                 );
                 stats.count(Event::Reconnect);
-                let rejoined = rejoin(server, keys, token, &member, give_up).await;
+                let rejoined =
+                    rejoin(server, keys, token, &member, (&mut outage, true), deadline).await;
                 let ticket = match rejoined {
                     Ok(Ok(t)) => t,
                     Ok(Err(fence)) => return Ok(handed(io, keys, fence, started)),
@@ -481,16 +494,15 @@ impl<T: Transport> Drop for Queued<'_, T> {
 
 /// Leave the queue under a lost channel and register on a new one
 /// (`Err(fence)`: the lock was handed to us meanwhile), trying again while
-/// the server cannot be reached, pausing 10 ms, then twice as long each
-/// time (at most 200 ms), until `give_up`.
+/// the server cannot be reached and the `outage` may end within the wait.
 async fn rejoin<S: Server>(
     server: &S,
     keys: &LockKeys,
     token: &[u8],
     member: &[u8],
-    give_up: Instant,
+    (outage, patient): (&mut Outage, bool),
+    deadline: Option<Instant>,
 ) -> Result<std::result::Result<Ticket, u64>> {
-    let mut pause = Duration::from_millis(10);
     loop {
         let r = match cancel(server, keys, token, member).await {
             Ok(Some(fence)) => return Ok(Err(fence)),
@@ -498,12 +510,64 @@ async fn rejoin<S: Server>(
             Err(e) => Err(e),
         };
         match r {
-            Err(Error::Connection { .. }) if Instant::now() + pause < give_up => {
-                server.io().sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(200));
+            Err(Error::Connection { .. }) if outage.again(server.io(), deadline, patient).await => {
             }
             r => return r,
         }
+    }
+}
+
+/// A wait riding out a server that cannot be reached. A server that
+/// restarts while a waiter is queued gets the connect timeout to come back
+/// (one never reached fails at once); a deployment that may
+/// give it a successor (a Sentinel service whose sentinels are listened to,
+/// a cluster whose other nodes answer) gets the whole wait, so that an
+/// acquire never fails with a connection error while a failover is under
+/// way. Between attempts it pauses 10 ms, then twice as long each time (at
+/// most 200 ms): the new master is found within that of its promotion.
+struct Outage {
+    since: Option<Instant>,
+    pause: Duration,
+}
+
+impl Outage {
+    fn new() -> Outage {
+        Outage {
+            since: None,
+            pause: Duration::from_millis(10),
+        }
+    }
+
+    /// After a connection error: pause and say to try again, or say that
+    /// the wait is over (`deadline`: the caller's; `patient`: the waiter
+    /// was queued on the server, which may be restarting).
+    async fn again(
+        &mut self,
+        io: &impl Transport,
+        deadline: Option<Instant>,
+        patient: bool,
+    ) -> bool {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        let mut until = deadline;
+        if !io.failover_possible().await {
+            let restart = if patient {
+                since + io.target().connect_timeout
+            } else {
+                since
+            };
+            until = Some(until.map_or(restart, |d| d.min(restart)));
+        }
+        if until.is_some_and(|u| Instant::now() + self.pause >= u) {
+            return false;
+        }
+        io.sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(200));
+        true
+    }
+
+    /// The server answered.
+    fn over(&mut self) {
+        *self = Outage::new();
     }
 }
 

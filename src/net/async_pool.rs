@@ -13,8 +13,9 @@
 //! Fork: the multiplexed connection belongs to the process that opened it
 //! (its driver task runs on that process's runtime); a child opens its own.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -22,7 +23,9 @@ use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, 
 
 use crate::error::{Error, Result};
 use crate::net::hub::{Delivery, Ticket};
-use crate::net::pool::{is_dead_connection, is_demoted, Pool, Transient};
+use crate::net::pool::{
+    is_dead_connection, is_demoted, role_is_master, still_named, Failed, Pool, Transient,
+};
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::{Detached, Transport};
 use crate::protocol::Script;
@@ -36,9 +39,13 @@ pub(crate) struct AsyncPool(Arc<Inner>);
 struct Inner {
     /// The blocking pool: target, subscriber hub, Cluster routing.
     pool: Arc<Pool>,
-    /// The shared connection, the process that opened it, and its number
-    /// (so that a task forgets only the connection that failed it).
-    mux: Mutex<Option<(u32, u64, MultiplexedConnection)>>,
+    /// The shared connection, the process that opened it, its number (so
+    /// that a task forgets only the connection that failed it) and, for
+    /// Sentinel, the generation of the master it goes to.
+    mux: Mutex<Option<(u32, u64, MultiplexedConnection, u64)>>,
+    /// Sentinel: notified when the client follows a new master, so that
+    /// commands waiting on the old one are sent to the new one.
+    switched: Arc<tokio::sync::Notify>,
     opened: std::sync::atomic::AtomicU64,
     /// Held while connecting, so that a thousand tasks starting at once
     /// open one connection.
@@ -52,6 +59,8 @@ struct Shared {
     n: u64,
     /// Opened before this task asked (so it may have died since).
     reused: bool,
+    /// Sentinel: the generation of its master (0 otherwise).
+    generation: u64,
 }
 
 /// One request, sent again as is (or with its retry arguments) on a fresh
@@ -69,27 +78,51 @@ enum Request<'a> {
 
 impl AsyncPool {
     pub(crate) fn new(pool: Arc<Pool>) -> AsyncPool {
+        let switched = Arc::new(tokio::sync::Notify::new());
+        if let Endpoint::Sentinel(s) = &pool.target.endpoint {
+            let weak = Arc::downgrade(&switched);
+            s.on_switch(Box::new(move |_| {
+                if let Some(n) = weak.upgrade() {
+                    n.notify_waiters();
+                }
+            }));
+        }
         AsyncPool(Arc::new(Inner {
             pool,
             mux: Mutex::new(None),
             opened: std::sync::atomic::AtomicU64::new(0),
             connecting: tokio::sync::Mutex::new(()),
+            switched,
         }))
+    }
+
+    /// The generation of the Sentinel master followed now (0 otherwise).
+    fn generation(&self) -> u64 {
+        match &self.target_ref().endpoint {
+            Endpoint::Sentinel(s) => s.generation(),
+            _ => 0,
+        }
     }
 
     fn target_ref(&self) -> &Target {
         &self.0.pool.target
     }
 
-    /// The shared connection if this process has one.
+    /// The shared connection if this process has one (to the master
+    /// followed now, for Sentinel).
     fn cached(&self) -> Option<Shared> {
         let mux = locked(&self.0.mux);
         match &*mux {
-            Some((pid, n, con)) if *pid == crate::sync::pid() => Some(Shared {
-                con: con.clone(),
-                n: *n,
-                reused: true,
-            }),
+            Some((pid, n, con, generation))
+                if *pid == crate::sync::pid() && *generation == self.generation() =>
+            {
+                Some(Shared {
+                    con: con.clone(),
+                    n: *n,
+                    reused: true,
+                    generation: *generation,
+                })
+            }
             _ => None,
         }
     }
@@ -98,7 +131,7 @@ impl AsyncPool {
     /// unless another task already replaced it.
     fn forget(&self, dead: &Shared) {
         let mut mux = locked(&self.0.mux);
-        if matches!(&*mux, Some((_, n, _)) if *n == dead.n) {
+        if matches!(&*mux, Some((_, n, _, _)) if *n == dead.n) {
             *mux = None;
         }
     }
@@ -112,53 +145,64 @@ impl AsyncPool {
         if let Some(s) = self.cached() {
             return Ok(s);
         }
-        let con = self.connect().await?;
+        let (con, generation) = self.connect().await?;
         let n = self
             .0
             .opened
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        *locked(&self.0.mux) = Some((crate::sync::pid(), n, con.clone()));
+        *locked(&self.0.mux) = Some((crate::sync::pid(), n, con.clone(), generation));
         Ok(Shared {
             con,
             n,
             reused: false,
+            generation,
         })
     }
 
-    async fn connect(&self) -> Result<MultiplexedConnection> {
+    /// A connection to the server, or to the master a Sentinel service has
+    /// now (checked with ROLE as the blocking pool does), with that
+    /// master's generation.
+    async fn connect(&self) -> Result<(MultiplexedConnection, u64)> {
         let t = self.target_ref();
-        let (info, master) = match &t.endpoint {
-            Endpoint::Direct(info) => (info.clone(), None),
-            Endpoint::Sentinel(_) => {
-                let pool = self.0.pool.clone();
-                let timeout = t.connect_timeout;
-                let (info, master) = blocking(move || match &pool.target.endpoint {
-                    Endpoint::Sentinel(s) => s.master(timeout),
-                    _ => Err(Error::Internal("not a Sentinel target".into())),
-                })
-                .await?;
-                (info, Some(master))
-            }
+        let s = match &t.endpoint {
+            Endpoint::Direct(info) => return Ok((self.open((**info).clone()).await?, 0)),
+            Endpoint::Sentinel(s) => s,
             Endpoint::Cluster(_) => {
                 return Err(Error::Internal(
                     "cluster commands go through the blocking pool".into(),
                 ))
             }
         };
+        let mut demoted = None;
+        loop {
+            let (sentinel, timeout) = (s.clone(), t.connect_timeout);
+            let master = blocking(move || sentinel.current(timeout, demoted)).await?;
+            if demoted == Some(master.generation) {
+                return Err(still_named(s, &master));
+            }
+            let mut con = self
+                .open(master.info.clone())
+                .await
+                .map_err(|e| s.at_master(e, &master.addr))?;
+            let role = redis::cmd("ROLE").query_async(&mut con).await;
+            match role_is_master(role) {
+                Ok(true) => return Ok((con, master.generation)),
+                Ok(false) => demoted = Some(master.generation),
+                Err(e) => return Err(s.at_master(self.0.pool.error(e, true), &master.addr)),
+            }
+        }
+    }
+
+    async fn open(&self, info: ConnectionInfo) -> Result<MultiplexedConnection> {
+        let t = self.target_ref();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(t.connect_timeout))
             .set_response_timeout(Some(t.command_timeout));
-        let connected = match self.client(info) {
-            Ok(client) => client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .map_err(|e| self.0.pool.error(e, true)),
-            Err(e) => Err(e),
-        };
-        match (&t.endpoint, master) {
-            (Endpoint::Sentinel(s), Some(master)) => connected.map_err(|e| s.at_master(e, &master)),
-            _ => connected,
-        }
+        let client = self.client(info)?;
+        client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| self.0.pool.error(e, true))
     }
 
     fn client(&self, info: ConnectionInfo) -> Result<redis::Client> {
@@ -186,24 +230,54 @@ impl AsyncPool {
             return self.run_blocking(&req).await;
         }
         let mut transient = Transient::new(self.target_ref().command_timeout, "command timeout");
+        let mut sent = false;
         loop {
-            match self.run_once(&req).await {
-                Err(e @ Error::Unavailable { .. }) => tokio::time::sleep(transient.pause(e)?).await,
-                r => return r,
+            match self.run_once(&req, sent).await {
+                Ok(r) => return Ok(r),
+                Err(Failed {
+                    error: e @ Error::Unavailable { .. },
+                    ..
+                }) => tokio::time::sleep(transient.pause(e)?).await,
+                // The master refuses connections and the sentinels may
+                // replace it: the command goes to the new one.
+                Err(Failed {
+                    error,
+                    refused: true,
+                    sent: was_sent,
+                }) => match transient.outage() {
+                    Some(pause) if Pool::failover_possible(&self.0.pool) => {
+                        sent = was_sent;
+                        tokio::time::sleep(pause).await;
+                    }
+                    _ => return Err(error),
+                },
+                Err(Failed { error, .. }) => return Err(error),
             }
         }
     }
 
-    async fn run_once(&self, req: &Request<'_>) -> Result<(Value, bool)> {
-        let shared = self.connection().await?;
-        match send(shared.con.clone(), req, false).await {
-            Ok(v) => Ok((v, false)),
-            Err(e) if shared.reused && is_dead_connection(&e) => {
+    /// `sent`: an earlier run may have taken effect. The reply, and whether
+    /// some sending may have taken effect before this one.
+    async fn run_once(
+        &self,
+        req: &Request<'_>,
+        sent: bool,
+    ) -> std::result::Result<(Value, bool), Failed> {
+        let shared = self
+            .connection()
+            .await
+            .map_err(|error| Failed::refused(error, sent))?;
+        match self.send_following(&shared, req, sent).await {
+            Ok(v) => Ok((v, sent)),
+            Err(e) if (shared.reused && is_dead_connection(&e)) || self.superseded(&shared) => {
                 self.forget(&shared);
                 let stats = &self.0.pool.stats;
                 stats.count(Event::ConnectionError);
                 stats.count(Event::Reconnect);
-                let fresh = self.connection().await?;
+                let fresh = self
+                    .connection()
+                    .await
+                    .map_err(|error| Failed::refused(error, true))?;
                 match send(fresh.con.clone(), req, true).await {
                     Ok(v) => Ok((v, true)),
                     Err(e) => Err(self.failed(&fresh, e)),
@@ -213,14 +287,56 @@ impl AsyncPool {
         }
     }
 
+    /// Send `req` on `shared`; with Sentinel, a command still waiting when
+    /// the client follows a new master is abandoned (an I/O error, sent
+    /// again by the caller on a connection to the new master).
+    async fn send_following(
+        &self,
+        shared: &Shared,
+        req: &Request<'_>,
+        sent: bool,
+    ) -> redis::RedisResult<Value> {
+        if !matches!(self.target_ref().endpoint, Endpoint::Sentinel(_)) {
+            return send(shared.con.clone(), req, sent).await;
+        }
+        let switched = self.0.switched.notified();
+        tokio::pin!(switched);
+        switched.as_mut().enable();
+        if self.superseded(shared) {
+            return Err(left_behind());
+        }
+        let sending = send(shared.con.clone(), req, sent);
+        tokio::pin!(sending);
+        poll_fn(|cx| {
+            if let Poll::Ready(r) = sending.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            match switched.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(left_behind())),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// A connection to a Sentinel master the client no longer follows.
+    fn superseded(&self, shared: &Shared) -> bool {
+        shared.generation != self.generation()
+    }
+
     /// Our error for `e`; the connection is dropped when it is dead or
     /// talks to a demoted master (a timeout leaves a multiplexed connection
     /// usable: the late reply is matched and discarded).
-    fn failed(&self, shared: &Shared, e: redis::RedisError) -> Error {
+    /// The command was sent: it may have taken effect.
+    fn failed(&self, shared: &Shared, e: redis::RedisError) -> Failed {
         if is_demoted(&e) || (e.is_connection_dropped() && !e.is_timeout()) {
             self.forget(shared);
         }
-        self.0.pool.error(e, false)
+        Failed {
+            error: self.0.pool.error(e, false),
+            refused: false,
+            sent: true,
+        }
     }
 
     fn is_cluster_target(&self) -> bool {
@@ -303,6 +419,14 @@ async fn send(
     }
 }
 
+/// The error of a command abandoned on a master the client left.
+fn left_behind() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "the client followed a failover to a new master",
+    ))
+}
+
 /// Run `f` on tokio's blocking threads.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
@@ -341,6 +465,17 @@ impl Transport for AsyncPool {
 
     fn is_cluster(&self) -> bool {
         self.is_cluster_target()
+    }
+
+    async fn failover_possible(&self) -> bool {
+        let pool = self.0.pool.clone();
+        match &pool.target.endpoint {
+            // Asks a node: off the runtime's threads.
+            Endpoint::Cluster(_) => blocking(move || Ok(Pool::failover_possible(&pool)))
+                .await
+                .unwrap_or(false),
+            _ => Pool::failover_possible(&pool),
+        }
     }
 
     async fn script(

@@ -25,6 +25,9 @@ use crate::sync::locked;
 /// use it at any age: a wrong node answers MOVED).
 const SLOT_MAP_AGE: Duration = Duration::from_secs(5);
 
+/// How long a node that failed a command is asked for the slot map last.
+const SUSPECT_FOR: Duration = Duration::from_secs(10);
+
 /// Redirections one command follows at most (a slot moving twice while the
 /// command is underway is already rare).
 const MAX_REDIRECTS: usize = 5;
@@ -46,6 +49,9 @@ pub(crate) struct Cluster {
 struct SlotMap {
     read: Option<Instant>,
     ranges: Vec<(u16, u16, String)>,
+    /// Nodes that failed a command lately, and when: asked for the map
+    /// last (a frozen node would hold each reading up for a timeout).
+    suspects: Vec<(String, Instant)>,
 }
 
 impl SlotMap {
@@ -106,6 +112,28 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// Whether a node of the cluster answers: the slot map is read again
+    /// from the first that does (nodes that failed lately are asked last).
+    pub(crate) fn answers(self: &Arc<Self>, connect_timeout: Duration, timeout: Duration) -> bool {
+        let mut con = Routed {
+            cluster: self.clone(),
+            nodes: Vec::new(),
+            connect_timeout,
+            timeout,
+        };
+        con.refresh().is_ok()
+    }
+
+    /// `node` failed a command: forget the map, and ask that node for the
+    /// next one last.
+    fn failed(&self, node: &str) {
+        let mut map = locked(&self.slots);
+        map.read = None;
+        map.suspects
+            .retain(|(n, at)| n != node && at.elapsed() < SUSPECT_FOR);
+        map.suspects.push((node.to_string(), Instant::now()));
+    }
+
     /// The masters' `host:port`s, as the first of the URL's nodes to answer
     /// lists them (`CLUSTER NODES`), failed ones included.
     pub(crate) fn masters(
@@ -226,11 +254,18 @@ impl Routed {
     /// connected, then the nodes of the old map, then the URL's.
     fn refresh(&mut self) -> RedisResult<()> {
         let mut candidates: Vec<String> = self.nodes.iter().map(|(n, _)| n.clone()).collect();
-        {
+        let suspects: Vec<String> = {
             let map = locked(&self.cluster.slots);
             candidates.extend(map.ranges.iter().map(|(_, _, n)| n.clone()));
-        }
+            map.suspects
+                .iter()
+                .filter(|(_, at)| at.elapsed() < SUSPECT_FOR)
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
         candidates.extend(self.cluster.seeds.iter().cloned());
+        // Stable: the order above, the suspects last.
+        candidates.sort_by_key(|n| suspects.contains(n));
         let mut last = None;
         let mut tried = Vec::new();
         for node in candidates {
@@ -243,11 +278,9 @@ impl Routed {
                 .and_then(|w| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(w));
             match reply {
                 Ok(reply) => {
-                    let ranges = parse_slots(reply, &node);
-                    *locked(&self.cluster.slots) = SlotMap {
-                        read: Some(Instant::now()),
-                        ranges,
-                    };
+                    let mut map = locked(&self.cluster.slots);
+                    map.ranges = parse_slots(reply, &node);
+                    map.read = Some(Instant::now());
                     return Ok(());
                 }
                 Err(e) => {
@@ -363,7 +396,7 @@ impl Routed {
         });
         if r.is_err() {
             self.drop_node(node);
-            self.cluster.invalidate();
+            self.cluster.failed(node);
         }
         r
     }
@@ -429,7 +462,7 @@ impl ConnectionLike for Routed {
                 Ok(values) => values,
                 Err(e) => {
                     self.drop_node(&node);
-                    self.cluster.invalidate();
+                    self.cluster.failed(&node);
                     return Err(e);
                 }
             };
@@ -698,6 +731,7 @@ mod tests {
             *locked(&cluster.slots) = SlotMap {
                 read: Some(Instant::now()),
                 ranges: vec![(0, 16383, from.addr.clone())],
+                ..SlotMap::default()
             };
             let t = Duration::from_secs(2);
             let mut con = Routed::connect(cluster.clone(), t, t).unwrap();
@@ -734,6 +768,7 @@ mod tests {
         *locked(&cluster.slots) = SlotMap {
             read: Some(Instant::now()),
             ranges: vec![(0, 16383, node.addr.clone())],
+            ..SlotMap::default()
         };
         let t = Duration::from_secs(2);
         let mut con = Routed::connect(cluster, t, t).unwrap();

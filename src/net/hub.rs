@@ -133,7 +133,8 @@ pub(crate) struct Channel {
     waiters: Mutex<Waiters>,
     /// The background thread waits here for work.
     idle: Condvar,
-    closer: Closer,
+    /// The current connection's (see [`Channel::replace`]).
+    closer: Mutex<Closer>,
 }
 
 struct Waiters {
@@ -146,6 +147,9 @@ struct Waiters {
     turns: VecDeque<Arc<Slot>>,
     /// Tickets that async tasks wait on.
     tasks: usize,
+    /// The connection that replaces the one being read (see
+    /// [`Channel::replace`]): whoever reads puts it in place when done.
+    pending: Option<Wire>,
 }
 
 impl Channel {
@@ -160,7 +164,7 @@ impl Channel {
         if crate::sync::pid() != self.pid {
             return;
         }
-        self.closer.close();
+        locked(&self.closer).close();
         let unread = locked(&self.waiters).wire.take();
         if unread.is_some() {
             drop(unread);
@@ -168,12 +172,47 @@ impl Channel {
         }
     }
 
+    /// Go on over `new`, a connection subscribed to this channel on another
+    /// server (the master after a failover): the waiters keep their
+    /// registrations, so their queue entries stay valid. The old
+    /// connection is shut down; a reader that holds it puts `new` in its
+    /// place (see [`Channel::put_back`]).
+    fn replace(&self, new: Wire) -> Result<()> {
+        let closer = new
+            .closer()
+            .map_err(|e| Error::Internal(format!("cannot watch the subscriber connection: {e}")))?;
+        let old = {
+            let mut w = locked(&self.waiters);
+            if let Some(reason) = &w.lost {
+                return Err(Error::Internal(format!("the channel was lost: {reason}")));
+            }
+            let old = std::mem::replace(&mut *locked(&self.closer), closer);
+            match w.wire.take() {
+                // Nobody reads: swapped here.
+                Some(unread) => {
+                    drop(unread);
+                    w.wire = Some(new);
+                    self.pass_turn(&mut w);
+                    None
+                }
+                None => {
+                    w.pending = Some(new);
+                    Some(old)
+                }
+            }
+        };
+        if let Some(old) = old {
+            old.close();
+        }
+        Ok(())
+    }
+
     /// If nobody reads the connection and it has something to read (its
     /// end, or messages), read that now.
     fn look_if_unread(&self) {
         let con = {
             let mut w = locked(&self.waiters);
-            if w.wire.is_none() || !self.closer.readable() {
+            if w.wire.is_none() || !locked(&self.closer).readable() {
                 return;
             }
             w.wire.take()
@@ -238,9 +277,18 @@ impl Channel {
         }
     }
 
-    /// The reader is done with the connection: hand it back and pass the
-    /// turn on, or report it dead.
+    /// The reader is done with the connection: hand it back (or its
+    /// replacement) and pass the turn on, or report it dead.
     fn put_back(&self, con: Wire, read: std::result::Result<(), String>) {
+        {
+            let mut w = locked(&self.waiters);
+            if let Some(new) = w.pending.take() {
+                drop(con);
+                w.wire = Some(new);
+                self.pass_turn(&mut w);
+                return;
+            }
+        }
         match read {
             Ok(()) => {
                 let mut w = locked(&self.waiters);
@@ -525,6 +573,35 @@ impl Hub {
         self.live(node).map(Self::ticket)
     }
 
+    /// Move the live channel to `node` onto the connection `open(channel)`
+    /// makes (subscribed to the same channel on another server), and file
+    /// it under `to`: its waiters keep their place in the locks' queues.
+    /// When that fails, or `to` has a channel already, the channel is
+    /// closed instead and its waiters queue again.
+    pub(crate) fn relocate(&self, node: &str, to: &str, open: impl FnOnce(&str) -> Result<Wire>) {
+        let Some(ch) = self.live(node) else { return };
+        let _opening = locked(&self.opening);
+        let taken = node != to && self.live(to).is_some();
+        let name = format!("{}{}", protocol::WAKE_CHANNEL_PREFIX, ch.id);
+        let moved = if taken {
+            Err(Error::Internal(format!("{to} has a subscriber already")))
+        } else {
+            open(&name).and_then(|wire| ch.replace(wire))
+        };
+        match moved {
+            Ok(()) if node != to => {
+                let mut c = locked(&self.channels);
+                c.1.remove(node);
+                c.1.insert(to.to_string(), ch);
+            }
+            Ok(()) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "the waiters' subscriber could not move: its waiters queue again");
+                ch.close();
+            }
+        }
+    }
+
     fn ticket(channel: Arc<Channel>) -> Ticket {
         let nonce = protocol::hex(&protocol::random_bytes::<8>());
         let slot = Arc::new(Slot::new());
@@ -563,9 +640,10 @@ impl Hub {
                 wire: Some(con),
                 turns: VecDeque::new(),
                 tasks: 0,
+                pending: None,
             }),
             idle: Condvar::new(),
-            closer,
+            closer: Mutex::new(closer),
         });
         let reader = channel.clone();
         crate::sync::spawn_quiet("redislock-wake", move || reader.background(&*tick))

@@ -20,6 +20,7 @@ use redis::{Cmd, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 use crate::error::{Error, Result};
 use crate::net::cluster::Routed;
 use crate::net::hub::{Delivery, Hub, Ticket};
+use crate::net::sentinel::{Lease, Master, Sentinel};
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::Transport;
 use crate::net::wire::{io_reason, is_auth_error, server_message, Wire, UNTRUSTED_HINT};
@@ -27,16 +28,18 @@ use crate::protocol::Script;
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
-/// A command connection: to one server, or routed over a cluster.
+/// A command connection: to one server, to the master a Sentinel service
+/// had when it was opened, or routed over a cluster.
 pub(crate) enum Conn {
     Plain(Wire),
+    Master(Wire, Lease),
     Cluster(Routed),
 }
 
 impl Conn {
     fn set_timeouts(&mut self, d: Duration) -> RedisResult<()> {
         match self {
-            Conn::Plain(c) => c.set_timeout(d),
+            Conn::Plain(c) | Conn::Master(c, _) => c.set_timeout(d),
             Conn::Cluster(c) => c.set_timeout(d),
         }
     }
@@ -45,7 +48,7 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         match self {
-            Conn::Plain(c) => c.req_packed_command(cmd),
+            Conn::Plain(c) | Conn::Master(c, _) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -57,42 +60,42 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         match self {
-            Conn::Plain(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Plain(c) | Conn::Master(c, _) => c.req_packed_commands(cmd, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
-            Conn::Plain(c) => c.req_command(cmd),
+            Conn::Plain(c) | Conn::Master(c, _) => c.req_command(cmd),
             Conn::Cluster(c) => c.req_command(cmd),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Plain(c) => c.get_db(),
+            Conn::Plain(c) | Conn::Master(c, _) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
     }
 
     fn supports_pipelining(&self) -> bool {
         match self {
-            Conn::Plain(c) => c.supports_pipelining(),
+            Conn::Plain(c) | Conn::Master(c, _) => c.supports_pipelining(),
             Conn::Cluster(c) => c.supports_pipelining(),
         }
     }
 
     fn check_connection(&mut self) -> bool {
         match self {
-            Conn::Plain(c) => c.check_connection(),
+            Conn::Plain(c) | Conn::Master(c, _) => c.check_connection(),
             Conn::Cluster(c) => c.check_connection(),
         }
     }
 
     fn is_open(&self) -> bool {
         match self {
-            Conn::Plain(c) => c.is_open(),
+            Conn::Plain(c) | Conn::Master(c, _) => c.is_open(),
             Conn::Cluster(c) => c.is_open(),
         }
     }
@@ -143,7 +146,7 @@ pub(crate) struct Pool {
     pub(crate) stats: Arc<Counters>,
     idle: Arc<Mutex<Idle>>,
     /// Waiters' subscriber connections.
-    hub: Hub,
+    hub: Arc<Hub>,
     /// What the server accepts beyond Redis 6.2.
     pub(crate) caps: crate::protocol::Caps,
     pub(crate) contended: crate::protocol::Contended,
@@ -166,11 +169,15 @@ impl Pool {
                 }
             }
         };
+        let hub = Arc::new(Hub::new(Box::new(trim)));
+        if let Endpoint::Sentinel(s) = &target.endpoint {
+            follow_with_subscriber(s, &hub, &target);
+        }
         Pool {
             target,
             stats,
             idle,
-            hub: Hub::new(Box::new(trim)),
+            hub,
             caps: crate::protocol::Caps::default(),
             contended: crate::protocol::Contended::default(),
         }
@@ -194,8 +201,50 @@ impl Pool {
                 Routed::connect(cluster.clone(), connect_timeout, t.command_timeout)
                     .map_err(|e| self.error(e, true))?,
             ),
-            _ => Conn::Plain(self.plain_connection(connect_timeout, None)?),
+            Endpoint::Sentinel(s) => {
+                let (wire, lease) = self.master_connection(s, connect_timeout)?;
+                Conn::Master(wire, lease)
+            }
+            Endpoint::Direct(_) => Conn::Plain(self.plain_connection(connect_timeout, None)?),
         })
+    }
+
+    /// A connection to the master a Sentinel service has now (see
+    /// [`Sentinel::current`]), leased from the start: a switch while it
+    /// waits for a frozen server ends the wait. A server that
+    /// answers ROLE as a replica makes the client ask the sentinels again;
+    /// if they still name it, a failover is under way: an
+    /// [`Error::Unavailable`], asked again while the command timeout allows.
+    fn master_connection(
+        &self,
+        s: &Arc<Sentinel>,
+        connect_timeout: Duration,
+    ) -> Result<(Wire, Lease)> {
+        let t = &self.target;
+        let mut demoted = None;
+        loop {
+            let master = s.current(connect_timeout, demoted).inspect_err(|e| {
+                if matches!(e, Error::Connection { .. }) {
+                    self.stats.count(Event::ConnectionError);
+                }
+            })?;
+            if demoted == Some(master.generation) {
+                return Err(still_named(s, &master));
+            }
+            let mut wire = Wire::connect(
+                &master.info,
+                t.tls.as_ref(),
+                connect_timeout,
+                t.command_timeout,
+            )
+            .map_err(|e| s.at_master(self.error(e, true), &master.addr))?;
+            let lease = s.lease(&wire, master.generation);
+            match answers_as_master(&mut wire) {
+                Ok(true) => return Ok((wire, lease)),
+                Ok(false) => demoted = Some(master.generation),
+                Err(e) => return Err(s.at_master(self.error(e, true), &master.addr)),
+            }
+        }
     }
 
     /// A connection to one server: the server, Sentinel's master, or the
@@ -204,15 +253,7 @@ impl Pool {
         let t = &self.target;
         let info = match (&t.endpoint, node) {
             (Endpoint::Direct(info), _) => info.clone(),
-            (Endpoint::Sentinel(s), _) => {
-                let (info, master) = s.master(connect_timeout).inspect_err(|e| {
-                    if matches!(e, Error::Connection { .. }) {
-                        self.stats.count(Event::ConnectionError);
-                    }
-                })?;
-                return Wire::connect(&info, t.tls.as_ref(), connect_timeout, t.command_timeout)
-                    .map_err(|e| s.at_master(self.error(e, true), &master));
-            }
+            (Endpoint::Sentinel(s), _) => return Ok(self.master_connection(s, connect_timeout)?.0),
             (Endpoint::Cluster(cluster), Some(node)) => {
                 return cluster
                     .connect(node, connect_timeout, t.command_timeout)
@@ -279,14 +320,28 @@ impl Pool {
         }
         self.with(|con, _| match con {
             Conn::Cluster(c) => c.node_for(key),
-            Conn::Plain(_) => Ok(String::new()),
+            Conn::Plain(_) | Conn::Master(..) => Ok(String::new()),
         })
     }
 
     fn take(&self) -> Option<Conn> {
         let mut idle = locked(&self.idle);
         idle.check_pid();
-        idle.cmd.pop().map(|(con, _)| con)
+        while let Some((con, _)) = idle.cmd.pop() {
+            if !self.superseded(&con) {
+                return Some(con);
+            }
+        }
+        None
+    }
+
+    /// A connection to a Sentinel master that this client no longer
+    /// follows: never used again.
+    fn superseded(&self, con: &Conn) -> bool {
+        match (con, &self.target.endpoint) {
+            (Conn::Master(_, lease), Endpoint::Sentinel(s)) => lease.generation != s.generation(),
+            _ => false,
+        }
     }
 
     /// The most recently used idle connection, if it is one whose replies
@@ -314,7 +369,7 @@ impl Pool {
     fn put(&self, con: Conn) {
         let mut idle = locked(&self.idle);
         idle.check_pid();
-        if con.is_open() && idle.cmd.len() < MAX_IDLE {
+        if con.is_open() && idle.cmd.len() < MAX_IDLE && !self.superseded(&con) {
             let now = Instant::now();
             idle.cmd.push((con, now));
             idle.trim(now);
@@ -354,7 +409,10 @@ impl Pool {
     /// [`Pool::run_once`] again while the server answers with a transient
     /// state and `budget` allows, pausing 10 ms, then twice as long each
     /// time (at most 200 ms). When the budget runs out the error names the
-    /// state and how long it lasted.
+    /// state and how long it lasted. Likewise while the server refuses
+    /// connections and the deployment may give it a successor (see
+    /// [`Pool::failover_possible`]): the command was never sent, and goes
+    /// to the new master once there is one.
     fn run<T>(
         &self,
         connect_timeout: Duration,
@@ -363,34 +421,63 @@ impl Pool {
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let mut transient = Transient::new(budget, budget_name);
+        let mut sent = false;
         loop {
-            match self.run_once(connect_timeout, &mut f) {
-                Err(e @ Error::Unavailable { .. }) => std::thread::sleep(transient.pause(e)?),
-                r => return r,
+            match self.run_once(connect_timeout, sent, &mut f) {
+                Ok(v) => return Ok(v),
+                Err(Failed {
+                    error: e @ Error::Unavailable { .. },
+                    ..
+                }) => std::thread::sleep(transient.pause(e)?),
+                Err(Failed {
+                    error,
+                    refused: true,
+                    sent: was_sent,
+                }) => match transient.outage() {
+                    Some(pause) if self.failover_possible() => {
+                        sent = was_sent;
+                        std::thread::sleep(pause);
+                    }
+                    _ => return Err(error),
+                },
+                Err(Failed { error, .. }) => return Err(error),
             }
         }
     }
 
     /// The pooled run with one retry on a fresh connection (see `with`).
+    /// `sent`: an earlier run may have taken effect (`f` is told so).
     fn run_once<T>(
         &self,
         connect_timeout: Duration,
+        sent: bool,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
-    ) -> Result<T> {
+    ) -> std::result::Result<T, Failed> {
         let (mut con, reused) = match self.take() {
             Some(c) => (c, true),
-            None => (self.connect_within(connect_timeout)?, false),
+            None => (
+                self.connect_within(connect_timeout)
+                    .map_err(|error| Failed::refused(error, sent))?,
+                false,
+            ),
         };
-        match f(&mut con, false) {
-            Err(e) if reused && is_dead_connection(&e) => {
+        match f(&mut con, sent) {
+            // Also a command cut short because the client followed a
+            // failover meanwhile: it goes to the new master.
+            Err(e)
+                if (reused && is_dead_connection(&e))
+                    || (self.superseded(&con) && !matches!(e.kind(), RedisKind::Server(_))) =>
+            {
                 drop(con);
                 self.stats.count(Event::ConnectionError);
                 self.stats.count(Event::Reconnect);
-                let mut con = self.connect_within(connect_timeout)?;
+                let mut con = self
+                    .connect_within(connect_timeout)
+                    .map_err(|error| Failed::refused(error, true))?;
                 let r = f(&mut con, true);
-                self.finish(con, r)
+                self.finish(con, r, true)
             }
-            r => self.finish(con, r),
+            r => self.finish(con, r, sent),
         }
     }
 
@@ -408,7 +495,13 @@ impl Pool {
         })
     }
 
-    fn finish<T>(&self, con: Conn, r: redis::RedisResult<T>) -> Result<T> {
+    /// `sent`: this run, or an earlier one, may have taken effect.
+    fn finish<T>(
+        &self,
+        con: Conn,
+        r: redis::RedisResult<T>,
+        sent: bool,
+    ) -> std::result::Result<T, Failed> {
         match r {
             Ok(v) => {
                 self.put(con);
@@ -423,7 +516,27 @@ impl Pool {
                 {
                     self.put(con);
                 }
-                Err(self.error(e, false))
+                // A cluster node that refused the connection never got the
+                // command; anything else may have run it.
+                let refused = e.is_connection_refusal();
+                Err(Failed {
+                    error: self.error(e, false),
+                    refused,
+                    sent: sent || !refused,
+                })
+            }
+        }
+    }
+
+    /// Whether a server that refuses connections may soon have a
+    /// successor: a Sentinel service with a sentinel listened to, a cluster
+    /// with a node that answers (whose slot map is then read again).
+    pub(crate) fn failover_possible(&self) -> bool {
+        match &self.target.endpoint {
+            Endpoint::Direct(_) => false,
+            Endpoint::Sentinel(s) => s.listened_to(),
+            Endpoint::Cluster(c) => {
+                c.answers(self.target.connect_timeout, self.target.command_timeout)
             }
         }
     }
@@ -587,6 +700,25 @@ fn run_script(
     }
 }
 
+/// Why a run failed: the error, whether the connection was refused (the
+/// command never left), and whether some sending may have taken effect.
+pub(crate) struct Failed {
+    pub(crate) error: Error,
+    pub(crate) refused: bool,
+    pub(crate) sent: bool,
+}
+
+impl Failed {
+    /// Connecting failed: nothing was sent this time.
+    pub(crate) fn refused(error: Error, sent: bool) -> Failed {
+        Failed {
+            refused: matches!(error, Error::Connection { .. }),
+            error,
+            sent,
+        }
+    }
+}
+
 /// The pauses while a server answers with a transient state (see
 /// [`transient_state`]): 10 ms, then twice as long each time (at most
 /// 200 ms), within `budget`.
@@ -605,6 +737,18 @@ impl Transient {
             budget,
             budget_name,
         }
+    }
+
+    /// The pause before trying again while a server is unreachable, or
+    /// `None` once the budget is spent.
+    pub(crate) fn outage(&mut self) -> Option<Duration> {
+        let left = self.budget.saturating_sub(self.started.elapsed());
+        if left < self.pause {
+            return None;
+        }
+        let p = self.pause;
+        self.pause = (self.pause * 2).min(Duration::from_millis(200));
+        Some(p)
     }
 
     /// The pause before asking again after `e` (an `Unavailable`), or, once
@@ -667,6 +811,66 @@ pub(crate) fn is_demoted(e: &redis::RedisError) -> bool {
     )
 }
 
+/// Whether the server answers `ROLE` as a master (or will not say: a user
+/// without the command is not told otherwise).
+fn answers_as_master(wire: &mut Wire) -> RedisResult<bool> {
+    role_is_master(redis::cmd("ROLE").query(wire))
+}
+
+/// Whether a reply to `ROLE` says master; a refusal does not say otherwise.
+pub(crate) fn role_is_master(reply: RedisResult<Value>) -> RedisResult<bool> {
+    match reply {
+        Ok(Value::Array(items)) => Ok(!matches!(
+            items.first(),
+            Some(Value::BulkString(r)) if r.as_slice() != b"master"
+        )),
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.kind(), RedisKind::Server(_)) || e.code().is_some() => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// The server the sentinels name as `master` answers as a replica.
+pub(crate) fn still_named(s: &Sentinel, master: &Master) -> Error {
+    Error::Unavailable {
+        addr: format!("master {} of {}", master.addr, s.describe()),
+        state: String::from(
+            "a replica (ROLE) while the sentinels still name it the master: a failover is \
+             under way",
+        ),
+        waited: Duration::ZERO,
+        hint: String::new(),
+    }
+}
+
+/// Move the waiters' subscriber of `target`'s pools along with each master
+/// the Sentinel service `s` switches to: the same channel on the new
+/// master, so that the waiters keep their place in the queues.
+fn follow_with_subscriber(s: &Arc<Sentinel>, hub: &Arc<Hub>, target: &Target) {
+    let hub = Arc::downgrade(hub);
+    let tls = target.tls.clone();
+    let (connect, command) = (target.connect_timeout, target.command_timeout);
+    s.on_switch(Box::new(move |master| {
+        let Some(hub) = hub.upgrade() else { return };
+        hub.relocate("", "", |channel| {
+            let mut wire =
+                Wire::connect(&master.info, tls.as_ref(), connect, command).map_err(|e| {
+                    Error::Connection {
+                        addr: master.addr.clone(),
+                        reason: io_reason(&e),
+                        hint: format!("connect timeout {connect:?}"),
+                    }
+                })?;
+            wire.subscribe(channel).map_err(|e| Error::Connection {
+                addr: master.addr.clone(),
+                reason: io_reason(&e),
+                hint: format!("command timeout {command:?}"),
+            })?;
+            Ok(wire)
+        });
+    }));
+}
+
 /// Every method answers on the calling thread; the futures never suspend.
 impl Transport for Arc<Pool> {
     fn target(&self) -> &Target {
@@ -691,6 +895,10 @@ impl Transport for Arc<Pool> {
 
     fn is_cluster(&self) -> bool {
         Pool::is_cluster(self)
+    }
+
+    async fn failover_possible(&self) -> bool {
+        Pool::failover_possible(self)
     }
 
     async fn script(

@@ -1,15 +1,26 @@
-//! Redis Sentinel: the master of a service, found through its sentinels.
+//! Redis Sentinel: the master of a service, found through its sentinels
+//! and followed through failovers.
 //!
 //! `redis+sentinel://[user:password@]host:port[,host:port…]/service[?db=N]`,
 //! or `rediss+sentinel://…` for TLS to the sentinels and to the master.
-//! Every new connection asks the sentinels (in turn, each bounded by the
-//! connect timeout) for the current master of `service` and connects there,
-//! so that after a failover the pool's next connections go to the new
-//! master. Pooled connections to a demoted master fail with READONLY (or an
-//! I/O error if it died); the pool drops them and retries once on a fresh
-//! connection (see `pool`). The URL's user, password and db apply to the
-//! master; the sentinels are asked with their own credentials
-//! (`sentinel_user`, `sentinel_password`), if any.
+//! The URL's user, password and db apply to the master; the sentinels are
+//! asked with their own credentials (`sentinel_user`, `sentinel_password`),
+//! if any.
+//!
+//! Following a failover: in each process that uses the client, one thread
+//! per sentinel listens to its `+promoted-slave` and `+switch-master`
+//! (started with the client's first connection). When a sentinel announces
+//! a new master for the service, the client adopts it at once, unless the
+//! configuration's epoch says it is older than the one followed (a sentinel
+//! that lags can never take a switch back): the connections to the old master are shut down, those in
+//! the middle of a command too (the command goes to the new master), pooled
+//! ones are never used again, and the waiters' subscriber moves to the new
+//! master under the same channel (see `Pool`). While one sentinel at least
+//! is listened to, new connections go to the master known without asking.
+//! Each new connection asks the server its `ROLE`: one that answers as a
+//! replica makes the client ask the sentinels again, as a READONLY reply
+//! does. With every sentinel lost, the client keeps the last master it
+//! knew, and a debug line says so.
 //!
 //! Hazard, in plain words: Redis replicates asynchronously, so a failover
 //! can lose a lock that the old master granted just before it died, and two
@@ -17,14 +28,22 @@
 //! makes an acquisition wait until N replicas have it (Redis `WAIT`), which
 //! narrows that window but does not make Redis consistent.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
-use redis::{ConnectionInfo, IntoConnectionInfo};
+use redis::{ConnectionInfo, IntoConnectionInfo, Value};
 
 use crate::error::{Error, Result};
-use crate::net::wire::{is_auth_error, server_message, Tls, Wire, UNTRUSTED_HINT};
+use crate::net::wire::{is_auth_error, server_message, Closer, Push, Tls, Wire, UNTRUSTED_HINT};
+use crate::sync::locked;
 
-/// How to find the master.
+/// How often a listener looks whether its client is gone.
+const LISTEN_CHECK: Duration = Duration::from_secs(1);
+/// The longest pause between two attempts to listen to a sentinel again.
+const RELISTEN_MAX: Duration = Duration::from_secs(2);
+
+/// How to find the master, and the master followed.
 pub(crate) struct Sentinel {
     /// `host:port`, and how to connect (with the sentinels' credentials).
     pub(crate) sentinels: Vec<(String, ConnectionInfo)>,
@@ -34,6 +53,64 @@ pub(crate) struct Sentinel {
     pub(crate) db: i64,
     /// For `rediss+sentinel://`: the sentinels and the master alike.
     pub(crate) tls: Option<Tls>,
+    follow: Follow,
+}
+
+/// Told of each master a client follows.
+pub(crate) type SwitchHook = Box<dyn Fn(&Master) + Send + Sync>;
+
+/// The master as this process knows it, and what depends on it.
+#[derive(Default)]
+struct Follow {
+    known: Mutex<Known>,
+    /// `known.master`'s generation, read without the lock.
+    generation: AtomicU64,
+    /// The sockets of the connections opened to each generation's master,
+    /// shut down when it is left.
+    leases: Mutex<Vec<(u64, Weak<Closer>)>>,
+    /// Told of each new master (the pools move their subscribers).
+    hooks: Mutex<Vec<SwitchHook>>,
+}
+
+#[derive(Default)]
+struct Known {
+    /// The process whose listeners run (0: none started).
+    pid: u32,
+    master: Option<Master>,
+    /// The epoch of the configuration that named it, when a sentinel said.
+    epoch: Option<u64>,
+    /// Sentinels listened to now.
+    listening: usize,
+    /// The connect timeout, for the listeners.
+    timeout: Duration,
+}
+
+/// A master this client followed.
+#[derive(Clone)]
+pub(crate) struct Master {
+    pub(crate) info: ConnectionInfo,
+    /// `host:port`, for messages.
+    pub(crate) addr: String,
+    /// 1 for the first master known, one more at each switch.
+    pub(crate) generation: u64,
+}
+
+/// A connection's claim on its master: once the client follows another,
+/// the connection's socket is shut down (a thread blocked on it wakes).
+pub(crate) struct Lease {
+    pub(crate) generation: u64,
+    /// `None` when the socket could not be watched: then the pool only
+    /// stops reusing the connection.
+    _closer: Option<Arc<Closer>>,
+}
+
+/// A sentinel's answer.
+struct Found {
+    host: String,
+    port: u16,
+    /// `None` when the sentinel would not tell (its ACL allows
+    /// `get-master-addr-by-name` alone).
+    epoch: Option<u64>,
 }
 
 impl Sentinel {
@@ -52,6 +129,7 @@ impl Sentinel {
             auth,
             db,
             tls,
+            follow: Follow::default(),
         }
     }
 
@@ -62,30 +140,205 @@ impl Sentinel {
         format!("sentinel {} service {}{tls}", list.join(","), self.service)
     }
 
-    /// Ask the sentinels for the master now: where to connect to it, and
-    /// its `host:port` for messages. When no sentinel names it and one
-    /// refused our credentials, the error is that refusal (a
-    /// [`Error::Server`] naming that sentinel).
+    /// Ask the sentinels for the master now, outside what this client
+    /// follows (`doctor`): where to connect to it, and its `host:port`.
     pub(crate) fn master(&self, timeout: Duration) -> Result<(ConnectionInfo, String)> {
+        let found = self.ask(timeout)?;
+        let addr = format!("{}:{}", found.host, found.port);
+        Ok((self.info(&found)?, addr))
+    }
+
+    /// The master to connect to: the one followed while a sentinel is
+    /// listened to, else the sentinels' answer now (the last master known
+    /// when none answers). `demoted`: the generation of a master found to
+    /// answer as a replica (ROLE, READONLY), which is never returned
+    /// without asking the sentinels again.
+    pub(crate) fn current(
+        self: &Arc<Self>,
+        timeout: Duration,
+        demoted: Option<u64>,
+    ) -> Result<Master> {
+        {
+            let mut k = locked(&self.follow.known);
+            self.listen(&mut k, timeout);
+            if let Some(m) = &k.master {
+                if k.listening > 0 && demoted != Some(m.generation) {
+                    return Ok(m.clone());
+                }
+            }
+        }
+        match self.ask(timeout) {
+            Ok(found) => self.adopt(found, "asked"),
+            Err(e) => {
+                let k = locked(&self.follow.known);
+                match &k.master {
+                    Some(m) if demoted != Some(m.generation) => {
+                        tracing::debug!(
+                            service = %self.service,
+                            master = %m.addr,
+                            error = %e,
+                            "no sentinel answered: keeping the last master known"
+                        );
+                        Ok(m.clone())
+                    }
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Whether a sentinel is listened to in this process: then a master
+    /// that cannot be reached may be replaced, and the client will hear it.
+    pub(crate) fn listened_to(&self) -> bool {
+        let k = locked(&self.follow.known);
+        k.pid == crate::sync::pid() && k.listening > 0
+    }
+
+    /// The generation of the master followed now (0: none yet).
+    pub(crate) fn generation(&self) -> u64 {
+        self.follow.generation.load(Ordering::Acquire)
+    }
+
+    /// Call `hook` with each master this client follows from now on.
+    pub(crate) fn on_switch(&self, hook: SwitchHook) {
+        locked(&self.follow.hooks).push(hook);
+    }
+
+    /// Claim `wire`, a connection to the master of `generation`: its socket
+    /// is shut down once the client follows another (at once if it already
+    /// does).
+    pub(crate) fn lease(&self, wire: &Wire, generation: u64) -> Lease {
+        let closer = wire.closer().ok().map(Arc::new);
+        if let Some(closer) = &closer {
+            let mut leases = locked(&self.follow.leases);
+            leases.retain(|(_, w)| w.strong_count() > 0);
+            leases.push((generation, Arc::downgrade(closer)));
+        }
+        if self.generation() != generation {
+            if let Some(closer) = &closer {
+                closer.close();
+            }
+        }
+        Lease {
+            generation,
+            _closer: closer,
+        }
+    }
+
+    /// Where to connect to the master `found` names.
+    fn info(&self, found: &Found) -> Result<ConnectionInfo> {
+        let url = format!("{}{}:{}/{}", self.auth, found.host, found.port, self.db);
+        url.as_str()
+            .into_connection_info()
+            .map_err(|e| Error::invalid(format!("master address from the sentinels: {e}")))
+    }
+
+    /// Follow the master `found` names, unless it is the one followed or
+    /// its configuration is older than that one's. `how`: for the debug line.
+    fn adopt(&self, found: Found, how: &str) -> Result<Master> {
+        let addr = format!("{}:{}", found.host, found.port);
+        let info = self.info(&found)?;
+        let mut k = locked(&self.follow.known);
+        if let Some(m) = k.master.clone() {
+            let older = matches!((found.epoch, k.epoch), (Some(new), Some(old)) if new < old);
+            if m.addr == addr && found.epoch > k.epoch {
+                k.epoch = found.epoch;
+            }
+            if m.addr == addr || older {
+                return Ok(m);
+            }
+        }
+        let generation = k.master.as_ref().map_or(1, |m| m.generation + 1);
+        let master = Master {
+            info,
+            addr,
+            generation,
+        };
+        let old = k.master.replace(master.clone());
+        k.epoch = found.epoch;
+        self.follow.generation.store(generation, Ordering::Release);
+        drop(k);
+        if let Some(old) = old {
+            tracing::debug!(
+                service = %self.service,
+                from = %old.addr,
+                to = %master.addr,
+                epoch = found.epoch,
+                how,
+                "following the failover to the new master"
+            );
+            self.shut_before(generation);
+            for hook in locked(&self.follow.hooks).iter() {
+                hook(&master);
+            }
+        }
+        Ok(master)
+    }
+
+    /// Shut down every connection to a master before `generation`.
+    fn shut_before(&self, generation: u64) {
+        let old: Vec<Arc<Closer>> = {
+            let mut leases = locked(&self.follow.leases);
+            let old = leases
+                .iter()
+                .filter(|(g, _)| *g < generation)
+                .filter_map(|(_, w)| w.upgrade())
+                .collect();
+            leases.retain(|(g, w)| *g >= generation && w.strong_count() > 0);
+            old
+        };
+        for closer in old {
+            closer.close();
+        }
+    }
+
+    /// Start this process's listeners, one thread per sentinel, unless they
+    /// run (a forked child starts its own).
+    fn listen(self: &Arc<Self>, k: &mut Known, timeout: Duration) {
+        let pid = crate::sync::pid();
+        k.timeout = timeout;
+        if k.pid == pid {
+            return;
+        }
+        k.pid = pid;
+        k.listening = 0;
+        for i in 0..self.sentinels.len() {
+            let weak = Arc::downgrade(self);
+            let started =
+                crate::sync::spawn_quiet("redislock-sentinel", move || listener(&weak, i, pid));
+            if let Err(e) = started {
+                tracing::debug!(error = %e, "cannot start a sentinel listener: asking at each connection");
+            }
+        }
+    }
+
+    /// One sentinel listened to more (`+1`) or less (`-1`).
+    fn listening(&self, more: bool) {
+        let mut k = locked(&self.follow.known);
+        if more {
+            k.listening += 1;
+        } else {
+            k.listening = k.listening.saturating_sub(1);
+            if k.listening == 0 {
+                tracing::debug!(
+                    service = %self.service,
+                    master = k.master.as_ref().map(|m| m.addr.as_str()),
+                    "no sentinel is listened to: new connections ask the sentinels, and keep the \
+                     last master known when none answers"
+                );
+            }
+        }
+    }
+
+    /// Ask the sentinels in turn (each bounded by `timeout`) for the master.
+    /// When no sentinel names it and one refused our credentials, the error
+    /// is that refusal (a [`Error::Server`] naming that sentinel).
+    fn ask(&self, timeout: Duration) -> Result<Found> {
         let mut reasons = Vec::new();
         let mut refused = None;
-        for (addr, info) in &self.sentinels {
-            let answer =
-                Wire::connect(info, self.tls.as_ref(), timeout, timeout).and_then(|mut con| {
-                    redis::cmd("SENTINEL")
-                        .arg("get-master-addr-by-name")
-                        .arg(&self.service)
-                        .query::<Option<(String, u16)>>(&mut con)
-                });
-            match answer {
-                Ok(Some((host, port))) => {
-                    let url = format!("{}{host}:{port}/{}", self.auth, self.db);
-                    let info = url
-                        .as_str()
-                        .into_connection_info()
-                        .map_err(|e| Error::invalid(format!("master address from {addr}: {e}")))?;
-                    return Ok((info, format!("{host}:{port}")));
-                }
+        for (i, (addr, _)) in self.sentinels.iter().enumerate() {
+            match self.ask_one(i, timeout) {
+                Ok(Some(found)) => return Ok(found),
                 Ok(None) => reasons.push(format!("{addr} does not know {}", self.service)),
                 // Also "AUTH called without any password configured".
                 Err(e)
@@ -118,6 +371,74 @@ impl Sentinel {
                 format!("connect timeout {timeout:?} per sentinel")
             },
         })
+    }
+
+    /// Sentinel `i`'s master for the service, with the configuration's
+    /// epoch (`SENTINEL MASTER`), or without it where its ACL allows only
+    /// `SENTINEL get-master-addr-by-name`. `None`: it does not know the
+    /// service.
+    fn ask_one(&self, i: usize, timeout: Duration) -> redis::RedisResult<Option<Found>> {
+        let info = &self.sentinels[i].1;
+        let mut con = Wire::connect(info, self.tls.as_ref(), timeout, timeout)?;
+        let fields = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(&self.service)
+            .query::<Value>(&mut con);
+        match fields {
+            Ok(v) => Ok(parse_master(v)),
+            Err(e) if e.detail().is_some_and(|d| d.contains("No such master")) => Ok(None),
+            Err(e) if e.code() == Some("NOPERM") => {
+                let addr = redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&self.service)
+                    .query::<Option<(String, u16)>>(&mut con)?;
+                Ok(addr.map(|(host, port)| Found {
+                    host,
+                    port,
+                    epoch: None,
+                }))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// An event from sentinel `i`. `+promoted-slave` (from the sentinel
+    /// that leads a failover, once the replica it chose answers as a master:
+    /// `slave <host:port> <host> <port> @ <service> <old host> <old port>`)
+    /// is followed at once: from then on the old master's writes are lost.
+    /// `+switch-master` (`<service> <old host> <old port> <new host> <new
+    /// port>`, from every sentinel once it adopts the new configuration) is
+    /// followed with the epoch that sentinel gives, so that a sentinel that
+    /// lags behind a later failover is not followed back.
+    fn on_event(&self, i: usize, channel: &[u8], payload: &[u8], timeout: Duration) {
+        let text = String::from_utf8_lossy(payload);
+        let parts: Vec<&str> = text.split(' ').collect();
+        let (name, host, port) = match (channel, &parts[..]) {
+            (b"+promoted-slave", ["slave", _, host, port, "@", name, _, _]) => {
+                (*name, *host, *port)
+            }
+            (b"+switch-master", [name, _, _, host, port]) => (*name, *host, *port),
+            _ => return,
+        };
+        let Ok(port) = port.parse() else { return };
+        if name != self.service {
+            return;
+        }
+        let promoted = Found {
+            host: host.to_string(),
+            port,
+            // The new configuration's epoch is above the old one's.
+            epoch: locked(&self.follow.known).epoch.map(|e| e + 1),
+        };
+        let found = match channel {
+            b"+switch-master" => match self.ask_one(i, timeout) {
+                Ok(Some(found)) => found,
+                _ => promoted,
+            },
+            _ => promoted,
+        };
+        let how = String::from_utf8_lossy(channel);
+        let _ = self.adopt(found, &how);
     }
 
     /// Each sentinel's answer to `SENTINEL CKQUORUM service`: whether the
@@ -159,4 +480,102 @@ impl Sentinel {
             other => other,
         }
     }
+}
+
+/// A listener: subscribe to sentinel `i`'s `+switch-master` and follow what
+/// it announces, again after each lost connection, until the client is
+/// gone (or this is a forked child: the thread is its parent's).
+fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
+    let mut pause = Duration::from_millis(100);
+    let mut said = false;
+    loop {
+        let (info, tls, timeout) = {
+            let Some(s) = weak.upgrade() else { return };
+            let k = locked(&s.follow.known);
+            if k.pid != pid {
+                return;
+            }
+            (s.sentinels[i].1.clone(), s.tls.clone(), k.timeout)
+        };
+        let subscribed = Wire::connect(&info, tls.as_ref(), timeout, timeout).and_then(|mut w| {
+            w.subscribe("+switch-master")?;
+            w.subscribe("+promoted-slave")?;
+            Ok(w)
+        });
+        let mut wire = match subscribed {
+            Ok(w) => w,
+            Err(e) => {
+                if !said {
+                    said = true;
+                    tracing::debug!(sentinel = i, error = %e, "cannot listen to a sentinel: trying again");
+                }
+                let until = Instant::now() + pause;
+                while Instant::now() < until {
+                    if weak.strong_count() == 0 {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50).min(pause));
+                }
+                pause = (pause * 2).min(RELISTEN_MAX);
+                continue;
+            }
+        };
+        (pause, said) = (Duration::from_millis(100), false);
+        {
+            let Some(s) = weak.upgrade() else { return };
+            s.listening(true);
+            // A switch may have come while nobody listened.
+            if let Ok(Some(found)) = s.ask_one(i, timeout) {
+                let _ = s.adopt(found, "a sentinel listened to");
+            }
+        }
+        let lost = loop {
+            match wire.next_push(Instant::now() + LISTEN_CHECK, false) {
+                Ok(Some(Push::Message { channel, payload })) => {
+                    let Some(s) = weak.upgrade() else { return };
+                    s.on_event(i, &channel, &payload, timeout);
+                }
+                Ok(Some(Push::Other { .. })) => {}
+                Ok(None) if weak.strong_count() == 0 => return,
+                Ok(None) => {}
+                Err(e) => break e,
+            }
+        };
+        let Some(s) = weak.upgrade() else { return };
+        tracing::debug!(sentinel = %s.sentinels[i].0, error = %lost, "lost a sentinel's events: listening again");
+        s.listening(false);
+    }
+}
+
+/// The answer to `SENTINEL MASTER <service>`: field names and values in
+/// turn (a map in RESP3).
+fn parse_master(v: Value) -> Option<Found> {
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let pairs: Vec<(String, String)> = match v {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|p| Some((text(p.first()?)?, text(p.get(1)?)?)))
+            .collect(),
+        Value::Map(items) => items
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
+            .collect(),
+        _ => return None,
+    };
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    Some(Found {
+        host: field("ip")?.to_string(),
+        port: field("port")?.parse().ok()?,
+        epoch: field("config-epoch").and_then(|e| e.parse().ok()),
+    })
 }

@@ -13,9 +13,9 @@ use crate::net::wire::Tls;
 /// Where connections go.
 pub(crate) enum Endpoint {
     /// One server.
-    Direct(ConnectionInfo),
+    Direct(Box<ConnectionInfo>),
     /// The current master of a Sentinel service.
-    Sentinel(crate::net::sentinel::Sentinel),
+    Sentinel(Arc<crate::net::sentinel::Sentinel>),
     /// A Redis Cluster: commands are routed by key slot (see `cluster`);
     /// waiters subscribe on the node that owns their lock's slot, where the
     /// release script's PUBLISH is counted.

@@ -43,6 +43,11 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
 
     fn is_cluster(&self) -> bool;
 
+    /// Whether a server that cannot be reached may soon have a successor
+    /// (see [`Pool::failover_possible`](crate::net::pool::Pool::failover_possible)):
+    /// then a wait goes on through the outage, within its deadline.
+    fn failover_possible(&self) -> impl Future<Output = bool> + Send;
+
     /// Run a script (EVALSHA, then EVAL after NOSCRIPT) on the node serving
     /// `keys[0]`. When it is sent again on a fresh connection after the
     /// first sending's connection died, it uses `retry_args` if given: the

@@ -576,6 +576,23 @@ impl Wire {
         interruptible: bool,
     ) -> RedisResult<Option<Vec<u8>>> {
         loop {
+            match self.next_push(deadline, interruptible)? {
+                Some(Push::Message { payload, .. }) => return Ok(Some(payload)),
+                Some(_) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// On a subscribed connection: the next message, or what the server
+    /// says of a subscription (`Ok(None)` when nothing came by `deadline`;
+    /// `interruptible` as for [`Wire::next_message`]).
+    pub(crate) fn next_push(
+        &mut self,
+        deadline: Instant,
+        interruptible: bool,
+    ) -> RedisResult<Option<Push>> {
+        loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Ok(None);
@@ -592,10 +609,20 @@ impl Wire {
                 Err(e) => Err(e),
             };
             match r {
-                Ok(Value::Array(mut parts)) if parts.len() == 3 => {
-                    if let Value::BulkString(payload) = parts.remove(2) {
-                        return Ok(Some(payload));
-                    }
+                Ok(Value::Array(parts)) if parts.len() == 3 => {
+                    let mut parts = parts.into_iter();
+                    let (kind, channel, last) = (parts.next(), parts.next(), parts.next());
+                    let (Some(Value::BulkString(kind)), Some(Value::BulkString(channel))) =
+                        (kind, channel)
+                    else {
+                        continue;
+                    };
+                    return Ok(Some(match (kind.as_slice(), last) {
+                        (b"message", Some(Value::BulkString(payload))) => {
+                            Push::Message { channel, payload }
+                        }
+                        _ => Push::Other { kind, channel },
+                    }));
                 }
                 // Replies to anything else (there is nothing else) are skipped.
                 Ok(_) => {}
@@ -609,6 +636,16 @@ impl Wire {
             }
         }
     }
+}
+
+/// What a subscribed connection receives.
+#[derive(Debug)]
+pub(crate) enum Push {
+    /// A message PUBLISHed on `channel`.
+    Message { channel: Vec<u8>, payload: Vec<u8> },
+    /// Anything else: `subscribe`, `sunsubscribe` (a shard channel's slot
+    /// left the server) and the like, for `channel`.
+    Other { kind: Vec<u8>, channel: Vec<u8> },
 }
 
 /// A system call interrupted by a signal (EINTR). redis-rs keeps the

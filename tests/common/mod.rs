@@ -14,6 +14,8 @@
 
 #![allow(dead_code)]
 
+pub mod sentinel;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,353 @@
+//! Failovers followed: a Sentinel client moves to the new master as soon as
+//! the sentinels announce it (clean failover, killed master, frozen
+//! master), its commands and its waiters' subscriber alike, and sends no
+//! lock script to the old master once it has heard; waiters keep their
+//! place in the queue across the switch; with every sentinel gone the
+//! client keeps the last master it knew.
+//!
+//! What is observed is the servers' own record (`INFO commandstats`, the
+//! subscribers `PUBSUB` lists) and the client's statistics, never the wall
+//! clock: each wait has a generous deadline. The client's command timeout
+//! is long (30 s), so that a command left waiting on a frozen master would
+//! show: only the switch can move it within the tests' deadlines.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::sentinel::{deployment, hosts, info, master_port};
+use common::{command_calls, wait_until, Server};
+use redislock::{AcquireOptions, Client, ErrorKind, Wait};
+
+const S: Duration = Duration::from_secs(1);
+
+fn url(sentinels: &[Server]) -> String {
+    format!("redis+sentinel://{}/mymaster", hosts(sentinels))
+}
+
+fn client(sentinels: &[Server]) -> Client {
+    Client::builder(&url(sentinels))
+        .connect_timeout(10 * S)
+        .command_timeout(30 * S)
+        .build()
+        .unwrap()
+}
+
+/// Lock scripts and commands a server ran: SET (the plain acquire),
+/// EVALSHA and EVAL (every other lock command).
+fn lock_calls(srv: &Server) -> u64 {
+    let mut raw = srv.raw();
+    ["set", "evalsha", "eval"]
+        .iter()
+        .map(|c| command_calls(&mut raw, c))
+        .sum()
+}
+
+/// Channels with a subscriber on `srv` among the waiters' channels.
+fn waiter_channels(srv: &Server) -> Vec<String> {
+    redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg("redislock:w:*")
+        .query(&mut srv.raw())
+        .unwrap_or_default()
+}
+
+/// Threads (and, with `tasks`, tokio tasks) that take and release locks in
+/// a loop on `client` until stopped, counting their cycles. An acquire
+/// that fails ends the test: each waits up to 30 s. A release may find its
+/// lock lost in the failover (granted by the old master and never
+/// replicated): that is counted, not fatal.
+struct Workload {
+    stop: Arc<AtomicBool>,
+    cycles: Arc<AtomicU64>,
+    lost: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Workload {
+    fn start(client: &Client, threads: usize, tasks: usize) -> Workload {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cycles = Arc::new(AtomicU64::new(0));
+        let lost = Arc::new(AtomicU64::new(0));
+        let opts = AcquireOptions::new(10 * S)
+            .wait(Wait::Timeout(30 * S))
+            .fenced(true);
+        let mut handles: Vec<JoinHandle<()>> = (0..threads)
+            .map(|i| {
+                let (client, stop, cycles, lost) =
+                    (client.clone(), stop.clone(), cycles.clone(), lost.clone());
+                let opts = opts.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let lock = client
+                            .acquire_with(format!("work:{i}"), opts.clone())
+                            .unwrap_or_else(|e| panic!("worker {i}: acquire: {e}"));
+                        count(lock.release(), &lost);
+                        cycles.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        if tasks > 0 {
+            let (client, stop, cycles, lost) =
+                (client.clone(), stop.clone(), cycles.clone(), lost.clone());
+            handles.push(std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let tasks: Vec<_> = (0..tasks)
+                        .map(|i| {
+                            let (client, stop, cycles, lost) =
+                                (client.clone(), stop.clone(), cycles.clone(), lost.clone());
+                            let opts = opts.clone();
+                            tokio::spawn(async move {
+                                while !stop.load(Ordering::Relaxed) {
+                                    let lock = client
+                                        .acquire_with_async(format!("task:{i}"), opts.clone())
+                                        .await
+                                        .unwrap_or_else(|e| panic!("task {i}: acquire: {e}"));
+                                    count(lock.release_async().await, &lost);
+                                    cycles.fetch_add(1, Ordering::Relaxed);
+                                }
+                            })
+                        })
+                        .collect();
+                    for t in tasks {
+                        t.await.expect("a task failed");
+                    }
+                });
+            }));
+        }
+        Workload {
+            stop,
+            cycles,
+            lost,
+            threads: handles,
+        }
+    }
+
+    fn cycles(&self) -> u64 {
+        self.cycles.load(Ordering::Relaxed)
+    }
+
+    /// Wait until `n` more cycles were done.
+    fn until_more(&self, what: &str, n: u64) {
+        let from = self.cycles();
+        wait_until(what, 30 * S, || self.cycles() >= from + n);
+    }
+
+    /// Stop; how many releases found their lock lost.
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().expect("a worker failed");
+        }
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// A release's outcome: a lock lost in the failover is counted; any other
+/// error ends the test.
+fn count(released: redislock::Result<()>, lost: &AtomicU64) {
+    match released {
+        Ok(()) => {}
+        Err(e) if matches!(e.kind(), ErrorKind::NotOwner | ErrorKind::Unconfirmed) => {
+            lost.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => panic!("release: {e}"),
+    }
+}
+
+/// The port of the master the sentinels announce next, read from a
+/// subscription to `+switch-master` opened before the failover.
+struct SwitchWatch(redis::Connection);
+
+impl SwitchWatch {
+    fn open(sentinel: &Server) -> SwitchWatch {
+        let mut con = sentinel.raw();
+        redis::cmd("SUBSCRIBE")
+            .arg("+switch-master")
+            .exec(&mut con)
+            .unwrap();
+        SwitchWatch(con)
+    }
+
+    fn next(&mut self) -> u16 {
+        self.0.set_read_timeout(Some(60 * S)).unwrap();
+        let msg = self
+            .0
+            .recv_response()
+            .expect("no +switch-master within 60 s");
+        let redis::Value::Array(parts) = msg else {
+            panic!("{msg:?}")
+        };
+        let redis::Value::BulkString(text) = &parts[2] else {
+            panic!("{parts:?}")
+        };
+        let text = String::from_utf8_lossy(text);
+        text.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+}
+
+/// Replicate everything to the replica before a failover, so that what the
+/// new master holds is known.
+fn replicated(master: &Server) {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query(&mut master.raw())
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
+}
+
+#[test]
+fn a_clean_failover_moves_commands_and_waiters_at_once_and_keeps_the_queue_order() {
+    let (master, replica, sentinels) = deployment(None);
+    let holder = client(&sentinels);
+    let waiting = client(&sentinels);
+    let late = client(&sentinels);
+    let work = client(&sentinels);
+    let fenced = AcquireOptions::new(60 * S).fenced(true);
+    let held = holder.acquire_with("job", fenced.clone()).unwrap();
+    let held_fence = held.fence().unwrap();
+    let first = {
+        let waiting = waiting.clone();
+        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
+        std::thread::spawn(move || waiting.acquire_with("job", opts))
+    };
+    wait_until("the first waiter to queue", 10 * S, || {
+        waiting.stats().waiters_now == 1
+    });
+    let load = Workload::start(&work, 2, 2);
+    load.until_more("work before the failover", 20);
+    replicated(&master);
+
+    // The waiter's channel (and any of the workload's, whose locks may be
+    // found held after a failover) moves under the same name.
+    let channels = waiter_channels(&master);
+    assert!(!channels.is_empty());
+    let mut watch = SwitchWatch::open(&sentinels[0]);
+    let _: () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg("mymaster")
+        .query(&mut sentinels[0].raw())
+        .unwrap();
+    assert_eq!(watch.next(), replica.port);
+    // The waiters' subscriber moved to the new master, and the workload
+    // runs there; the old master, which still answers as a master for
+    // seconds, gets nothing more once the clients have heard.
+    wait_until("the waiters' subscriber on the new master", 10 * S, || {
+        let now = waiter_channels(&replica);
+        channels.iter().all(|c| now.contains(c))
+    });
+    assert!(waiter_channels(&master).is_empty());
+    load.until_more("work on the new master", 20);
+    let before = lock_calls(&master);
+    load.until_more("more work on the new master", 50);
+    assert_eq!(
+        lock_calls(&master),
+        before,
+        "lock commands ran on the old master after the clients followed the failover"
+    );
+
+    // A waiter that queues after the failover comes after the first one.
+    let second = {
+        let late = late.clone();
+        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
+        std::thread::spawn(move || late.acquire_with("job", opts))
+    };
+    wait_until("the second waiter to queue", 10 * S, || {
+        late.stats().waiters_now == 1
+    });
+    held.release().unwrap();
+    let got = first.join().unwrap().expect("the first waiter's lock");
+    assert_eq!(waiting.stats().acquired_handed_over, 1);
+    assert!(got.fence().unwrap() > held_fence);
+    assert_eq!(
+        late.stats().waiters_now,
+        1,
+        "the second waiter jumped the queue"
+    );
+    let got_fence = got.fence().unwrap();
+    got.release().unwrap();
+    let last = second.join().unwrap().expect("the second waiter's lock");
+    assert!(last.fence().unwrap() > got_fence);
+    last.release().unwrap();
+    // Locks the old master granted between the promotion and the
+    // announcement may be lost (asynchronous replication): counted only.
+    load.stop();
+}
+
+/// A master that dies or freezes: the sentinels promote the replica after
+/// `down-after` (2 s), and the client moves there at the announcement,
+/// commands waiting on the frozen master included (its command timeout,
+/// 30 s, is far beyond the deadlines here).
+fn follow_a_failed_master(kill: bool) {
+    let (mut master, replica, sentinels) = deployment(None);
+    let work = client(&sentinels);
+    let load = Workload::start(&work, 3, 2);
+    load.until_more("work before the failure", 20);
+    let mut watch = SwitchWatch::open(&sentinels[0]);
+    if kill {
+        master.kill();
+    } else {
+        master.pause();
+    }
+    assert_eq!(watch.next(), replica.port);
+    load.until_more("work on the new master", 50);
+    if !kill {
+        // Still frozen: everything done since came from the new master.
+        assert!(lock_calls(&replica) >= 50);
+        master.resume();
+        wait_until("the old master to turn replica", 60 * S, || {
+            info(&master, "replication").contains("role:slave")
+        });
+        load.until_more("work after the old master came back", 20);
+    }
+    assert_eq!(master_port(&sentinels[1]), Some(replica.port));
+    load.stop();
+}
+
+#[test]
+fn a_killed_master_is_left_at_the_switch() {
+    follow_a_failed_master(true);
+}
+
+#[test]
+fn a_frozen_master_is_left_at_the_switch_with_the_commands_waiting_on_it() {
+    follow_a_failed_master(false);
+}
+
+#[test]
+fn with_every_sentinel_gone_the_client_keeps_the_last_master() {
+    let (_master, _replica, mut sentinels) = deployment(None);
+    let c = client(&sentinels);
+    c.acquire("warm", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    for s in &mut sentinels {
+        s.kill();
+    }
+    // Threads at once: the pool opens connections that no sentinel can
+    // be asked for.
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let lock = c.acquire(format!("k{i}"), 10 * S, Wait::TryOnce)?;
+                std::thread::sleep(S / 5);
+                lock.release()
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().expect("a lock without sentinels");
+    }
+}
