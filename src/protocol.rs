@@ -950,6 +950,14 @@ fn push_counter(out: &mut Vec<u8>, slot: u16) {
     out.push(b'}');
 }
 
+/// The shard channel a cluster client SSUBSCRIBEs on a node to hear, by
+/// the `sunsubscribe` the node sends, that `slot` left it (a failover, a
+/// migration): `redislock:slot:{N}`, tagged like the fence counters.
+/// Nothing is ever published there.
+pub(crate) fn slot_watch(slot: u16) -> String {
+    format!("redislock:slot:{{{}}}", slot_tag(slot))
+}
+
 /// Append a key in the same cluster hash slot as `key`: `key` + suffix
 /// when `key` has a hash tag, `{key}` + suffix when it has no `}` at all.
 /// A name with a `}` but no valid tag cannot be wrapped; it gets a short
@@ -1347,6 +1355,7 @@ mod tests {
             let tag = slot_tag(slot).to_string();
             assert_eq!(crc16(tag.as_bytes()) % 16384, slot, "tag {tag}");
         }
+        assert_eq!(slot(slot_watch(1234).as_bytes()), 1234);
         // The counter of a name sits in the name's slot, tagged or not.
         for key in [&b"order:1"[..], b"{user1}:job", b"a}b", b"x"] {
             let keys = LockKeys::new(key);

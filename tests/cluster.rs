@@ -9,6 +9,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
+use common::cluster::{is_replica, owner, replica_of};
 use common::{
     cluster_url, shared_tls, start_cluster, start_cluster_with_replicas, start_tls_cluster,
     wait_until, Server,
@@ -62,29 +63,6 @@ fn set_slot_node(servers: &[Server], slot: u16, id: &str) {
             .query(&mut s.raw())
             .unwrap();
     }
-}
-
-fn replication(srv: &Server) -> String {
-    redis::cmd("INFO")
-        .arg("replication")
-        .query(&mut srv.raw())
-        .unwrap()
-}
-
-fn is_replica(srv: &Server) -> bool {
-    replication(srv).contains("role:slave")
-}
-
-/// The replica of `servers[master]`.
-fn replica_of(servers: &[Server], master: usize) -> usize {
-    let port = format!("master_port:{}\r\n", servers[master].port);
-    servers
-        .iter()
-        .position(|s| {
-            let info = replication(s);
-            info.contains("role:slave") && info.contains(&port)
-        })
-        .expect("every master has a replica")
 }
 
 /// `key` as a replica has it (READONLY: a replica answers for its master's
@@ -159,35 +137,6 @@ fn until_waiters(client: &Client, n: u64) {
     wait_until("the waiter to queue", 10 * S, || {
         client.stats().waiters_now == n
     });
-}
-
-/// The server that owns `slot`.
-fn owner(servers: &[Server], slot: u16) -> usize {
-    servers
-        .iter()
-        .position(|s| {
-            let n: i64 = redis::cmd("CLUSTER")
-                .arg("COUNTKEYSINSLOT")
-                .arg(slot)
-                .query(&mut s.raw())
-                .unwrap_or(0);
-            let mine: Vec<redis::Value> = redis::cmd("CLUSTER")
-                .arg("SLOTS")
-                .query(&mut s.raw())
-                .unwrap();
-            let _ = n;
-            mine.iter().any(|r| match r {
-                redis::Value::Array(p) => match (&p[0], &p[1], &p[2]) {
-                    (redis::Value::Int(a), redis::Value::Int(b), redis::Value::Array(m)) => {
-                        (*a..=*b).contains(&(slot as i64))
-                            && m.get(1) == Some(&redis::Value::Int(s.port as i64))
-                    }
-                    _ => false,
-                },
-                _ => false,
-            })
-        })
-        .expect("a node owns every slot")
 }
 
 #[test]

@@ -3,7 +3,10 @@
 //! master), its commands and its waiters' subscriber alike, and sends no
 //! lock script to the old master once it has heard; waiters keep their
 //! place in the queue across the switch; with every sentinel gone the
-//! client keeps the last master it knew.
+//! client keeps the last master it knew. In a cluster, a waiter's
+//! subscriber follows its slot to the replica that takes it over (FIFO
+//! holds across `CLUSTER FAILOVER`), and waiters ride out a killed master
+//! until its replica is promoted, never failing with a connection error.
 //!
 //! What is observed is the servers' own record (`INFO commandstats`, the
 //! subscribers `PUBSUB` lists) and the client's statistics, never the wall
@@ -18,8 +21,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use common::cluster::{owner, replica_of};
 use common::sentinel::{deployment, hosts, info, master_port};
-use common::{command_calls, wait_until, Server};
+use common::{cluster_url, command_calls, start_cluster_with_replicas, wait_until, Server};
 use redislock::{AcquireOptions, Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
@@ -350,4 +354,135 @@ fn with_every_sentinel_gone_the_client_keeps_the_last_master() {
     for t in threads {
         t.join().unwrap().expect("a lock without sentinels");
     }
+}
+
+fn role_is_master(srv: &Server) -> bool {
+    info(srv, "replication").contains("role:master")
+}
+
+/// A cluster of 3 masters with a replica each; a client per role; the
+/// master owning `key`'s slot and its replica.
+fn cluster_for(key: &str) -> (Vec<Server>, usize, usize) {
+    let servers = start_cluster_with_replicas(3, 1);
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut servers[0].raw())
+        .unwrap();
+    let master = owner(&servers, slot);
+    let replica = replica_of(&servers, master);
+    (servers, master, replica)
+}
+
+fn cluster_client(servers: &[Server]) -> Client {
+    Client::builder(&cluster_url(servers))
+        .connect_timeout(10 * S)
+        .command_timeout(30 * S)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_cluster_failover_moves_the_waiters_subscriber_and_keeps_the_queue_order() {
+    let (servers, master, replica) = cluster_for("job");
+    let holder = cluster_client(&servers);
+    let waiting = cluster_client(&servers);
+    let late = cluster_client(&servers);
+    let fenced = AcquireOptions::new(60 * S).fenced(true);
+    let held = holder.acquire_with("job", fenced.clone()).unwrap();
+    let held_fence = held.fence().unwrap();
+    let first = {
+        let waiting = waiting.clone();
+        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
+        std::thread::spawn(move || waiting.acquire_with("job", opts))
+    };
+    wait_until("the first waiter to queue", 10 * S, || {
+        waiting.stats().waiters_now == 1
+    });
+    let channels = waiter_channels(&servers[master]);
+    assert_eq!(channels.len(), 1);
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut servers[replica].raw())
+        .unwrap();
+    wait_until("the replica's promotion", 30 * S, || {
+        role_is_master(&servers[replica])
+    });
+    // The channel moves under the same name: the queue entry stays valid.
+    wait_until("the waiters' subscriber on the new master", 10 * S, || {
+        waiter_channels(&servers[replica]) == channels
+    });
+    let second = {
+        let late = late.clone();
+        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
+        std::thread::spawn(move || late.acquire_with("job", opts))
+    };
+    wait_until("the second waiter to queue", 10 * S, || {
+        late.stats().waiters_now == 1
+    });
+    held.release().unwrap();
+    let got = first.join().unwrap().expect("the first waiter's lock");
+    assert_eq!(waiting.stats().acquired_handed_over, 1);
+    assert!(got.fence().unwrap() > held_fence);
+    assert_eq!(
+        late.stats().waiters_now,
+        1,
+        "the second waiter jumped the queue"
+    );
+    let got_fence = got.fence().unwrap();
+    got.release().unwrap();
+    let last = second.join().unwrap().expect("the second waiter's lock");
+    assert!(last.fence().unwrap() > got_fence);
+    last.release().unwrap();
+}
+
+#[test]
+fn cluster_waiters_ride_out_a_killed_master_until_its_replica_takes_over() {
+    let (mut servers, master, replica) = cluster_for("job");
+    let holder = cluster_client(&servers);
+    let waiting = cluster_client(&servers);
+    // A short TTL: the holder's lock, replicated, expires on the new master.
+    let held = holder
+        .acquire_with("job", AcquireOptions::new(2 * S).fenced(true))
+        .unwrap();
+    let held_fence = held.fence().unwrap();
+    held.forget();
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let waiting = waiting.clone();
+            let opts = AcquireOptions::new(10 * S)
+                .fenced(true)
+                .wait(Wait::Timeout(60 * S));
+            std::thread::spawn(move || {
+                let lock = waiting.acquire_with("job", opts)?;
+                let fence = lock.fence()?;
+                lock.release()?;
+                Ok::<u64, redislock::Error>(fence)
+            })
+        })
+        .collect();
+    wait_until("the waiters to queue", 10 * S, || {
+        waiting.stats().waiters_now == 4
+    });
+    let mut raw = servers[master].raw();
+    let _: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query(&mut raw)
+        .unwrap();
+    servers[master].kill();
+    wait_until("the replica's promotion", 60 * S, || {
+        role_is_master(&servers[replica])
+    });
+    for w in waiters {
+        let fence = w
+            .join()
+            .unwrap()
+            .expect("a waiter failed while the cluster failed over");
+        assert!(fence > held_fence);
+    }
+    assert!(
+        waiting.stats().connection_errors > 0,
+        "the waiters saw the dead node"
+    );
 }

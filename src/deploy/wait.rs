@@ -327,7 +327,14 @@ pub(super) async fn acquire(
         if let Some(d) = deadline {
             slice = slice.min(d.saturating_duration_since(Instant::now()));
         }
-        let (woken, stopped) = wait_for_handoff(io, q.ticket(), slice, interrupt).await;
+        // A subscriber on a node that lost the slot (a migration) is
+        // counted by no release: queue again, as when it is lost.
+        let (woken, stopped) = if io.misplaced(q.ticket(), &keys.lock) {
+            let moved = String::from("the lock's slot moved to another node");
+            (Some(Delivery::Lost(moved)), false)
+        } else {
+            wait_for_handoff(io, q.ticket(), slice, interrupt).await
+        };
         match woken {
             // With Cluster and Sentinel a hand-off message can reach a waiter
             // whose subscriber sits on another node than the one that ran

@@ -467,6 +467,10 @@ impl Transport for AsyncPool {
         self.is_cluster_target()
     }
 
+    fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool {
+        self.0.pool.misplaced(ticket, key)
+    }
+
     async fn failover_possible(&self) -> bool {
         let pool = self.0.pool.clone();
         match &pool.target.endpoint {

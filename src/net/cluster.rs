@@ -97,6 +97,21 @@ impl Cluster {
         map.node(slot).map(str::to_string)
     }
 
+    /// The node the last map read gives for `slot`, however old.
+    pub(crate) fn owner(&self, slot: u16) -> Option<String> {
+        locked(&self.slots).node(slot).map(str::to_string)
+    }
+
+    /// The first slot the last map read gives to `node`, if any.
+    pub(crate) fn first_slot_of(&self, node: &str) -> Option<u16> {
+        let map = locked(&self.slots);
+        map.ranges
+            .iter()
+            .filter(|(_, _, n)| n == node)
+            .map(|(a, _, _)| *a)
+            .min()
+    }
+
     /// A connection to `node` (`host:port`).
     pub(crate) fn connect(
         &self,

@@ -35,7 +35,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::net::wire::{Closer, Wire};
+use crate::net::wire::{Closer, Push, Wire};
 use crate::protocol;
 use crate::sync::locked;
 
@@ -135,7 +135,18 @@ pub(crate) struct Channel {
     idle: Condvar,
     /// The current connection's (see [`Channel::replace`]).
     closer: Mutex<Closer>,
+    /// The node it is filed under in the hub (`""`: the only server).
+    node: Mutex<String>,
+    /// Told, on a thread of its own, when the node says a slot left it.
+    slot_left: Option<SlotHook>,
+    /// Set from then until the channel has moved (or failed to): its
+    /// waiters wait for it rather than queue again elsewhere.
+    moving: AtomicBool,
 }
+
+/// Told that a cluster node (`host:port`) no longer serves a slot whose
+/// waiters it had: a failover or a migration (see [`Hub::on_slot_left`]).
+pub(crate) type SlotHook = Arc<dyn Fn(&str, u16) + Send + Sync>;
 
 struct Waiters {
     by_nonce: HashMap<String, Arc<Slot>>,
@@ -209,7 +220,7 @@ impl Channel {
 
     /// If nobody reads the connection and it has something to read (its
     /// end, or messages), read that now.
-    fn look_if_unread(&self) {
+    fn look_if_unread(self: &Arc<Self>) {
         let con = {
             let mut w = locked(&self.waiters);
             if w.wire.is_none() || !locked(&self.closer).readable() {
@@ -220,6 +231,29 @@ impl Channel {
         if let Some(mut con) = con {
             let read = self.pump(&mut con, Instant::now() + PROBE, None, |_| false);
             self.put_back(con, read);
+        }
+    }
+
+    /// `slot` left this channel's node (the node said so, or the slot map
+    /// does): unless a move is under way, tell the hook, off the reader's
+    /// thread (it reads the slot map, and moves this channel). Until it is
+    /// done the waiters wait for the move rather than queue again.
+    fn left(self: &Arc<Self>, slot: u16) {
+        let Some(hook) = self.slot_left.clone() else {
+            return;
+        };
+        if self.moving.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let node = locked(&self.node).clone();
+        let ch = self.clone();
+        let started = crate::sync::spawn_quiet("redislock-slot", move || {
+            hook(&node, slot);
+            ch.moving.store(false, Ordering::Release);
+        });
+        if let Err(e) = started {
+            self.moving.store(false, Ordering::Release);
+            tracing::debug!(error = %e, "cannot follow a slot that left its node");
         }
     }
 
@@ -241,15 +275,22 @@ impl Channel {
     /// `mine` (the reading waiter's slot) got one, or `enough` says so
     /// after a message. `Err`: the connection died, and why.
     fn pump(
-        &self,
+        self: &Arc<Self>,
         con: &mut Wire,
         until: Instant,
         mine: Option<&Arc<Slot>>,
         enough: impl Fn(&Waiters) -> bool,
     ) -> std::result::Result<(), String> {
         loop {
-            let payload = match con.next_message(until, false) {
-                Ok(Some(p)) => p,
+            let payload = match con.next_push(until, false) {
+                Ok(Some(Push::Message { payload, .. })) => payload,
+                // Unless this connection is being replaced already.
+                Ok(Some(Push::Other { kind, channel })) => {
+                    if kind == b"sunsubscribe" && locked(&self.waiters).pending.is_none() {
+                        self.left(protocol::slot(&channel));
+                    }
+                    continue;
+                }
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(crate::net::wire::io_reason(&e)),
             };
@@ -383,6 +424,22 @@ impl Ticket {
         &self.channel.id
     }
 
+    /// The node its channel is on (`""`: the only server), unless the
+    /// channel is moving to another (see [`Hub::relocate`]). What its node
+    /// sent and nobody read yet is read first: a `sunsubscribe` there
+    /// starts the move.
+    pub(crate) fn node(&self) -> Option<String> {
+        self.channel.look_if_unread();
+        let node = locked(&self.channel.node).clone();
+        (!self.channel.moving.load(Ordering::Acquire)).then_some(node)
+    }
+
+    /// Move the channel to the node that serves `slot` now (its node lost
+    /// every slot: a replica took over), as a `sunsubscribe` would.
+    pub(crate) fn follow(&self, slot: u16) {
+        self.channel.left(slot);
+    }
+
     pub(crate) fn nonce(&self) -> &str {
         &self.nonce
     }
@@ -508,6 +565,7 @@ pub(crate) struct Hub {
     /// Held while a channel is opened, so that a thousand waiters arriving
     /// at once open one connection, not a thousand.
     opening: Mutex<()>,
+    slot_left: std::sync::OnceLock<SlotHook>,
 }
 
 impl Hub {
@@ -516,7 +574,15 @@ impl Hub {
             tick: Arc::from(tick),
             channels: Mutex::new((crate::sync::pid(), HashMap::new())),
             opening: Mutex::new(()),
+            slot_left: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Cluster: `hook(node, slot)` runs when a node with waiters says that
+    /// `slot` left it (the `sunsubscribe` of the slot's watch channel that
+    /// the subscriber SSUBSCRIBEd). Set once, before any channel opens.
+    pub(crate) fn on_slot_left(&self, hook: SlotHook) {
+        let _ = self.slot_left.set(hook);
     }
 
     /// The live channel to `node`, if any. One that nobody reads is looked
@@ -554,7 +620,7 @@ impl Hub {
                 match self.live(node) {
                     Some(ch) => ch,
                     None => {
-                        let ch = Self::open(node, open, self.tick.clone())?;
+                        let ch = self.open(node, open)?;
                         locked(&self.channels)
                             .1
                             .insert(node.to_string(), ch.clone());
@@ -564,6 +630,11 @@ impl Hub {
             }
         };
         Ok(Self::ticket(channel))
+    }
+
+    /// Whether a live channel to `node` is open.
+    pub(crate) fn is_live(&self, node: &str) -> bool {
+        self.live(node).is_some()
     }
 
     /// Register on the live channel to `node` if there is one, without
@@ -590,9 +661,10 @@ impl Hub {
         };
         match moved {
             Ok(()) if node != to => {
+                *locked(&ch.node) = to.to_string();
                 let mut c = locked(&self.channels);
                 c.1.remove(node);
-                c.1.insert(to.to_string(), ch);
+                c.1.insert(to.to_string(), ch.clone());
             }
             Ok(()) => {}
             Err(e) => {
@@ -622,10 +694,11 @@ impl Hub {
     }
 
     fn open(
+        &self,
         node: &str,
         open: impl FnOnce(&str, &str) -> Result<Wire>,
-        tick: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Arc<Channel>> {
+        let tick = self.tick.clone();
         let id = protocol::hex(&protocol::random_bytes::<16>());
         let con = open(node, &format!("{}{}", protocol::WAKE_CHANNEL_PREFIX, id))?;
         let closer = con
@@ -644,6 +717,9 @@ impl Hub {
             }),
             idle: Condvar::new(),
             closer: Mutex::new(closer),
+            node: Mutex::new(node.to_string()),
+            slot_left: self.slot_left.get().cloned(),
+            moving: AtomicBool::new(false),
         });
         let reader = channel.clone();
         crate::sync::spawn_quiet("redislock-wake", move || reader.background(&*tick))

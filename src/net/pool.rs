@@ -170,8 +170,10 @@ impl Pool {
             }
         };
         let hub = Arc::new(Hub::new(Box::new(trim)));
-        if let Endpoint::Sentinel(s) = &target.endpoint {
-            follow_with_subscriber(s, &hub, &target);
+        match &target.endpoint {
+            Endpoint::Sentinel(s) => follow_with_subscriber(s, &hub, &target),
+            Endpoint::Cluster(c) => follow_slots(c, &hub, &target),
+            Endpoint::Direct(_) => {}
         }
         Pool {
             target,
@@ -586,16 +588,56 @@ impl Pool {
     /// Register a waiter on `key` with this client's subscriber connection
     /// to the server (in a cluster, to the node serving the key's slot),
     /// opening it if there is none.
+    ///
+    /// In a cluster the subscriber also SSUBSCRIBEs the watch channel of
+    /// the key's slot (see [`protocol::slot_watch`](crate::protocol::slot_watch)),
+    /// so that a failover or a migration that takes the slot away moves the
+    /// channel at once (see `follow_slots`). A new channel is opened after
+    /// reading the slot map again: the old one may have died with its node.
     pub(crate) fn register_waiter(&self, key: &[u8]) -> Result<Ticket> {
-        let node = self.node_for(key)?;
+        let mut node = self.node_for(key)?;
+        if let Endpoint::Cluster(cluster) = &self.target.endpoint {
+            if !self.hub.is_live(&node)
+                && cluster.answers(self.target.connect_timeout, self.target.command_timeout)
+            {
+                node = self.node_for(key)?;
+            }
+        }
+        let slot = crate::protocol::slot(key);
         self.hub.register(&node, |node, channel| {
             let mut con = self.plain_connection(
                 self.target.connect_timeout,
                 Some(node).filter(|n| !n.is_empty()),
             )?;
             con.subscribe(channel).map_err(|e| self.error(e, false))?;
+            if self.is_cluster() {
+                watch_slot(&mut con, slot);
+            }
             Ok(con)
         })
+    }
+
+    /// Whether `ticket`'s subscriber is on another node than the one the
+    /// slot map gives for `key` (a cluster whose slot moved), where no
+    /// release counts the waiter, which must queue again. Not while the
+    /// channel moves; and a node that serves no slot any more (its replica
+    /// took over) has its channel moved, its waiters keeping their place.
+    pub(crate) fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool {
+        let Endpoint::Cluster(c) = &self.target.endpoint else {
+            return false;
+        };
+        let slot = crate::protocol::slot(key);
+        let (Some(owner), Some(node)) = (c.owner(slot), ticket.node()) else {
+            return false;
+        };
+        if owner == node {
+            return false;
+        }
+        if c.first_slot_of(&node).is_none() {
+            ticket.follow(slot);
+            return false;
+        }
+        true
     }
 
     /// Register a waiter on the live subscriber connection, if there is
@@ -871,6 +913,61 @@ fn follow_with_subscriber(s: &Arc<Sentinel>, hub: &Arc<Hub>, target: &Target) {
     }));
 }
 
+/// SSUBSCRIBE the watch channel of `slot` (see `register_waiter`); a server
+/// without sharded pub/sub (before Redis 7) has none, and its waiters
+/// follow a moved slot by their retries alone.
+fn watch_slot(con: &mut Wire, slot: u16) {
+    if let Err(e) = con.ssubscribe(&crate::protocol::slot_watch(slot)) {
+        tracing::debug!(slot, error = %e, "cannot watch the lock's slot (SSUBSCRIBE)");
+    }
+}
+
+/// A cluster: when a node with waiters says that one of their slots left
+/// it, find the slot's new owner (the nodes learn it within moments of a
+/// failover) and move the waiters' channel, under the same name: to the
+/// new owner when the old node serves nothing any more (a replica took it
+/// over), or again to the same node with another slot watched when it
+/// still serves some (a migration; the migrated slot's waiters notice
+/// their misplacement themselves, see [`Pool::misplaced`]).
+fn follow_slots(cluster: &Arc<crate::net::cluster::Cluster>, hub: &Arc<Hub>, target: &Target) {
+    let weak = Arc::downgrade(hub);
+    let cluster = cluster.clone();
+    let (connect, command) = (target.connect_timeout, target.command_timeout);
+    hub.on_slot_left(Arc::new(move |node: &str, slot: u16| {
+        let Some(hub) = weak.upgrade() else { return };
+        let until = Instant::now() + command;
+        let owner = loop {
+            if cluster.answers(connect, command) {
+                if let Some(owner) = cluster.owner(slot).filter(|o| o != node) {
+                    break Some(owner);
+                }
+            }
+            if Instant::now() >= until {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Nobody took it over within the command timeout: the channel
+        // stays, and its waiters look again at their retries.
+        let Some(owner) = owner else { return };
+        let (to, watch) = match cluster.first_slot_of(node) {
+            Some(kept) => (node.to_string(), kept),
+            None => (owner, slot),
+        };
+        hub.relocate(node, &to, |channel| {
+            let at = |e: redis::RedisError| Error::Connection {
+                addr: to.clone(),
+                reason: io_reason(&e),
+                hint: format!("connect timeout {connect:?}"),
+            };
+            let mut wire = cluster.connect(&to, connect, command).map_err(at)?;
+            wire.subscribe(channel).map_err(at)?;
+            watch_slot(&mut wire, watch);
+            Ok(wire)
+        });
+    }));
+}
+
 /// Every method answers on the calling thread; the futures never suspend.
 impl Transport for Arc<Pool> {
     fn target(&self) -> &Target {
@@ -895,6 +992,10 @@ impl Transport for Arc<Pool> {
 
     fn is_cluster(&self) -> bool {
         Pool::is_cluster(self)
+    }
+
+    fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool {
+        Pool::misplaced(self, ticket, key)
     }
 
     async fn failover_possible(&self) -> bool {

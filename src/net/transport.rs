@@ -43,6 +43,11 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
 
     fn is_cluster(&self) -> bool;
 
+    /// Whether `ticket`'s subscriber sits on another node than the one
+    /// serving `key`'s slot now (a cluster's slot moved): no release there
+    /// counts that waiter.
+    fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool;
+
     /// Whether a server that cannot be reached may soon have a successor
     /// (see [`Pool::failover_possible`](crate::net::pool::Pool::failover_possible)):
     /// then a wait goes on through the outage, within its deadline.

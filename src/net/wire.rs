@@ -552,7 +552,17 @@ impl Wire {
 
     /// SUBSCRIBE to `channel` and read the confirmation.
     pub(crate) fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
-        let cmd = redis::cmd("SUBSCRIBE").arg(channel).get_packed_command();
+        self.subscribe_as("SUBSCRIBE", channel)
+    }
+
+    /// SSUBSCRIBE to the shard channel `channel` (Redis 7 and later) and
+    /// read the confirmation.
+    pub(crate) fn ssubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        self.subscribe_as("SSUBSCRIBE", channel)
+    }
+
+    fn subscribe_as(&mut self, command: &str, channel: &str) -> RedisResult<()> {
+        let cmd = redis::cmd(command).arg(channel).get_packed_command();
         let deadline = Instant::now() + self.timeout;
         self.send(&cmd)?;
         let reply = self.read_by(deadline)?.extract_error()?;
@@ -560,7 +570,7 @@ impl Wire {
             Value::Array(ref parts) if parts.len() == 3 => Ok(()),
             other => Err(redis::RedisError::from((
                 redis::ErrorKind::Parse,
-                "unexpected reply to SUBSCRIBE",
+                "unexpected reply to a subscription",
                 format!("{other:?}"),
             ))),
         }
@@ -570,6 +580,7 @@ impl Wire {
     /// `Ok(None)` when none came by `deadline`. A signal does not end the
     /// wait unless `interruptible` (then `Ok(None)` at once, and the next
     /// call goes on reading where this one stopped).
+    #[cfg(test)]
     pub(crate) fn next_message(
         &mut self,
         deadline: Instant,

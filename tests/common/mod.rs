@@ -14,6 +14,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod sentinel;
 
 use std::net::{TcpListener, TcpStream};
