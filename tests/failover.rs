@@ -486,3 +486,52 @@ fn cluster_waiters_ride_out_a_killed_master_until_its_replica_takes_over() {
         "the waiters saw the dead node"
     );
 }
+
+#[test]
+fn wait_replicas_fails_fast_naming_the_cause_while_the_new_master_has_no_replica() {
+    let (master, replica, sentinels) = deployment(None);
+    let c = Client::builder(&format!(
+        "{}?wait_replicas=1&wait_timeout=100ms",
+        url(&sentinels)
+    ))
+    .connect_timeout(10 * S)
+    .command_timeout(30 * S)
+    .build()
+    .unwrap();
+    c.acquire("job", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    let mut watch = SwitchWatch::open(&sentinels[0]);
+    let _: () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg("mymaster")
+        .query(&mut sentinels[0].raw())
+        .unwrap();
+    assert_eq!(watch.next(), replica.port);
+    // The new master has no replica until Sentinel converts the old one.
+    let connected = || info(&replica, "replication").contains("state=online");
+    if !connected() {
+        let e = c.acquire("job", 10 * S, Wait::TryOnce).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}");
+        let text = e.to_string();
+        assert!(text.contains("0 replica(s) connected"), "{text}");
+        // From then on it fails at once, writing nothing, while that lasts.
+        let writes = lock_calls(&replica);
+        if !connected() {
+            let e = c.acquire("job", 10 * S, Wait::TryOnce).unwrap_err();
+            assert!(e.to_string().contains("no lock was taken"), "{e}");
+            assert_eq!(lock_calls(&replica), writes, "a lock was written meanwhile");
+        }
+    }
+    wait_until("the old master to follow the new one", 60 * S, connected);
+    let lock = c.acquire("job", 10 * S, Wait::TryOnce).unwrap();
+    wait_until("the lock on the old master, now a replica", 10 * S, || {
+        let now: Option<Vec<u8>> = redis::cmd("GET")
+            .arg("job")
+            .query(&mut master.raw())
+            .unwrap();
+        now.as_deref() == Some(lock.token())
+    });
+    lock.release().unwrap();
+}

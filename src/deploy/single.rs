@@ -3,6 +3,7 @@
 //! or the Cluster node serving the key's slot (the pool routes). Waiting is
 //! by hand-off (see `wait`). Errors name the lock.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,11 +25,49 @@ use crate::stats::Event;
 /// Generic over the transport: the blocking [`Pool`] or the async one.
 pub(crate) struct Single<P> {
     pool: P,
+    /// `wait_replicas`: the master was seen with fewer replicas connected
+    /// than asked for; acquisitions look first, and fail at once while
+    /// that lasts.
+    short_of_replicas: AtomicBool,
 }
 
 impl<P: Transport> Single<P> {
     pub(crate) fn new(pool: P) -> Single<P> {
-        Single { pool }
+        Single {
+            pool,
+            short_of_replicas: AtomicBool::new(false),
+        }
+    }
+
+    /// How many replicas the server holding `key` has connected and in sync
+    /// (`ROLE` lists those only; sent after a command on `key`, so that a
+    /// cluster routes it to that node), or `None` when it will not say.
+    async fn replicas(&self, key: &[u8]) -> Option<u32> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("EXISTS").arg(key).cmd("ROLE");
+        let replies = self.pool.pipeline(&pipe).await.ok()?;
+        match replies.get(1)? {
+            Value::Array(role) => match role.get(2)? {
+                Value::Array(replicas) => u32::try_from(replicas.len()).ok(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// `wait_replicas=N` while the master was last seen short of replicas:
+    /// fail at once, without writing the lock, unless N are connected again.
+    async fn replicas_connected(&self, keys: &LockKeys, n: u32) -> Result<()> {
+        if !self.short_of_replicas.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match self.replicas(&keys.lock).await {
+            Some(have) if have < n => Err(short_of_replicas(keys, have, n, "no lock was taken")),
+            _ => {
+                self.short_of_replicas.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+        }
     }
 
     /// One attempt: the plain `SET … NX PX … GET` unless the caller wants
@@ -85,6 +124,12 @@ impl<P: Transport> Single<P> {
             return Ok(());
         }
         let _ = self.release(keys, token).await;
+        // Too few replicas connected (a failover took one away): said so,
+        // and later acquisitions fail at once while it lasts.
+        if let Some(have) = self.replicas(&keys.lock).await.filter(|&have| have < n) {
+            self.short_of_replicas.store(true, Ordering::Relaxed);
+            return Err(short_of_replicas(keys, have, n, "the lock was released"));
+        }
         Err(Error::NoQuorum {
             key: show_key(&keys.lock),
             detail: format!(
@@ -123,6 +168,20 @@ impl<P: Transport> Single<P> {
             }
             other => other,
         }
+    }
+}
+
+/// The master has `have` replicas connected where `wait_replicas` asks for
+/// `n`; `done`: what became of the lock.
+fn short_of_replicas(keys: &LockKeys, have: u32, n: u32, done: &str) -> Error {
+    Error::NoQuorum {
+        key: show_key(&keys.lock),
+        detail: format!(
+            "the master has {have} replica(s) connected and wait_replicas asks for {n}; {done}. \
+             After a failover the new master has no replica until the others are reconfigured \
+             to follow it (Sentinel converts the old master after about 10 s); acquisitions \
+             resume as soon as {n} are connected and in sync"
+        ),
     }
 }
 
@@ -174,6 +233,9 @@ impl<P: Transport> Single<P> {
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant> {
+        if let Some((n, _)) = self.pool.target().wait_replicas {
+            self.replicas_connected(keys, n).await?;
+        }
         let deadline = match wait {
             Wait::TryOnce => None,
             Wait::Timeout(d) if d.is_zero() => None,
