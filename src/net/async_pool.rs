@@ -184,7 +184,11 @@ impl AsyncPool {
                 .open(master.info.clone())
                 .await
                 .map_err(|e| s.at_master(e, &master.addr))?;
-            let role = redis::cmd("ROLE").query_async(&mut con).await;
+            // A frozen server would hold every task up: not past a switch.
+            let ask = redis::cmd("ROLE");
+            let role = self
+                .until_switched(master.generation, ask.query_async(&mut con))
+                .await;
             match role_is_master(role) {
                 Ok(true) => return Ok((con, master.generation)),
                 Ok(false) => demoted = Some(master.generation),
@@ -299,16 +303,26 @@ impl AsyncPool {
         if !matches!(self.target_ref().endpoint, Endpoint::Sentinel(_)) {
             return send(shared.con.clone(), req, sent).await;
         }
+        self.until_switched(shared.generation, send(shared.con.clone(), req, sent))
+            .await
+    }
+
+    /// `f`, a command to the master of `generation`, unless the client
+    /// follows another master first (then an I/O error at once).
+    async fn until_switched<T>(
+        &self,
+        generation: u64,
+        f: impl Future<Output = redis::RedisResult<T>>,
+    ) -> redis::RedisResult<T> {
         let switched = self.0.switched.notified();
         tokio::pin!(switched);
         switched.as_mut().enable();
-        if self.superseded(shared) {
+        if generation != self.generation() {
             return Err(left_behind());
         }
-        let sending = send(shared.con.clone(), req, sent);
-        tokio::pin!(sending);
+        tokio::pin!(f);
         poll_fn(|cx| {
-            if let Poll::Ready(r) = sending.as_mut().poll(cx) {
+            if let Poll::Ready(r) = f.as_mut().poll(cx) {
                 return Poll::Ready(r);
             }
             match switched.as_mut().poll(cx) {
