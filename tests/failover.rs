@@ -210,24 +210,70 @@ fn replicated(master: &Server) {
     assert_eq!(acked, 1, "the replica did not acknowledge the writes");
 }
 
+/// A holder of "job" (fenced) and a first waiter queued behind it, each on
+/// a client of its own; [`QueueOrder::check`] then (after a failover)
+/// queues a second waiter, releases, and asserts that the first waiter got
+/// the lock by hand-off ahead of the second, fences increasing.
+struct QueueOrder {
+    held: redislock::Lock,
+    held_fence: u64,
+    first: JoinHandle<redislock::Result<redislock::Lock>>,
+    waiting: Client,
+    late: Client,
+}
+
+impl QueueOrder {
+    fn start(holder: &Client, waiting: Client, late: Client) -> QueueOrder {
+        let held = holder.acquire_with("job", Self::opts()).unwrap();
+        let held_fence = held.fence().unwrap();
+        let first = Self::wait_for_job(&waiting, "the first waiter to queue");
+        QueueOrder {
+            held,
+            held_fence,
+            first,
+            waiting,
+            late,
+        }
+    }
+
+    fn opts() -> AcquireOptions {
+        AcquireOptions::new(60 * S).fenced(true)
+    }
+
+    /// A thread that waits for "job" on `client`, once it is queued.
+    fn wait_for_job(client: &Client, what: &str) -> JoinHandle<redislock::Result<redislock::Lock>> {
+        let c = client.clone();
+        let opts = Self::opts().wait(Wait::Timeout(60 * S));
+        let t = std::thread::spawn(move || c.acquire_with("job", opts));
+        wait_until(what, 10 * S, || client.stats().waiters_now == 1);
+        t
+    }
+
+    fn check(self) {
+        let second = Self::wait_for_job(&self.late, "the second waiter to queue");
+        self.held.release().unwrap();
+        let got = self.first.join().unwrap().expect("the first waiter's lock");
+        assert_eq!(self.waiting.stats().acquired_handed_over, 1);
+        assert!(got.fence().unwrap() > self.held_fence);
+        assert_eq!(
+            self.late.stats().waiters_now,
+            1,
+            "the second waiter jumped the queue"
+        );
+        let got_fence = got.fence().unwrap();
+        got.release().unwrap();
+        let last = second.join().unwrap().expect("the second waiter's lock");
+        assert!(last.fence().unwrap() > got_fence);
+        last.release().unwrap();
+    }
+}
+
 #[test]
 fn a_clean_failover_moves_commands_and_waiters_at_once_and_keeps_the_queue_order() {
     let (master, replica, sentinels) = deployment(None);
     let holder = client(&sentinels);
-    let waiting = client(&sentinels);
-    let late = client(&sentinels);
+    let order = QueueOrder::start(&holder, client(&sentinels), client(&sentinels));
     let work = client(&sentinels);
-    let fenced = AcquireOptions::new(60 * S).fenced(true);
-    let held = holder.acquire_with("job", fenced.clone()).unwrap();
-    let held_fence = held.fence().unwrap();
-    let first = {
-        let waiting = waiting.clone();
-        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
-        std::thread::spawn(move || waiting.acquire_with("job", opts))
-    };
-    wait_until("the first waiter to queue", 10 * S, || {
-        waiting.stats().waiters_now == 1
-    });
     let load = Workload::start(&work, 2, 2);
     load.until_more("work before the failover", 20);
     replicated(&master);
@@ -261,28 +307,7 @@ fn a_clean_failover_moves_commands_and_waiters_at_once_and_keeps_the_queue_order
     );
 
     // A waiter that queues after the failover comes after the first one.
-    let second = {
-        let late = late.clone();
-        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
-        std::thread::spawn(move || late.acquire_with("job", opts))
-    };
-    wait_until("the second waiter to queue", 10 * S, || {
-        late.stats().waiters_now == 1
-    });
-    held.release().unwrap();
-    let got = first.join().unwrap().expect("the first waiter's lock");
-    assert_eq!(waiting.stats().acquired_handed_over, 1);
-    assert!(got.fence().unwrap() > held_fence);
-    assert_eq!(
-        late.stats().waiters_now,
-        1,
-        "the second waiter jumped the queue"
-    );
-    let got_fence = got.fence().unwrap();
-    got.release().unwrap();
-    let last = second.join().unwrap().expect("the second waiter's lock");
-    assert!(last.fence().unwrap() > got_fence);
-    last.release().unwrap();
+    order.check();
     // Locks the old master granted between the promotion and the
     // announcement may be lost (asynchronous replication): counted only.
     load.stop();
@@ -386,19 +411,7 @@ fn cluster_client(servers: &[Server]) -> Client {
 fn a_cluster_failover_moves_the_waiters_subscriber_and_keeps_the_queue_order() {
     let (servers, master, replica) = cluster_for("job");
     let holder = cluster_client(&servers);
-    let waiting = cluster_client(&servers);
-    let late = cluster_client(&servers);
-    let fenced = AcquireOptions::new(60 * S).fenced(true);
-    let held = holder.acquire_with("job", fenced.clone()).unwrap();
-    let held_fence = held.fence().unwrap();
-    let first = {
-        let waiting = waiting.clone();
-        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
-        std::thread::spawn(move || waiting.acquire_with("job", opts))
-    };
-    wait_until("the first waiter to queue", 10 * S, || {
-        waiting.stats().waiters_now == 1
-    });
+    let order = QueueOrder::start(&holder, cluster_client(&servers), cluster_client(&servers));
     let channels = waiter_channels(&servers[master]);
     assert_eq!(channels.len(), 1);
     let _: () = redis::cmd("CLUSTER")
@@ -412,28 +425,7 @@ fn a_cluster_failover_moves_the_waiters_subscriber_and_keeps_the_queue_order() {
     wait_until("the waiters' subscriber on the new master", 10 * S, || {
         waiter_channels(&servers[replica]) == channels
     });
-    let second = {
-        let late = late.clone();
-        let opts = fenced.clone().wait(Wait::Timeout(60 * S));
-        std::thread::spawn(move || late.acquire_with("job", opts))
-    };
-    wait_until("the second waiter to queue", 10 * S, || {
-        late.stats().waiters_now == 1
-    });
-    held.release().unwrap();
-    let got = first.join().unwrap().expect("the first waiter's lock");
-    assert_eq!(waiting.stats().acquired_handed_over, 1);
-    assert!(got.fence().unwrap() > held_fence);
-    assert_eq!(
-        late.stats().waiters_now,
-        1,
-        "the second waiter jumped the queue"
-    );
-    let got_fence = got.fence().unwrap();
-    got.release().unwrap();
-    let last = second.join().unwrap().expect("the second waiter's lock");
-    assert!(last.fence().unwrap() > got_fence);
-    last.release().unwrap();
+    order.check();
 }
 
 #[test]
