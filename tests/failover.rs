@@ -313,6 +313,56 @@ fn a_clean_failover_moves_commands_and_waiters_at_once_and_keeps_the_queue_order
     load.stop();
 }
 
+/// The sentinel that leads a failover announces the promotion
+/// (`+failover-state-send-slaveof-noone`) a moment before it sends the
+/// replica `SLAVEOF NO ONE`, and announces the new master up to a second
+/// after: what the old master writes in between is lost. The clients hold
+/// their commands from the first announcement until the replica answers as
+/// master. The replica is frozen here so that the moment lasts: the
+/// workload stops reaching the old master while the promotion waits, and
+/// the old master never runs another lock command; no lock is lost.
+#[test]
+fn commands_wait_while_the_sentinels_promote_the_replica() {
+    let (master, mut replica, sentinels) = deployment(None);
+    let work = client(&sentinels);
+    let load = Workload::start(&work, 2, 2);
+    load.until_more("work before the failover", 20);
+    replicated(&master);
+    let mut switch = SwitchWatch::open(&sentinels[0]);
+    let mut promoting = sentinels[0].raw();
+    redis::cmd("SUBSCRIBE")
+        .arg("+failover-state-send-slaveof-noone")
+        .exec(&mut promoting)
+        .unwrap();
+    promoting.set_read_timeout(Some(60 * S)).unwrap();
+
+    replica.pause();
+    let _: () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg("mymaster")
+        .query(&mut sentinels[0].raw())
+        .unwrap();
+    promoting
+        .recv_response()
+        .expect("no +failover-state-send-slaveof-noone within 60 s");
+    // Held: neither the workload nor the old master moves any more.
+    let mut held = (lock_calls(&master), load.cycles());
+    wait_until("the commands to wait for the promotion", 10 * S, || {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = (lock_calls(&master), load.cycles());
+        std::mem::replace(&mut held, now) == now
+    });
+    replica.resume();
+    assert_eq!(switch.next(), replica.port);
+    load.until_more("work on the new master", 50);
+    assert_eq!(
+        lock_calls(&master),
+        held.0,
+        "the old master ran lock commands while the sentinels promoted its replica"
+    );
+    assert_eq!(load.stop(), 0, "locks were lost in the failover");
+}
+
 /// A master that dies or freezes: the sentinels promote the replica after
 /// `down-after` (2 s), and the client moves there at the announcement,
 /// commands waiting on the frozen master included (its command timeout,

@@ -355,6 +355,13 @@ pub(super) async fn acquire(
                     Err(e) => return leave(server, q, e, started).await,
                 }
             }
+            Some(Delivery::Moved) => {
+                q.ticket().rearm();
+                tracing::debug!(
+                    lock = %show_key(&keys.lock),
+                    "the waiters' subscriber followed a failover: checking the queue"
+                );
+            }
             None => {
                 let why = if ahead == 0 {
                     "first in the queue: checking for an expiry or a release by another client"

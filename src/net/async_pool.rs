@@ -236,6 +236,10 @@ impl AsyncPool {
         let mut transient = Transient::new(self.target_ref().command_timeout, "command timeout");
         let mut sent = false;
         loop {
+            if let Some(held) = self.0.pool.promoting() {
+                tokio::time::sleep(transient.held(held)?).await;
+                continue;
+            }
             match self.run_once(&req, sent).await {
                 Ok(r) => return Ok(r),
                 Err(Failed {

@@ -28,6 +28,13 @@ const SLOT_MAP_AGE: Duration = Duration::from_secs(5);
 /// How long a node that failed a command is asked for the slot map last.
 const SUSPECT_FOR: Duration = Duration::from_secs(10);
 
+/// How long a keyed command waits for its node's reply before the client
+/// asks another node whether that one still serves the slot, and again as
+/// often while it waits: a frozen master that a replica replaced is left
+/// within that of the promotion, and a reply it sends after being resumed
+/// (a lock granted from a stale copy) is never taken.
+const PROBE_AFTER: Duration = Duration::from_millis(200);
+
 /// Redirections one command follows at most (a slot moving twice while the
 /// command is underway is already rare).
 const MAX_REDIRECTS: usize = 5;
@@ -41,7 +48,13 @@ pub(crate) struct Cluster {
     seeds: Vec<String>,
     tls: Option<Tls>,
     slots: Mutex<SlotMap>,
+    /// Told when a command finds that a node it waited for lost a slot
+    /// (see `PROBE_AFTER`): the node, and the slot.
+    moved: Mutex<Vec<MovedHook>>,
 }
+
+/// See [`Cluster::on_moved`].
+pub(crate) type MovedHook = Arc<dyn Fn(&str, u16) + Send + Sync>;
 
 /// When the map was read (`None`: to be read again), and its ranges of
 /// slots with their masters' `host:port`.
@@ -72,6 +85,20 @@ impl Cluster {
             seeds,
             tls,
             slots: Mutex::new(SlotMap::default()),
+            moved: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Call `hook` (on a thread of its own) each time a command finds that
+    /// the node it waited for lost the slot to another.
+    pub(crate) fn on_moved(&self, hook: MovedHook) {
+        locked(&self.moved).push(hook);
+    }
+
+    fn tell_moved(&self, node: &str, slot: u16) {
+        for hook in locked(&self.moved).iter() {
+            let (hook, node) = (hook.clone(), node.to_string());
+            let _ = crate::sync::spawn_quiet("redislock-slot", move || hook(&node, slot));
         }
     }
 
@@ -268,6 +295,11 @@ impl Routed {
     /// Read the slot map from the first node that answers: a node already
     /// connected, then the nodes of the old map, then the URL's.
     fn refresh(&mut self) -> RedisResult<()> {
+        self.refresh_except(None)
+    }
+
+    /// [`Routed::refresh`] from another node than `except`.
+    fn refresh_except(&mut self, except: Option<&str>) -> RedisResult<()> {
         let mut candidates: Vec<String> = self.nodes.iter().map(|(n, _)| n.clone()).collect();
         let suspects: Vec<String> = {
             let map = locked(&self.cluster.slots);
@@ -284,7 +316,7 @@ impl Routed {
         let mut last = None;
         let mut tried = Vec::new();
         for node in candidates {
-            if tried.contains(&node) {
+            if tried.contains(&node) || except == Some(node.as_str()) {
                 continue;
             }
             tried.push(node.clone());
@@ -397,24 +429,78 @@ impl Routed {
 
     /// Send `cmd` to `node` (preceded by ASKING if `asking`) and read its
     /// reply. A connection that fails is dropped and the map read again
-    /// next time: the node may have died in a failover.
-    fn send_to(&mut self, node: &str, cmd: &[u8], asking: bool) -> RedisResult<Value> {
-        let r = self.wire(node).and_then(|wire| {
-            if asking {
-                let mut both = redis::cmd("ASKING").get_packed_command();
-                both.extend_from_slice(cmd);
-                wire.req_packed_commands(&both, 1, 1)
-                    .map(|mut v| v.remove(0))
-            } else {
-                wire.req_packed_command(cmd)
-            }
-        });
+    /// next time: the node may have died in a failover. A command for
+    /// `slot` whose reply is late (see `PROBE_AFTER`) is abandoned when
+    /// another node gives the slot to a third: [`Answer::Moved`].
+    fn send_to(
+        &mut self,
+        node: &str,
+        cmd: &[u8],
+        asking: bool,
+        slot: Option<u16>,
+    ) -> RedisResult<Answer> {
+        let r = self.exchange(node, cmd, asking, slot.filter(|_| !asking));
         if r.is_err() {
             self.drop_node(node);
             self.cluster.failed(node);
         }
         r
     }
+
+    fn exchange(
+        &mut self,
+        node: &str,
+        cmd: &[u8],
+        asking: bool,
+        slot: Option<u16>,
+    ) -> RedisResult<Answer> {
+        let sent = Instant::now();
+        let deadline = sent + self.timeout;
+        let wire = self.wire(node)?;
+        if asking {
+            let mut both = redis::cmd("ASKING").get_packed_command();
+            both.extend_from_slice(cmd);
+            return wire
+                .req_packed_commands(&both, 1, 1)
+                .map(|mut v| Answer::Reply(v.remove(0)));
+        }
+        let Some(slot) = slot else {
+            return wire.req_packed_command(cmd).map(Answer::Reply);
+        };
+        wire.send_command(cmd)?;
+        loop {
+            let by = (Instant::now() + PROBE_AFTER).min(deadline);
+            let reply = self.wire(node)?.reply_if_by(by)?;
+            if sent.elapsed() >= PROBE_AFTER && self.refresh_except(Some(node)).is_ok() {
+                if let Some(owner) = self.cluster.owner(slot).filter(|o| o != node) {
+                    tracing::debug!(
+                        node,
+                        slot,
+                        owner = %owner,
+                        "the node a command waited for lost the slot: sent to its new owner"
+                    );
+                    // Its reply, if it comes, is from a copy being replaced.
+                    self.drop_node(node);
+                    self.cluster.tell_moved(node, slot);
+                    return Ok(Answer::Moved(owner));
+                }
+            }
+            match reply {
+                Some(v) => return Ok(Answer::Reply(v)),
+                None if Instant::now() >= deadline => {
+                    return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into())
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// What a node did with a command.
+enum Answer {
+    Reply(Value),
+    /// Abandoned: the node lost the slot to this one (see `PROBE_AFTER`).
+    Moved(String),
 }
 
 impl ConnectionLike for Routed {
@@ -427,7 +513,21 @@ impl ConnectionLike for Routed {
         let mut asking = false;
         let mut redirects = 0;
         loop {
-            let reply = self.send_to(&node, cmd, asking)?;
+            let reply = match self.send_to(&node, cmd, asking, slot)? {
+                Answer::Reply(reply) => reply,
+                Answer::Moved(to) if redirects < MAX_REDIRECTS => {
+                    (node, asking) = (to, false);
+                    redirects += 1;
+                    continue;
+                }
+                Answer::Moved(_) => {
+                    return Err(RedisError::from((
+                        ErrorKind::Server(ServerErrorKind::ClusterDown),
+                        "the lock's slot kept moving while the command waited",
+                        format!("slot {}", slot.unwrap_or_default()),
+                    )))
+                }
+            };
             match redirect(&reply) {
                 Some((ask, to)) if slot.is_some() && redirects < MAX_REDIRECTS => {
                     if !ask {

@@ -54,6 +54,10 @@ pub(crate) enum Delivery {
     Handed(u64),
     /// The subscriber connection died; the reason, as the I/O layer said.
     Lost(String),
+    /// The subscriber moved to another server (a failover): until it was
+    /// there, a release there counted nobody on it and may have passed the
+    /// waiter over, so the waiter looks at the queue again at once.
+    Moved,
 }
 
 /// Where one waiter's message lands: a thread blocks on the condition
@@ -196,6 +200,9 @@ impl Channel {
             let mut w = locked(&self.waiters);
             if let Some(reason) = &w.lost {
                 return Err(Error::Internal(format!("the channel was lost: {reason}")));
+            }
+            for slot in w.by_nonce.values() {
+                slot.deliver(Delivery::Moved);
             }
             let old = std::mem::replace(&mut *locked(&self.closer), closer);
             match w.wire.take() {
@@ -529,7 +536,7 @@ impl Ticket {
     /// waiter's Cluster and Sentinel check).
     pub(crate) fn rearm(&self) {
         let mut st = locked(&self.slot.state);
-        if let Some(Delivery::Handed(_)) = st.came {
+        if let Some(Delivery::Handed(_) | Delivery::Moved) = st.came {
             st.came = None;
         }
     }

@@ -337,6 +337,15 @@ impl Pool {
         None
     }
 
+    /// Sentinel: the master and the replica that its sentinels are
+    /// promoting now (see [`Sentinel::promoting`]); commands wait.
+    pub(crate) fn promoting(&self) -> Option<(String, String)> {
+        match &self.target.endpoint {
+            Endpoint::Sentinel(s) => s.promoting(),
+            _ => None,
+        }
+    }
+
     /// A connection to a Sentinel master that this client no longer
     /// follows: never used again.
     fn superseded(&self, con: &Conn) -> bool {
@@ -425,6 +434,10 @@ impl Pool {
         let mut transient = Transient::new(budget, budget_name);
         let mut sent = false;
         loop {
+            if let Some(held) = self.promoting() {
+                std::thread::sleep(transient.held(held)?);
+                continue;
+            }
             match self.run_once(connect_timeout, sent, &mut f) {
                 Ok(v) => return Ok(v),
                 Err(Failed {
@@ -793,6 +806,26 @@ impl Transient {
         Some(p)
     }
 
+    /// The pause while the sentinels promote a replica (`held`: the master
+    /// and the replica, see [`Pool::promoting`]): 2 ms at a time, so that
+    /// the command follows the promotion at once; once the budget is spent,
+    /// the error that says so.
+    pub(crate) fn held(&self, (master, replica): (String, String)) -> Result<Duration> {
+        let left = self.budget.saturating_sub(self.started.elapsed());
+        if left.is_zero() {
+            return Err(Error::Unavailable {
+                addr: master,
+                state: format!(
+                    "being replaced by {replica}, which its sentinels are promoting (what it \
+                     would write now would be lost)"
+                ),
+                waited: self.started.elapsed(),
+                hint: format!("; the {} is {:?}", self.budget_name, self.budget),
+            });
+        }
+        Ok(Duration::from_millis(2).min(left))
+    }
+
     /// The pause before asking again after `e` (an `Unavailable`), or, once
     /// the budget is spent, the error naming the state and how long it
     /// lasted.
@@ -931,9 +964,13 @@ fn watch_slot(con: &mut Wire, slot: u16) {
 /// their misplacement themselves, see [`Pool::misplaced`]).
 fn follow_slots(cluster: &Arc<crate::net::cluster::Cluster>, hub: &Arc<Hub>, target: &Target) {
     let weak = Arc::downgrade(hub);
-    let cluster = cluster.clone();
+    let map = cluster.clone();
+    let cluster = Arc::downgrade(cluster);
     let (connect, command) = (target.connect_timeout, target.command_timeout);
-    hub.on_slot_left(Arc::new(move |node: &str, slot: u16| {
+    let follow: crate::net::hub::SlotHook = Arc::new(move |node: &str, slot: u16| {
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
         let Some(hub) = weak.upgrade() else { return };
         let until = Instant::now() + command;
         let owner = loop {
@@ -965,7 +1002,11 @@ fn follow_slots(cluster: &Arc<crate::net::cluster::Cluster>, hub: &Arc<Hub>, tar
             watch_slot(&mut wire, watch);
             Ok(wire)
         });
-    }));
+    });
+    hub.on_slot_left(follow.clone());
+    // A command that found the node it waited for replaced (a frozen
+    // master, see `Routed`): the node's subscriber may be frozen too.
+    map.on_moved(follow);
 }
 
 /// Every method answers on the calling thread; the futures never suspend.

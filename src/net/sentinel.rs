@@ -28,7 +28,7 @@
 //! makes an acquisition wait until N replicas have it (Redis `WAIT`), which
 //! narrows that window but does not make Redis consistent.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,20 @@ use crate::sync::locked;
 const LISTEN_CHECK: Duration = Duration::from_secs(1);
 /// The longest pause between two attempts to listen to a sentinel again.
 const RELISTEN_MAX: Duration = Duration::from_secs(2);
+/// How long, at most, commands wait for a promotion that the sentinels
+/// announced: the leader says `+failover-state-send-slaveof-noone`, sends
+/// the replica `SLAVEOF NO ONE` at its next timer tick (about 100 ms
+/// later), and says `+promoted-slave` once the replica answers as a master
+/// (it asks every second then).
+const PROMOTION_HOLD: Duration = Duration::from_secs(2);
+
+/// The events a listener subscribes to (see `Sentinel::on_event`).
+const EVENTS: [&str; 4] = [
+    "+switch-master",
+    "+promoted-slave",
+    "+failover-state-send-slaveof-noone",
+    "-failover-abort-slave-timeout",
+];
 
 /// How to find the master, and the master followed.
 pub(crate) struct Sentinel {
@@ -70,6 +84,8 @@ struct Follow {
     leases: Mutex<Vec<(u64, Weak<Closer>)>>,
     /// Told of each new master (the pools move their subscribers).
     hooks: Mutex<Vec<SwitchHook>>,
+    /// Whether `known.promoting` may be set, read without the lock.
+    promoting: AtomicBool,
 }
 
 #[derive(Default)]
@@ -83,6 +99,17 @@ struct Known {
     listening: usize,
     /// The connect timeout, for the listeners.
     timeout: Duration,
+    /// A promotion of a replica of `master` that the sentinels announced
+    /// and did not finish yet.
+    promoting: Option<Promoting>,
+}
+
+/// The sentinels are about to promote `replica` (`host:port`) in place of
+/// the master of `generation`.
+struct Promoting {
+    generation: u64,
+    replica: String,
+    since: Instant,
 }
 
 /// A master this client followed.
@@ -199,6 +226,34 @@ impl Sentinel {
         self.follow.generation.load(Ordering::Acquire)
     }
 
+    /// While the sentinels promote a replica of the master followed (they
+    /// announced it, and neither finished nor gave up): the old master's
+    /// address and the replica's. What the old master would write from now
+    /// on would be lost, and a lock it granted would not exist on the new
+    /// master, so the pools send nothing meanwhile (for `PROMOTION_HOLD` at
+    /// most). Without the lock in the common case.
+    pub(crate) fn promoting(&self) -> Option<(String, String)> {
+        if !self.follow.promoting.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut k = locked(&self.follow.known);
+        let (generation, pid) = (self.generation(), crate::sync::pid());
+        match (&k.promoting, &k.master) {
+            (Some(p), Some(m))
+                if p.generation == generation
+                    && k.pid == pid
+                    && p.since.elapsed() < PROMOTION_HOLD =>
+            {
+                Some((m.addr.clone(), p.replica.clone()))
+            }
+            _ => {
+                k.promoting = None;
+                self.follow.promoting.store(false, Ordering::Release);
+                None
+            }
+        }
+    }
+
     /// Call `hook` with each master this client follows from now on.
     pub(crate) fn on_switch(&self, hook: SwitchHook) {
         locked(&self.follow.hooks).push(hook);
@@ -256,6 +311,7 @@ impl Sentinel {
         };
         let old = k.master.replace(master.clone());
         k.epoch = found.epoch;
+        k.promoting = None;
         self.follow.generation.store(generation, Ordering::Release);
         drop(k);
         if let Some(old) = old {
@@ -402,14 +458,22 @@ impl Sentinel {
         }
     }
 
-    /// An event from sentinel `i`. `+promoted-slave` (from the sentinel
-    /// that leads a failover, once the replica it chose answers as a master:
-    /// `slave <host:port> <host> <port> @ <service> <old host> <old port>`)
-    /// is followed at once: from then on the old master's writes are lost.
-    /// `+switch-master` (`<service> <old host> <old port> <new host> <new
-    /// port>`, from every sentinel once it adopts the new configuration) is
-    /// followed with the epoch that sentinel gives, so that a sentinel that
-    /// lags behind a later failover is not followed back.
+    /// An event from sentinel `i`.
+    ///
+    /// `+failover-state-send-slaveof-noone` (from the sentinel that leads a
+    /// failover, just before it promotes the replica it chose: `slave
+    /// <host:port> <host> <port> @ <service> <old host> <old port>`) holds
+    /// the commands for the master followed until the promotion is
+    /// followed (see [`Sentinel::promoting`]); `-failover-abort-slave-timeout`
+    /// (`master <service> <host> <port>`) ends that hold.
+    ///
+    /// `+promoted-slave` (from the leader, once the replica answers as a
+    /// master; the same fields) is followed at once: from then on the old
+    /// master's writes are lost. `+switch-master` (`<service> <old host>
+    /// <old port> <new host> <new port>`, from every sentinel once it
+    /// adopts the new configuration) is followed with the epoch that
+    /// sentinel gives, so that a sentinel that lags behind a later failover
+    /// is not followed back.
     fn on_event(&self, i: usize, channel: &[u8], payload: &[u8], timeout: Duration) {
         let text = String::from_utf8_lossy(payload);
         let parts: Vec<&str> = text.split(' ').collect();
@@ -418,6 +482,21 @@ impl Sentinel {
                 (*name, *host, *port)
             }
             (b"+switch-master", [name, _, _, host, port]) => (*name, *host, *port),
+            (
+                b"+failover-state-send-slaveof-noone",
+                ["slave", _, host, port, "@", name, old_host, old_port],
+            ) if *name == self.service => {
+                if self.hold(&format!("{old_host}:{old_port}"), &format!("{host}:{port}")) {
+                    if let Ok(port) = port.parse() {
+                        self.watch_promotion(host, port, timeout);
+                    }
+                }
+                return;
+            }
+            (b"-failover-abort-slave-timeout", ["master", name, ..]) if *name == self.service => {
+                locked(&self.follow.known).promoting = None;
+                return;
+            }
             _ => return,
         };
         let Ok(port) = port.parse() else { return };
@@ -439,6 +518,72 @@ impl Sentinel {
         };
         let how = String::from_utf8_lossy(channel);
         let _ = self.adopt(found, &how);
+    }
+
+    /// The sentinels are about to promote `replica` in place of `old`: if
+    /// `old` is the master followed, hold its commands (see
+    /// [`Sentinel::promoting`]) and say so.
+    fn hold(&self, old: &str, replica: &str) -> bool {
+        let mut k = locked(&self.follow.known);
+        let Some(m) = &k.master else { return false };
+        if m.addr != old {
+            return false;
+        }
+        tracing::debug!(
+            service = %self.service,
+            master = old,
+            replica,
+            "the sentinels are promoting a replica: commands wait for the new master"
+        );
+        k.promoting = Some(Promoting {
+            generation: m.generation,
+            replica: replica.to_string(),
+            since: Instant::now(),
+        });
+        self.follow.promoting.store(true, Ordering::Release);
+        true
+    }
+
+    /// Ask the replica being promoted its `ROLE` every 10 ms while the
+    /// commands are held, and follow it as soon as it answers as a master:
+    /// the leader says `+promoted-slave` only at its next look, up to a
+    /// second later. (Its promotion kills the replica's client connections,
+    /// this one too: it connects again.)
+    fn watch_promotion(&self, host: &str, port: u16, timeout: Duration) {
+        let found = || Found {
+            host: host.to_string(),
+            port,
+            epoch: locked(&self.follow.known).epoch.map(|e| e + 1),
+        };
+        let Ok(info) = self.info(&found()) else {
+            return;
+        };
+        let mut wire = None;
+        while self.promoting().is_some() {
+            if wire.is_none() {
+                wire = Wire::connect(&info, self.tls.as_ref(), timeout, timeout).ok();
+            }
+            if let Some(w) = wire.as_mut() {
+                match redis::cmd("ROLE").query::<Value>(w) {
+                    Ok(Value::Array(role)) => {
+                        if matches!(role.first(), Some(Value::BulkString(r)) if r.as_slice() == b"master")
+                        {
+                            let _ = self.adopt(found(), "the promoted replica answers as master");
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    // Not allowed ROLE: `+promoted-slave` will say.
+                    Err(e)
+                        if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) =>
+                    {
+                        return
+                    }
+                    Err(_) => wire = None,
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Each sentinel's answer to `SENTINEL CKQUORUM service`: whether the
@@ -498,8 +643,9 @@ fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
             (s.sentinels[i].1.clone(), s.tls.clone(), k.timeout)
         };
         let subscribed = Wire::connect(&info, tls.as_ref(), timeout, timeout).and_then(|mut w| {
-            w.subscribe("+switch-master")?;
-            w.subscribe("+promoted-slave")?;
+            for channel in EVENTS {
+                w.subscribe(channel)?;
+            }
             Ok(w)
         });
         let mut wire = match subscribed {

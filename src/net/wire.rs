@@ -550,6 +550,24 @@ impl Wire {
         self.read_by(deadline)
     }
 
+    /// The next reply if it comes by `by`, else `None`; then the connection
+    /// stays usable (what came stays in the inbox, and the reply may still
+    /// come).
+    pub(crate) fn reply_if_by(&mut self, by: Instant) -> RedisResult<Option<Value>> {
+        let left = by.saturating_duration_since(Instant::now());
+        self.stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+        self.shortened = true;
+        match self.read(Some(by)) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if is_timeout(&e) => Ok(None),
+            Err(e) => {
+                self.open = false;
+                Err(e)
+            }
+        }
+    }
+
     /// SUBSCRIBE to `channel` and read the confirmation.
     pub(crate) fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         self.subscribe_as("SUBSCRIBE", channel)
@@ -907,6 +925,26 @@ mod tests {
         );
         assert!(wire.is_open());
         t.join().unwrap();
+    }
+
+    #[test]
+    fn a_reply_late_for_its_first_deadline_is_read_whole_on_the_same_connection() {
+        let (mut wire, mut server) = pair();
+        wire.send_command(&packed(redis::cmd("GET").arg("k")))
+            .unwrap();
+        server.write_all(b"$5\r\nhe").unwrap();
+        let soon = Instant::now() + Duration::from_millis(50);
+        assert_eq!(wire.reply_if_by(soon).unwrap(), None);
+        assert!(wire.is_open(), "a late reply leaves the connection usable");
+        server.write_all(b"llo\r\n").unwrap();
+        let later = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            wire.reply_if_by(later).unwrap(),
+            Some(Value::BulkString(b"hello".to_vec()))
+        );
+        drop(server);
+        assert!(wire.reply_if_by(later).is_err());
+        assert!(!wire.is_open());
     }
 
     #[test]

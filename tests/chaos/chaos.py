@@ -305,6 +305,25 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
 
+def first_call(node: Optional["Node"], until: int) -> Optional[int]:
+    """Poll `node`'s lock calls every 5 ms until the CLOCK_MONOTONIC time
+    `until`: when the first came (None: none, or no node)."""
+    try:
+        base = sum(lock_calls(node.conn()).values()) if node else None
+    except redis.exceptions.RedisError:
+        base = None
+    seen = None
+    while now() < until:
+        if base is not None and seen is None:
+            try:
+                if sum(lock_calls(node.conn()).values()) > base:
+                    seen = now()
+            except redis.exceptions.RedisError:
+                pass
+        time.sleep(0.005)
+    return seen
+
+
 def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.005):
     """Poll until predicate() is true; (value, ns when seen), or (None, None) at the deadline."""
     deadline = time.monotonic() + timeout
@@ -404,7 +423,8 @@ class Deployment:
             old.pause()
             t_promo, new_port = self.wait_promotion(old, replicas, rec["t_fault"], 30)
             until = max(rec["t_fault"] + int(freeze_min_s * 1e9), (t_promo or 0) + 200_000_000)
-            time.sleep(max(0.0, (until - now()) / 1e9))
+            # The new master's first lock call may come before SIGCONT.
+            rec["t_new_master_first_call"] = first_call(self.node(new_port) if new_port else None, until)
             old.resume()
             rec["t_cont"] = t_from = now()
             rec["freeze_ms"] = (t_from - rec["t_fault"]) / 1e6
@@ -424,7 +444,7 @@ class Deployment:
         # and until the new master serves its first lock call (at most 15 s).
         new = self.node(new_port) if new_port else None
         new_base = None
-        if new is not None:
+        if new is not None and rec.get("t_new_master_first_call") is None:
             try:
                 new_base = sum(lock_calls(new.conn()).values())
             except redis.exceptions.RedisError:
@@ -443,7 +463,8 @@ class Deployment:
                 if t_promo and now() - t_promo > 15e9:
                     new_base = None
             time.sleep(0.005)
-        rec["t_old_is_replica"], rec["t_new_master_first_call"] = t_slave, t_new_call
+        rec["t_old_is_replica"] = t_slave
+        rec["t_new_master_first_call"] = rec.get("t_new_master_first_call") or t_new_call
         if t_slave is not None:
             after = lock_calls(old.conn())
             rec["stale"] = {c: after[c] - base[c] for c in LOCK_COMMANDS}
