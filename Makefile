@@ -9,7 +9,7 @@ VENV := target/venv-test
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node \
 	test-valkey test-valkey-run demo demo-run \
-	test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
+	test-chaos chaos test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
 
@@ -40,7 +40,7 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey (test-valkey-run)
-test: deps lint test-rust test-python test-php test-ruby test-node test-demo test-valkey-run
+test: deps lint test-rust test-python test-php test-ruby test-node test-demo test-chaos test-valkey-run
 
 ## make test-valkey: the suites against Valkey 8.1 alone
 test-valkey: deps python-env
@@ -132,6 +132,20 @@ test-node-run:
 		node --test --test-concurrency=1 test/*.test.js
 	test -x $(NODE_TOOLS)/node_modules/.bin/tsc || npm install --silent --no-audit --no-fund --prefix $(NODE_TOOLS) typescript@5 @types/node@20
 	$(NODE_TOOLS)/node_modules/.bin/tsc -p examples/node/tsconfig.json
+
+## make test-chaos: failovers under load, quick (one fault of each kind on
+## Sentinel and on Cluster, C, Python and PHP workers; about 2 minutes):
+## never two owners, no lost update, fences never back, every worker back
+test-chaos: deps python-env
+	$(CARGO) build
+	cd tests/chaos && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so \
+		../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider test_chaos.py
+
+## make chaos: the fault-injection runs whose figures the README quotes (60 s
+## each, a fault every 12 s; about 11 minutes), then a Markdown table
+chaos: deps python-env
+	$(CARGO) build --release --lib
+	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV)/bin/python tests/chaos/chaos.py --all $(CHAOS_ARGS)
 
 ## make test-redlock: the Redlock tests of every language (Rust, C, Python, PHP)
 test-redlock: deps python-env
