@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::cluster::{owner, replica_of};
-use common::sentinel::{deployment, hosts, info, master_port};
+use common::sentinel::{deployment, fail_over, hosts, info, master_port, replicated};
 use common::{cluster_url, command_calls, start_cluster_with_replicas, wait_until, Server};
 use redislock::{AcquireOptions, Client, ErrorKind, Wait};
 
@@ -199,17 +199,6 @@ impl SwitchWatch {
     }
 }
 
-/// Replicate everything to the replica before a failover, so that what the
-/// new master holds is known.
-fn replicated(master: &Server) {
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10_000)
-        .query(&mut master.raw())
-        .unwrap();
-    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
-}
-
 /// A holder of "job" (fenced) and a first waiter queued behind it, each on
 /// a client of its own; [`QueueOrder::check`] then (after a failover)
 /// queues a second waiter, releases, and asserts that the first waiter got
@@ -283,11 +272,7 @@ fn a_clean_failover_moves_commands_and_waiters_at_once_and_keeps_the_queue_order
     let channels = waiter_channels(&master);
     assert!(!channels.is_empty());
     let mut watch = SwitchWatch::open(&sentinels[0]);
-    let _: () = redis::cmd("SENTINEL")
-        .arg("FAILOVER")
-        .arg("mymaster")
-        .query(&mut sentinels[0].raw())
-        .unwrap();
+    fail_over(&sentinels[0]);
     assert_eq!(watch.next(), replica.port);
     // The waiters' subscriber moved to the new master, and the workload
     // runs there; the old master, which still answers as a master for
@@ -337,11 +322,7 @@ fn commands_wait_while_the_sentinels_promote_the_replica() {
     promoting.set_read_timeout(Some(60 * S)).unwrap();
 
     replica.pause();
-    let _: () = redis::cmd("SENTINEL")
-        .arg("FAILOVER")
-        .arg("mymaster")
-        .query(&mut sentinels[0].raw())
-        .unwrap();
+    fail_over(&sentinels[0]);
     promoting
         .recv_response()
         .expect("no +failover-state-send-slaveof-noone within 60 s");
@@ -545,11 +526,7 @@ fn wait_replicas_fails_fast_naming_the_cause_while_the_new_master_has_no_replica
         .release()
         .unwrap();
     let mut watch = SwitchWatch::open(&sentinels[0]);
-    let _: () = redis::cmd("SENTINEL")
-        .arg("FAILOVER")
-        .arg("mymaster")
-        .query(&mut sentinels[0].raw())
-        .unwrap();
+    fail_over(&sentinels[0]);
     assert_eq!(watch.next(), replica.port);
     // The new master has no replica until Sentinel converts the old one.
     let connected = || info(&replica, "replication").contains("state=online");

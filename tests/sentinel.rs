@@ -9,7 +9,7 @@ mod common;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::sentinel::{deployment, hosts, master_port};
+use common::sentinel::{deployment, hosts, master_port, replicated};
 use common::{shared_tls, wait_until, Server};
 use redis::Commands;
 use redislock::{Client, ErrorKind, Wait};
@@ -63,12 +63,7 @@ fn lock_wait_and_fail_over(
     fenced.release().unwrap();
     // Replication is asynchronous: the replica acknowledges all of it
     // before the master dies, so what the new master has is known.
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10_000)
-        .query(&mut master.raw())
-        .unwrap();
-    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
+    replicated(master);
     master.kill();
     wait_until("the failover", 30 * S, || {
         master_port(&sentinels[0]) == Some(replica.port)

@@ -346,6 +346,7 @@ pub(super) async fn acquire(
                     q.done();
                     return Ok(handed(io, keys, fence, started));
                 }
+                io.before_confirming(q.ticket()).await;
                 match server.holds(keys, token).await {
                     Ok(true) => {
                         q.done();

@@ -489,6 +489,19 @@ impl Transport for AsyncPool {
         self.0.pool.misplaced(ticket, key)
     }
 
+    async fn before_confirming(&self, ticket: &Ticket) {
+        if !self.is_cluster_target() {
+            return;
+        }
+        // It may read the slot map: off the runtime's threads.
+        let (pool, node) = (self.0.pool.clone(), ticket.node());
+        let _ = blocking(move || {
+            Pool::before_confirming(&pool, node.as_deref());
+            Ok(())
+        })
+        .await;
+    }
+
     async fn failover_possible(&self) -> bool {
         let pool = self.0.pool.clone();
         match &pool.target.endpoint {

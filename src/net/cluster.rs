@@ -166,6 +166,40 @@ impl Cluster {
         con.refresh().is_ok()
     }
 
+    /// Make sure the slot map is at most `max_age` old and was read after
+    /// `except` last failed a command, reading it again (from another node
+    /// than `except`) if not.
+    pub(crate) fn recent(
+        self: &Arc<Self>,
+        max_age: Duration,
+        except: Option<&str>,
+        connect_timeout: Duration,
+        timeout: Duration,
+    ) {
+        {
+            let map = locked(&self.slots);
+            let failed = map
+                .suspects
+                .iter()
+                .filter(|(n, _)| Some(n.as_str()) == except)
+                .map(|(_, at)| *at)
+                .max();
+            let fresh = map
+                .read
+                .is_some_and(|r| r.elapsed() < max_age && failed.is_none_or(|f| r > f));
+            if fresh {
+                return;
+            }
+        }
+        let mut con = Routed {
+            cluster: self.clone(),
+            nodes: Vec::new(),
+            connect_timeout,
+            timeout,
+        };
+        let _ = con.refresh_except(except);
+    }
+
     /// `node` failed a command: forget the map, and ask that node for the
     /// next one last.
     fn failed(&self, node: &str) {

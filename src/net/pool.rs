@@ -28,6 +28,10 @@ use crate::protocol::Script;
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
+/// How old a slot map may be when a cluster hand-off is checked (see
+/// [`Pool::before_confirming`]): under contention, one map read a second.
+const HANDOFF_MAP_AGE: Duration = Duration::from_secs(1);
+
 /// A command connection: to one server, to the master a Sentinel service
 /// had when it was opened, or routed over a cluster.
 pub(crate) enum Conn {
@@ -635,6 +639,19 @@ impl Pool {
     /// release counts the waiter, which must queue again. Not while the
     /// channel moves; and a node that serves no slot any more (its replica
     /// took over) has its channel moved, its waiters keeping their place.
+    /// Cluster: before a hand-off message that came through a waiter's
+    /// subscriber on `node` is checked against the key, make sure the slot
+    /// map is at most a second old, read from another node than that one: a frozen master,
+    /// resumed, serves from its stale copy for a moment (a release given up
+    /// there can hand the lock over), and the check must reach the slot's
+    /// owner, not that node.
+    pub(crate) fn before_confirming(&self, node: Option<&str>) {
+        if let Endpoint::Cluster(c) = &self.target.endpoint {
+            let t = &self.target;
+            c.recent(HANDOFF_MAP_AGE, node, t.connect_timeout, t.command_timeout);
+        }
+    }
+
     pub(crate) fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool {
         let Endpoint::Cluster(c) = &self.target.endpoint else {
             return false;
@@ -1037,6 +1054,10 @@ impl Transport for Arc<Pool> {
 
     fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool {
         Pool::misplaced(self, ticket, key)
+    }
+
+    async fn before_confirming(&self, ticket: &Ticket) {
+        Pool::before_confirming(self, ticket.node().as_deref())
     }
 
     async fn failover_possible(&self) -> bool {

@@ -8,8 +8,12 @@
 //! if any.
 //!
 //! Following a failover: in each process that uses the client, one thread
-//! per sentinel listens to its `+promoted-slave` and `+switch-master`
-//! (started with the client's first connection). When a sentinel announces
+//! per sentinel listens to its `+failover-state-send-slaveof-noone`,
+//! `+promoted-slave` and `+switch-master` (started with the client's first
+//! connection). From the first, the leader's word that it is about to
+//! promote a replica, the pools send the old master nothing (see
+//! [`Sentinel::promoting`]) while the replica is asked `ROLE` every 10 ms,
+//! and it is followed as soon as it answers as a master. When a sentinel announces
 //! a new master for the service, the client adopts it at once, unless the
 //! configuration's epoch says it is older than the one followed (a sentinel
 //! that lags can never take a switch back): the connections to the old master are shut down, those in

@@ -48,6 +48,11 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
     /// counts that waiter.
     fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool;
 
+    /// Before a hand-off message that came through `ticket` is checked
+    /// against the key (see
+    /// [`Pool::before_confirming`](crate::net::pool::Pool::before_confirming)).
+    fn before_confirming(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send;
+
     /// Whether a server that cannot be reached may soon have a successor
     /// (see [`Pool::failover_possible`](crate::net::pool::Pool::failover_possible)):
     /// then a wait goes on through the outage, within its deadline.

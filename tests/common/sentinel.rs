@@ -103,3 +103,23 @@ pub fn deployment_with(tls: Option<&Tls>, down_after_ms: u64) -> (Server, Server
     );
     (master, replica, sentinels)
 }
+
+/// `SENTINEL FAILOVER mymaster`, sent to `sentinel` (which then leads it).
+pub fn fail_over(sentinel: &Server) {
+    let _: () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg("mymaster")
+        .query(&mut sentinel.raw())
+        .unwrap();
+}
+
+/// Wait until the replica acknowledged every write of `master` (WAIT), so
+/// that what a new master will hold after a failover is known.
+pub fn replicated(master: &Server) {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query(&mut master.raw())
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
+}
