@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::net::pool::{is_dead_connection, needs_rerun, Pool};
+use crate::net::pool::Pool;
+use crate::net::retry::{is_dead_connection, is_demoted, needs_rerun};
 use crate::net::wire::Wire;
 use crate::stats::Event;
 use crate::sync::{locked, pid, spawn_quiet};
@@ -315,7 +316,7 @@ impl Round {
                 Some(Ok(v))
             }
             Err(e) if needs_rerun(&e) => {
-                if !crate::net::pool::is_demoted(&e) {
+                if !is_demoted(&e) {
                     node.pool.put_wire(wire);
                 }
                 None

@@ -22,10 +22,10 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, Pipeline, Value};
 
 use crate::error::{Error, Result};
+use crate::net::follow::{role_is_master, still_named};
 use crate::net::hub::{Delivery, Ticket};
-use crate::net::pool::{
-    is_dead_connection, is_demoted, role_is_master, still_named, Failed, Pool, Transient,
-};
+use crate::net::pool::Pool;
+use crate::net::retry::{is_dead_connection, is_demoted, Failed, Transient};
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::{Detached, Transport};
 use crate::protocol::Script;
@@ -242,24 +242,14 @@ impl AsyncPool {
             }
             match self.run_once(&req, sent).await {
                 Ok(r) => return Ok(r),
-                Err(Failed {
-                    error: e @ Error::Unavailable { .. },
-                    ..
-                }) => tokio::time::sleep(transient.pause(e)?).await,
-                // The master refuses connections and the sentinels may
-                // replace it: the command goes to the new one.
-                Err(Failed {
-                    error,
-                    refused: true,
-                    sent: was_sent,
-                }) => match transient.outage() {
-                    Some(pause) if Pool::failover_possible(&self.0.pool) => {
-                        sent = was_sent;
-                        tokio::time::sleep(pause).await;
-                    }
-                    _ => return Err(error),
-                },
-                Err(Failed { error, .. }) => return Err(error),
+                // A master that refuses connections while the sentinels
+                // may replace it: the command goes to the new one.
+                Err(failed) => {
+                    let pool = &self.0.pool;
+                    let pause;
+                    (pause, sent) = transient.after(failed, || Pool::failover_possible(pool))?;
+                    tokio::time::sleep(pause).await;
+                }
             }
         }
     }

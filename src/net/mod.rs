@@ -5,8 +5,9 @@
 //! and [`cluster`] the node serving a key's slot; [`target`] says where a
 //! client's connections go; [`hub`] shares one subscriber connection per
 //! node among a client's waiters and hands each wake-up message to its
-//! waiter; [`transport`] is what a deployment asks of its connections;
-//! [`pool`] (blocking) and `async_pool` (tokio) answer it, lending
+//! waiter; [`follow`] moves that subscriber along with a failover;
+//! [`transport`] is what a deployment asks of its connections; [`retry`]
+//! says when a command runs again; [`pool`] (blocking) and `async_pool` (tokio) answer it, lending
 //! connections to threads and tasks and forgetting a parent's after
 //! `fork()`. Each module uses only those named before it, so there is no
 //! circle. Above this layer the deployments decide what to send; below it
@@ -15,9 +16,11 @@
 #[cfg(feature = "tokio")]
 pub(crate) mod async_pool;
 pub(crate) mod cluster;
+pub(crate) mod follow;
 pub(crate) mod hub;
 pub(crate) mod pool;
 pub(crate) mod resp;
+pub(crate) mod retry;
 pub(crate) mod sentinel;
 pub(crate) mod target;
 pub(crate) mod transport;

@@ -19,8 +19,12 @@ use redis::{Cmd, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 
 use crate::error::{Error, Result};
 use crate::net::cluster::Routed;
+use crate::net::follow::{
+    answers_as_master, follow_slots, follow_with_subscriber, still_named, watch_slot,
+};
 use crate::net::hub::{Delivery, Hub, Ticket};
-use crate::net::sentinel::{Lease, Master, Sentinel};
+use crate::net::retry::{is_dead_connection, is_demoted, transient_state, Failed, Transient};
+use crate::net::sentinel::{Lease, Sentinel};
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::Transport;
 use crate::net::wire::{io_reason, is_auth_error, server_message, Wire, UNTRUSTED_HINT};
@@ -444,22 +448,11 @@ impl Pool {
             }
             match self.run_once(connect_timeout, sent, &mut f) {
                 Ok(v) => return Ok(v),
-                Err(Failed {
-                    error: e @ Error::Unavailable { .. },
-                    ..
-                }) => std::thread::sleep(transient.pause(e)?),
-                Err(Failed {
-                    error,
-                    refused: true,
-                    sent: was_sent,
-                }) => match transient.outage() {
-                    Some(pause) if self.failover_possible() => {
-                        sent = was_sent;
-                        std::thread::sleep(pause);
-                    }
-                    _ => return Err(error),
-                },
-                Err(Failed { error, .. }) => return Err(error),
+                Err(failed) => {
+                    let pause;
+                    (pause, sent) = transient.after(failed, || self.failover_possible())?;
+                    std::thread::sleep(pause);
+                }
             }
         }
     }
@@ -770,260 +763,6 @@ fn run_script(
         }
         r => r,
     }
-}
-
-/// Why a run failed: the error, whether the connection was refused (the
-/// command never left), and whether some sending may have taken effect.
-pub(crate) struct Failed {
-    pub(crate) error: Error,
-    pub(crate) refused: bool,
-    pub(crate) sent: bool,
-}
-
-impl Failed {
-    /// Connecting failed: nothing was sent this time.
-    pub(crate) fn refused(error: Error, sent: bool) -> Failed {
-        Failed {
-            refused: matches!(error, Error::Connection { .. }),
-            error,
-            sent,
-        }
-    }
-}
-
-/// The pauses while a server answers with a transient state (see
-/// [`transient_state`]): 10 ms, then twice as long each time (at most
-/// 200 ms), within `budget`.
-pub(crate) struct Transient {
-    started: Instant,
-    pause: Duration,
-    budget: Duration,
-    budget_name: &'static str,
-}
-
-impl Transient {
-    pub(crate) fn new(budget: Duration, budget_name: &'static str) -> Transient {
-        Transient {
-            started: Instant::now(),
-            pause: Duration::from_millis(10),
-            budget,
-            budget_name,
-        }
-    }
-
-    /// The pause before trying again while a server is unreachable, or
-    /// `None` once the budget is spent.
-    pub(crate) fn outage(&mut self) -> Option<Duration> {
-        let left = self.budget.saturating_sub(self.started.elapsed());
-        if left < self.pause {
-            return None;
-        }
-        let p = self.pause;
-        self.pause = (self.pause * 2).min(Duration::from_millis(200));
-        Some(p)
-    }
-
-    /// The pause while the sentinels promote a replica (`held`: the master
-    /// and the replica, see [`Pool::promoting`]): 2 ms at a time, so that
-    /// the command follows the promotion at once; once the budget is spent,
-    /// the error that says so.
-    pub(crate) fn held(&self, (master, replica): (String, String)) -> Result<Duration> {
-        let left = self.budget.saturating_sub(self.started.elapsed());
-        if left.is_zero() {
-            return Err(Error::Unavailable {
-                addr: master,
-                state: format!(
-                    "being replaced by {replica}, which its sentinels are promoting (what it \
-                     would write now would be lost)"
-                ),
-                waited: self.started.elapsed(),
-                hint: format!("; the {} is {:?}", self.budget_name, self.budget),
-            });
-        }
-        Ok(Duration::from_millis(2).min(left))
-    }
-
-    /// The pause before asking again after `e` (an `Unavailable`), or, once
-    /// the budget is spent, the error naming the state and how long it
-    /// lasted.
-    pub(crate) fn pause(&mut self, e: Error) -> Result<Duration> {
-        let Error::Unavailable { addr, state, .. } = e else {
-            return Err(e);
-        };
-        let left = self.budget.saturating_sub(self.started.elapsed());
-        if left.is_zero() {
-            return Err(Error::Unavailable {
-                addr,
-                state,
-                waited: self.started.elapsed(),
-                hint: format!("; the {} is {:?}", self.budget_name, self.budget),
-            });
-        }
-        let p = self.pause.min(left);
-        self.pause = (self.pause * 2).min(Duration::from_millis(200));
-        Ok(p)
-    }
-}
-
-/// A connection that must be replaced, after which the command may be sent
-/// again: dropped, or talking to a master that was demoted in a failover
-/// (the command was refused, so it had no effect).
-pub(crate) fn is_dead_connection(e: &redis::RedisError) -> bool {
-    (e.is_connection_dropped() && !e.is_timeout()) || is_demoted(e)
-}
-
-/// The states in which a server refuses a command for a moment, so that
-/// asking again shortly is right (the command had no effect), in words.
-pub(crate) fn transient_state(e: &redis::RedisError) -> Option<&'static str> {
-    Some(match e.code()? {
-        "LOADING" => "loading its data set into memory (LOADING)",
-        "BUSY" => "blocked by a slow script (BUSY)",
-        "TRYAGAIN" => "moving the lock's keys between cluster nodes (TRYAGAIN)",
-        "CLUSTERDOWN" => "part of a cluster that is down (CLUSTERDOWN)",
-        "MASTERDOWN" => "a replica that lost its master (MASTERDOWN)",
-        _ => return None,
-    })
-}
-
-/// An error reply after which a command sent on its own (see
-/// [`Pool::take_pollable`]) must be run again the way [`Pool::with`] runs
-/// it: NOSCRIPT (EVAL follows), a transient state (asked again after a
-/// pause) or a demoted master (a fresh connection finds the new one). The
-/// command had no effect.
-pub(crate) fn needs_rerun(e: &redis::RedisError) -> bool {
-    e.kind() == RedisKind::Server(redis::ServerErrorKind::NoScript)
-        || transient_state(e).is_some()
-        || is_demoted(e)
-}
-
-pub(crate) fn is_demoted(e: &redis::RedisError) -> bool {
-    matches!(
-        e.kind(),
-        RedisKind::Server(redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown)
-    )
-}
-
-/// Whether the server answers `ROLE` as a master (or will not say: a user
-/// without the command is not told otherwise).
-fn answers_as_master(wire: &mut Wire) -> RedisResult<bool> {
-    role_is_master(redis::cmd("ROLE").query(wire))
-}
-
-/// Whether a reply to `ROLE` says master; a refusal does not say otherwise.
-pub(crate) fn role_is_master(reply: RedisResult<Value>) -> RedisResult<bool> {
-    match reply {
-        Ok(Value::Array(items)) => Ok(!matches!(
-            items.first(),
-            Some(Value::BulkString(r)) if r.as_slice() != b"master"
-        )),
-        Ok(_) => Ok(true),
-        Err(e) if matches!(e.kind(), RedisKind::Server(_)) || e.code().is_some() => Ok(true),
-        Err(e) => Err(e),
-    }
-}
-
-/// The server the sentinels name as `master` answers as a replica.
-pub(crate) fn still_named(s: &Sentinel, master: &Master) -> Error {
-    Error::Unavailable {
-        addr: format!("master {} of {}", master.addr, s.describe()),
-        state: String::from(
-            "a replica (ROLE) while the sentinels still name it the master: a failover is \
-             under way",
-        ),
-        waited: Duration::ZERO,
-        hint: String::new(),
-    }
-}
-
-/// Move the waiters' subscriber of `target`'s pools along with each master
-/// the Sentinel service `s` switches to: the same channel on the new
-/// master, so that the waiters keep their place in the queues.
-fn follow_with_subscriber(s: &Arc<Sentinel>, hub: &Arc<Hub>, target: &Target) {
-    let hub = Arc::downgrade(hub);
-    let tls = target.tls.clone();
-    let (connect, command) = (target.connect_timeout, target.command_timeout);
-    s.on_switch(Box::new(move |master| {
-        let Some(hub) = hub.upgrade() else { return };
-        hub.relocate("", "", |channel| {
-            let mut wire =
-                Wire::connect(&master.info, tls.as_ref(), connect, command).map_err(|e| {
-                    Error::Connection {
-                        addr: master.addr.clone(),
-                        reason: io_reason(&e),
-                        hint: format!("connect timeout {connect:?}"),
-                    }
-                })?;
-            wire.subscribe(channel).map_err(|e| Error::Connection {
-                addr: master.addr.clone(),
-                reason: io_reason(&e),
-                hint: format!("command timeout {command:?}"),
-            })?;
-            Ok(wire)
-        });
-    }));
-}
-
-/// SSUBSCRIBE the watch channel of `slot` (see `register_waiter`); a server
-/// without sharded pub/sub (before Redis 7) has none, and its waiters
-/// follow a moved slot by their retries alone.
-fn watch_slot(con: &mut Wire, slot: u16) {
-    if let Err(e) = con.ssubscribe(&crate::protocol::slot_watch(slot)) {
-        tracing::debug!(slot, error = %e, "cannot watch the lock's slot (SSUBSCRIBE)");
-    }
-}
-
-/// A cluster: when a node with waiters says that one of their slots left
-/// it, find the slot's new owner (the nodes learn it within moments of a
-/// failover) and move the waiters' channel, under the same name: to the
-/// new owner when the old node serves nothing any more (a replica took it
-/// over), or again to the same node with another slot watched when it
-/// still serves some (a migration; the migrated slot's waiters notice
-/// their misplacement themselves, see [`Pool::misplaced`]).
-fn follow_slots(cluster: &Arc<crate::net::cluster::Cluster>, hub: &Arc<Hub>, target: &Target) {
-    let weak = Arc::downgrade(hub);
-    let map = cluster.clone();
-    let cluster = Arc::downgrade(cluster);
-    let (connect, command) = (target.connect_timeout, target.command_timeout);
-    let follow: crate::net::hub::SlotHook = Arc::new(move |node: &str, slot: u16| {
-        let Some(cluster) = cluster.upgrade() else {
-            return;
-        };
-        let Some(hub) = weak.upgrade() else { return };
-        let until = Instant::now() + command;
-        let owner = loop {
-            if cluster.answers(connect, command) {
-                if let Some(owner) = cluster.owner(slot).filter(|o| o != node) {
-                    break Some(owner);
-                }
-            }
-            if Instant::now() >= until {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        // Nobody took it over within the command timeout: the channel
-        // stays, and its waiters look again at their retries.
-        let Some(owner) = owner else { return };
-        let (to, watch) = match cluster.first_slot_of(node) {
-            Some(kept) => (node.to_string(), kept),
-            None => (owner, slot),
-        };
-        hub.relocate(node, &to, |channel| {
-            let at = |e: redis::RedisError| Error::Connection {
-                addr: to.clone(),
-                reason: io_reason(&e),
-                hint: format!("connect timeout {connect:?}"),
-            };
-            let mut wire = cluster.connect(&to, connect, command).map_err(at)?;
-            wire.subscribe(channel).map_err(at)?;
-            watch_slot(&mut wire, watch);
-            Ok(wire)
-        });
-    });
-    hub.on_slot_left(follow.clone());
-    // A command that found the node it waited for replaced (a frozen
-    // master, see `Routed`): the node's subscriber may be frozen too.
-    map.on_moved(follow);
 }
 
 /// Every method answers on the calling thread; the futures never suspend.

@@ -10,8 +10,7 @@ CLOCK_MONOTONIC holding intervals never intersect), no update of the file
 store is lost, no fence is refused by the store, every worker acquires
 again once the deployment is healthy, and after a clean Sentinel failover
 the old master runs no lock script but those in flight (its own INFO
-commandstats). One scenario keeps a known hazard and is marked xfail with
-the reason. How fast the clients follow (promotion to the first
+commandstats). How fast the clients follow (promotion to the first
 acquisition, to every worker's) is a figure, not an assertion here: the
 long runs print it, `make chaos` (tests/chaos/chaos.py --all).
 """
@@ -61,18 +60,6 @@ def figures(r: dict) -> dict:
 ALL = [("sentinel", "failover"), ("sentinel", "kill"), ("sentinel", "freeze"),
        ("cluster", "failover"), ("cluster", "kill"), ("cluster", "freeze")]
 
-# A frozen cluster master, resumed, serves for a moment before it learns
-# that its replica took over; a release a client had abandoned there (and
-# sent again to the new master) can then hand the lock to a waiter whose
-# subscriber still sits there, and the waiter's check reaches the same
-# stale node: measured by make chaos.
-STALE_HANDOFF_AFTER_SIGCONT = pytest.mark.xfail(
-    strict=False,
-    reason="a resumed cluster master may hand the lock over from its stale copy before it learns of the "
-           "failover (see make chaos)")
-TWO_OWNERS = {("cluster", "freeze"): STALE_HANDOFF_AFTER_SIGCONT}
-
-
 @pytest.mark.parametrize("deployment,fault", [pytest.param(d, f, id=scenario_id(d, f)) for d, f in ALL])
 def test_the_fault_is_injected_and_every_worker_acquires_again_afterwards(scenario, deployment, fault):
     r = scenario(deployment, fault)
@@ -87,8 +74,7 @@ def test_the_fault_is_injected_and_every_worker_acquires_again_afterwards(scenar
     assert r["store_errors"] == 0 and r["zero_fences"] == 0, r
 
 
-@pytest.mark.parametrize("deployment,fault", [
-    pytest.param(d, f, id=scenario_id(d, f), marks=TWO_OWNERS.get((d, f), ())) for d, f in ALL])
+@pytest.mark.parametrize("deployment,fault", [pytest.param(d, f, id=scenario_id(d, f)) for d, f in ALL])
 def test_never_two_owners_no_lost_update_no_fence_going_back(scenario, deployment, fault):
     r = scenario(deployment, fault)
     figures(r)
