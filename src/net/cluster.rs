@@ -465,7 +465,7 @@ impl Routed {
     /// reply. A connection that fails is dropped and the map read again
     /// next time: the node may have died in a failover. A command for
     /// `slot` whose reply is late (see `PROBE_AFTER`) is abandoned when
-    /// another node gives the slot to a third: [`Answer::Moved`].
+    /// another node's map shows `node` replaced: [`Answer::Moved`].
     fn send_to(
         &mut self,
         node: &str,
@@ -505,8 +505,12 @@ impl Routed {
         loop {
             let by = (Instant::now() + PROBE_AFTER).min(deadline);
             let reply = self.wire(node)?.reply_if_by(by)?;
+            // Replaced: another node serves the slot and this one serves
+            // none (a replica took them all over). A node that still
+            // serves slots gave a true reply even if the slot migrated.
             if sent.elapsed() >= PROBE_AFTER && self.refresh_except(Some(node)).is_ok() {
-                if let Some(owner) = self.cluster.owner(slot).filter(|o| o != node) {
+                let owner = self.cluster.owner(slot).filter(|o| o != node);
+                if let Some(owner) = owner.filter(|_| self.cluster.first_slot_of(node).is_none()) {
                     tracing::debug!(
                         node,
                         slot,

@@ -562,10 +562,13 @@ impl Sentinel {
         let Ok(info) = self.info(&found()) else {
             return;
         };
+        // A replica that does not answer at once is asked again: the hold
+        // ends by itself, and this thread also reads the leader's events.
+        let ask = timeout.min(Duration::from_millis(250));
         let mut wire = None;
         while self.promoting().is_some() {
             if wire.is_none() {
-                wire = Wire::connect(&info, self.tls.as_ref(), timeout, timeout).ok();
+                wire = Wire::connect(&info, self.tls.as_ref(), ask, ask).ok();
             }
             if let Some(w) = wire.as_mut() {
                 match redis::cmd("ROLE").query::<Value>(w) {
