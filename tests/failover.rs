@@ -305,7 +305,9 @@ fn a_clean_failover_moves_commands_and_waiters_at_once_and_keeps_the_queue_order
 /// their commands from the first announcement until the replica answers as
 /// master. The replica is frozen here so that the moment lasts: the
 /// workload stops reaching the old master while the promotion waits, and
-/// the old master never runs another lock command; no lock is lost.
+/// the old master never runs another lock command. (What it wrote while
+/// the replica was frozen, before the announcement, may never reach the
+/// replica, so a few locks may be lost; no more than that.)
 #[test]
 fn commands_wait_while_the_sentinels_promote_the_replica() {
     let (master, mut replica, sentinels) = deployment(None);
@@ -322,6 +324,7 @@ fn commands_wait_while_the_sentinels_promote_the_replica() {
     promoting.set_read_timeout(Some(60 * S)).unwrap();
 
     replica.pause();
+    let frozen = lock_calls(&master);
     fail_over(&sentinels[0]);
     promoting
         .recv_response()
@@ -341,7 +344,13 @@ fn commands_wait_while_the_sentinels_promote_the_replica() {
         held.0,
         "the old master ran lock commands while the sentinels promoted its replica"
     );
-    assert_eq!(load.stop(), 0, "locks were lost in the failover");
+    let lost = load.stop();
+    assert!(
+        lost <= held.0 - frozen,
+        "{lost} locks lost, more than the {} lock commands the old master ran while the replica \
+         was frozen",
+        held.0 - frozen
+    );
 }
 
 /// A master that dies or freezes: the sentinels promote the replica after
