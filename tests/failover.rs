@@ -530,10 +530,7 @@ fn wait_replicas_fails_fast_naming_the_cause_while_the_new_master_has_no_replica
     .command_timeout(30 * S)
     .build()
     .unwrap();
-    c.acquire("job", 10 * S, Wait::TryOnce)
-        .unwrap()
-        .release()
-        .unwrap();
+    acknowledged(&c).release().unwrap();
     let mut watch = SwitchWatch::open(&sentinels[0]);
     fail_over(&sentinels[0]);
     assert_eq!(watch.next(), replica.port);
@@ -553,7 +550,7 @@ fn wait_replicas_fails_fast_naming_the_cause_while_the_new_master_has_no_replica
         }
     }
     wait_until("the old master to follow the new one", 60 * S, connected);
-    let lock = c.acquire("job", 10 * S, Wait::TryOnce).unwrap();
+    let lock = acknowledged(&c);
     wait_until("the lock on the old master, now a replica", 10 * S, || {
         let now: Option<Vec<u8>> = redis::cmd("GET")
             .arg("job")
@@ -562,4 +559,19 @@ fn wait_replicas_fails_fast_naming_the_cause_while_the_new_master_has_no_replica
         now.as_deref() == Some(lock.token())
     });
     lock.release().unwrap();
+}
+
+/// "job", taken with `wait_replicas`: a replica just in sync may take
+/// longer than wait_timeout (100 ms) to acknowledge on a busy machine, and
+/// the acquire fails with NoQuorum until it does.
+fn acknowledged(c: &Client) -> redislock::Lock {
+    let mut taken = None;
+    wait_until("an acquisition the replica acknowledges", 60 * S, || {
+        match c.acquire("job", 10 * S, Wait::TryOnce) {
+            Ok(lock) => taken = Some(lock),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::NoQuorum, "{e}"),
+        }
+        taken.is_some()
+    });
+    taken.unwrap()
 }
