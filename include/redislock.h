@@ -656,6 +656,29 @@ enum redislock_status redislock_release_token(const struct redislock_client *cli
                                               size_t token_len);
 
 /**
+ * Take the lock `key` from whoever holds it (an operator's unlock: the one
+ * path that removes a lock without its token) and hand it to the oldest
+ * live waiter at once, as a release would; the fence counter is left
+ * alone, so later fences stay above the broken holder's. Only the plain
+ * lock `key`, never a semaphore or read-write lock of that name.
+ * `removed`, when not NULL, receives whether a holder was removed (false:
+ * nobody held it). `REDISLOCK_WRONG_TYPE` for a key of another type, which
+ * is left alone. All pointers borrowed.
+ */
+enum redislock_status redislock_force_release(const struct redislock_client *client,
+                                              const uint8_t *key,
+                                              size_t key_len,
+                                              bool *removed);
+
+/**
+ * Copy where the client connects (host:port of each server, for a log
+ * line; never a user name or password) into `buf` as UTF-8 (not
+ * NUL-terminated), at most `cap` bytes, and return its full length: call
+ * with `cap` 0 to learn the size. `client`: borrowed; NULL gives 0.
+ */
+size_t redislock_client_addr(const struct redislock_client *client, char *buf, size_t cap);
+
+/**
  * Set the remaining time of the lock `key` to `ttl_ms` if it holds `token`
  * (no handle needed). All pointers borrowed. Returns `REDISLOCK_NOT_OWNER`
  * when it does not (expired, or another owner): an expired lock is never

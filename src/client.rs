@@ -15,7 +15,7 @@ use crate::config::Settings;
 #[cfg(feature = "tokio")]
 use crate::deploy::AsyncDeployment;
 use crate::deploy::{Deployment, Grant, Granted};
-use crate::error::{Error, Result};
+use crate::error::{show_key, Error, Result};
 use crate::lock::Lock;
 use crate::options::{check_key, check_token, ttl_millis, AcquireOptions, LockInfo, Wait};
 use crate::protocol::{self, Kind, LockKeys};
@@ -311,6 +311,32 @@ impl Client {
         check_key_token(key, token)?;
         let r = self.inner.deployment.release(&LockKeys::new(key), token);
         self.count_by_token(r, Event::ReleaseOk, Event::ReleaseNotOwner)
+    }
+
+    /// Take the lock `key` from whoever holds it: this library's holder, a
+    /// foreign client's value, anything stored there as a string. The
+    /// oldest live waiter is handed the lock at once, as by a release, so
+    /// waiters do not sit out the broken holder's TTL; the fence counter is
+    /// left alone, so the next holder's fence is still above the broken
+    /// holder's. `Ok(true)` when a holder was removed, `Ok(false)` when
+    /// nobody held it. The broken holder finds out at its next extend,
+    /// renewal or release (lost, [`Error::NotOwner`]).
+    ///
+    /// This is the one path that removes a lock without its token: the
+    /// operator's "unlock" of a lock whose owner is known to be gone
+    /// (redis-objects' `clear`, Laravel's `forceRelease`). It breaks mutual
+    /// exclusion if the owner is still working. Only the plain lock `key`,
+    /// never a semaphore or read-write lock of that name. A key of another
+    /// type is left alone ([`Error::WrongType`]). One round trip (Redlock:
+    /// every node, waiting for each).
+    pub fn force_release(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let removed = self.inner.deployment.force_release(&LockKeys::new(key))?;
+        if removed {
+            tracing::warn!(lock = %show_key(key), "force-released: the holder's lock was removed");
+        }
+        Ok(removed)
     }
 
     /// The fencing number of the lock `key` held with `token` (no handle

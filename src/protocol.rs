@@ -336,6 +336,42 @@ while true do
 end
 "#;
 
+/// The forced release: the lock is taken from whoever holds it (this
+/// library's token, a foreign client's value, redis-objects' timestamp),
+/// and handed to the oldest live waiter as [`RELEASE`] would, so that the
+/// queue does not sit out a TTL. The one path that removes a lock without
+/// its token: an operator's "unlock" (redis-objects' `clear`, Laravel's
+/// `forceRelease`). The fence counter is not touched, so the next holder's
+/// fence is above the broken holder's. A key of another type is left alone
+/// (WRONGTYPE). KEYS: lock, meta, queue. No ARGV. Returns {removed (1|0),
+/// handed (1|0)}.
+pub(crate) const FORCE_RELEASE: &str = r#"
+local holder = redis.pcall('GET', KEYS[1])
+if type(holder) == 'table' then
+  return redis.error_reply('WRONGTYPE the lock key does not hold a string')
+end
+local removed = 0
+if holder then
+  redis.call('DEL', KEYS[1])
+  removed = 1
+end
+while true do
+  local m = redis.pcall('LPOP', KEYS[3])
+  if type(m) ~= 'string' then
+    redis.call('DEL', KEYS[2])
+    return {removed, 0}
+  end
+  local sep = string.find(m, ':', 51, true)
+  if sep and redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
+                        string.sub(m, 34, 49)) > 0 then
+    local ttl, tok = tonumber(string.sub(m, 51, sep - 1)), string.sub(m, sep + 1)
+    redis.call('SET', KEYS[1], tok, 'PX', ttl)
+    redis.call('SET', KEYS[2], '0:' .. tok, 'PX', math.max(ttl, redis.call('PTTL', KEYS[3])))
+    return {removed, 1}
+  end
+end
+"#;
+
 /// The lazy fence: drawn on the holder's first request for it, atomically
 /// with the check that it still holds the lock, and kept in `{K}:meta` for
 /// inspection and for the holder's later requests (which get the same
@@ -678,6 +714,7 @@ pub(crate) struct Scripts {
     pub(crate) cancel: Script,
     pub(crate) release: Script,
     pub(crate) release_queued: Script,
+    pub(crate) force_release: Script,
     pub(crate) fence: Script,
     pub(crate) extend: Script,
     pub(crate) inspect: Script,
@@ -707,6 +744,7 @@ pub(crate) fn scripts() -> &'static Scripts {
         cancel: Script::new(CANCEL),
         release: Script::with_keys(RELEASE, 2),
         release_queued: Script::with_keys(RELEASE_QUEUED, 3),
+        force_release: Script::with_keys(FORCE_RELEASE, 3),
         fence: Script::new(FENCE),
         extend: Script::new(EXTEND),
         inspect: Script::new(INSPECT),
@@ -1103,6 +1141,18 @@ pub(crate) enum Attempt {
 }
 
 /// A fence in a script's reply: an integer, or a decimal string.
+/// [`FORCE_RELEASE`]'s reply: (a holder was removed, the lock was handed
+/// to a waiter).
+pub(crate) fn parse_forced(v: &Value) -> Option<(bool, bool)> {
+    match v {
+        Value::Array(a) => match a.as_slice() {
+            [Value::Int(removed), Value::Int(handed)] => Some((*removed == 1, *handed == 1)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 pub(crate) fn parse_fence(v: &Value) -> Option<u64> {
     match v {
         Value::Int(f) => u64::try_from(*f).ok(),

@@ -174,6 +174,13 @@ enum redislock_status redislock_release_token(const struct redislock_client *cli
                                               const char *token,
                                               size_t token_len);
 
+enum redislock_status redislock_force_release(const struct redislock_client *client,
+                                              const char *key,
+                                              size_t key_len,
+                                              bool *removed);
+
+size_t redislock_client_addr(const struct redislock_client *client, char *buf, size_t cap);
+
 enum redislock_status redislock_extend_token(const struct redislock_client *client,
                                              const char *key,
                                              size_t key_len,

@@ -91,6 +91,11 @@ pub(crate) trait Deployment: Send + Sync {
     /// when `token` does not hold the lock.
     fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool>;
 
+    /// Take the lock from whoever holds it and hand it to the oldest live
+    /// waiter (the operator's "unlock"): `Ok(true)` when a holder was
+    /// removed. A key of another type is left alone (`WrongType`).
+    fn force_release(&self, keys: &LockKeys) -> Result<bool>;
+
     /// Compare-and-PEXPIRE to `ttl_ms`, keeping the holder's `fence`.
     /// `Ok(false)` when `token` does not hold the lock.
     fn extend(&self, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool>;

@@ -104,6 +104,10 @@ impl Deployment for Redlock {
         release(self, keys, token)
     }
 
+    fn force_release(&self, keys: &LockKeys) -> Result<bool> {
+        force_release(self, keys)
+    }
+
     fn extend(&self, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {
         extend(self, keys, token, fence, ttl_ms)
     }
@@ -537,6 +541,41 @@ fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
         return Err(no_quorum(&keys.lock, n, &errors));
     }
     Ok(t.agreed > 0)
+}
+
+/// Take the lock from whoever holds it on every node, waiting for every
+/// node's reply (an operator's unlock should leave no node behind): `true`
+/// when a holder was removed somewhere. A node that refuses because the
+/// key is of another type makes the whole call fail with that error.
+fn force_release(r: &Redlock, keys: &LockKeys) -> Result<bool> {
+    let n = r.nodes.len();
+    let timeout = op_timeout(r);
+    let job = script_job(
+        || &scripts().force_release,
+        keys,
+        Vec::new(),
+        r.command_timeout(),
+    );
+    let round = Round::send(&r.nodes, None, timeout, false, job, None);
+    let d = round.decide(Instant::now() + timeout, |_, last| {
+        last.then_some(Outcome::Released)
+    });
+    let mut removed = false;
+    for reply in d.replies.iter().flatten() {
+        match reply {
+            Ok(v) => match protocol::parse_forced(v) {
+                Some((r, _)) => removed |= r,
+                None => return Err(Error::unexpected(v)),
+            },
+            Err(e) if e.kind() == crate::ErrorKind::WrongType => return Err(e.clone()),
+            Err(_) => {}
+        }
+    }
+    let errors = r.errors(&d, timeout);
+    if !removed && errors.len() > n - quorum(n) {
+        return Err(no_quorum(&keys.lock, n, &errors));
+    }
+    Ok(removed)
 }
 
 /// Draw a fence on every node (a grant whose reply was lost and was found

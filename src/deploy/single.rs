@@ -302,6 +302,25 @@ impl<P: Transport> Single<P> {
         }
     }
 
+    pub(crate) async fn force_release(&self, keys: &LockKeys) -> Result<bool> {
+        let s = scripts();
+        let reply = self
+            .script(
+                &s.force_release,
+                &keys.lock,
+                &keys.release_queued(),
+                &[],
+                None,
+            )
+            .await?;
+        let (removed, handed) =
+            protocol::parse_forced(&reply).ok_or_else(|| Error::unexpected(&reply))?;
+        if handed {
+            self.pool.stats().count(Event::HandoffGiven);
+        }
+        Ok(removed)
+    }
+
     pub(crate) async fn extend(
         &self,
         keys: &LockKeys,
@@ -477,6 +496,10 @@ impl Deployment for Single<Arc<Pool>> {
 
     fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
         block_on(Single::release(self, keys, token))
+    }
+
+    fn force_release(&self, keys: &LockKeys) -> Result<bool> {
+        block_on(Single::force_release(self, keys))
     }
 
     fn extend(&self, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -> Result<bool> {

@@ -987,6 +987,59 @@ pub extern "C" fn redislock_release_token(
     })
 }
 
+/// Take the lock `key` from whoever holds it (an operator's unlock: the one
+/// path that removes a lock without its token) and hand it to the oldest
+/// live waiter at once, as a release would; the fence counter is left
+/// alone, so later fences stay above the broken holder's. Only the plain
+/// lock `key`, never a semaphore or read-write lock of that name.
+/// `removed`, when not NULL, receives whether a holder was removed (false:
+/// nobody held it). `REDISLOCK_WRONG_TYPE` for a key of another type, which
+/// is left alone. All pointers borrowed.
+#[no_mangle]
+pub extern "C" fn redislock_force_release(
+    client: *const redislock_client,
+    key: *const u8,
+    key_len: usize,
+    removed: *mut bool,
+) -> redislock_status {
+    guard(REDISLOCK_INTERNAL, || {
+        status((|| {
+            let client = &non_null(client, "client")?.client;
+            let key = byte_str(key, key_len, "key", false)?.unwrap_or_default();
+            let was = client.force_release(key)?;
+            if !removed.is_null() {
+                // SAFETY: the caller promises a writable bool when not NULL.
+                unsafe { *removed = was };
+            }
+            Ok(())
+        })())
+    })
+}
+
+/// Copy where the client connects (host:port of each server, for a log
+/// line; never a user name or password) into `buf` as UTF-8 (not
+/// NUL-terminated), at most `cap` bytes, and return its full length: call
+/// with `cap` 0 to learn the size. `client`: borrowed; NULL gives 0.
+#[no_mangle]
+pub extern "C" fn redislock_client_addr(
+    client: *const redislock_client,
+    buf: *mut c_char,
+    cap: usize,
+) -> usize {
+    guard(0, || {
+        let Ok(c) = non_null(client, "client") else {
+            return 0;
+        };
+        let addr = c.client.addr();
+        if !buf.is_null() && cap > 0 {
+            let n = addr.len().min(cap);
+            // SAFETY: the caller promises `cap` writable bytes at `buf`.
+            unsafe { std::ptr::copy_nonoverlapping(addr.as_ptr(), buf.cast::<u8>(), n) };
+        }
+        addr.len()
+    })
+}
+
 /// Set the remaining time of the lock `key` to `ttl_ms` if it holds `token`
 /// (no handle needed). All pointers borrowed. Returns `REDISLOCK_NOT_OWNER`
 /// when it does not (expired, or another owner): an expired lock is never

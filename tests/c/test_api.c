@@ -216,6 +216,32 @@ static void test_by_token(redislock_client *c) {
         "not owned after release");
 }
 
+/* The operator's unlock: whoever holds it, the lock goes; NULLs refused. */
+static void test_force_release(redislock_client *c) {
+  redislock_lock *l = NULL;
+  bool removed = true;
+  CHECK(redislock_force_release(NULL, KEY("c:force"), &removed) == REDISLOCK_INVALID_ARGUMENT, "force client NULL");
+  CHECK(redislock_force_release(c, NULL, 1, &removed) == REDISLOCK_INVALID_ARGUMENT, "force key NULL");
+  CHECK(redislock_force_release(c, KEY(""), &removed) == REDISLOCK_INVALID_ARGUMENT, "force empty key");
+  CHECK(redislock_force_release(c, KEY("c:force"), &removed) == REDISLOCK_OK && !removed, "nothing held: %s",
+        last_error());
+  CHECK(redislock_acquire(c, KEY("c:force"), 60000, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire");
+  CHECK(redislock_force_release(c, KEY("c:force"), &removed) == REDISLOCK_OK && removed, "removed: %s",
+        last_error());
+  CHECK(!held(c, "c:force"), "the lock is gone");
+  CHECK(redislock_release(l) == REDISLOCK_NOT_OWNER, "the broken holder's release");
+  CHECK(redislock_acquire(c, KEY("c:force"), 60000, 0, NULL, 0, &l) == REDISLOCK_OK, "acquire again");
+  CHECK(redislock_force_release(c, KEY("c:force"), NULL) == REDISLOCK_OK, "removed, not asked");
+  redislock_lock_free(l);
+  char addr[256];
+  size_t n = redislock_client_addr(c, addr, sizeof addr - 1);
+  CHECK(n > 0 && n < sizeof addr, "client_addr length %zu", n);
+  addr[n < sizeof addr ? n : 0] = 0;
+  CHECK(strstr(url, addr) != NULL, "client_addr %s is in %s", addr, url);
+  CHECK(redislock_client_addr(NULL, addr, sizeof addr) == 0, "client_addr NULL");
+  CHECK(redislock_client_addr(c, NULL, 0) == n, "client_addr size query");
+}
+
 /* Shared clients: one per URL in a process, surviving the free of a handle. */
 static void test_shared(void) {
   redislock_client *a = NULL, *b = NULL;
@@ -463,6 +489,7 @@ int main(int argc, char **argv) {
   test_cycle(c);
   test_tokens(c);
   test_by_token(c);
+  test_force_release(c);
   test_fences(c);
   test_shared();
   test_expiry_and_waits(c);
