@@ -101,7 +101,8 @@ test-php:
 	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit
 
 ## make test-ruby: the Ruby gem's minitest suite (Debian's ruby-minitest), with
-## Python and PHP holders of the same locks, against the library test-rust built
+## Python and PHP holders of the same locks, against the library test-rust built;
+## then redis-objects' own specs (Debian's bacon) against the Redis::Lock switch
 test-ruby: deps python-env
 	$(MAKE) --no-print-directory test-ruby-run
 
@@ -110,6 +111,7 @@ test-ruby-run:
 	$(CARGO) build
 	cd bindings/ruby && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		ruby -w -Itest -e 'ARGV.each { |f| require File.expand_path(f) }' test/test_*.rb
+	REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so ruby bindings/ruby/test/redis_objects_specs.rb
 
 ## make node: the Node.js addon, built (release) into bindings/node, so that
 ## require('<this repository>/bindings/node') works

@@ -614,6 +614,14 @@ size_t redislock_lock_token(const struct redislock_lock *lock, uint8_t *buf, siz
 uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 
 /**
+ * The lock's fencing number if one was drawn already (by a fenced
+ * acquire, a hand-off, or `redislock_lock_fence`), else 0; never does I/O,
+ * never sets the last error. A binding reads it before a release to keep
+ * the fence for later reads. `lock`: borrowed; NULL gives 0.
+ */
+uint64_t redislock_lock_fence_if_drawn(const struct redislock_lock *lock);
+
+/**
  * The lock's fencing number into `out`, as `redislock_lock_fence` gives
  * it, with a status: `REDISLOCK_NOT_OWNER` when the lock expired or was
  * taken over before its fence was drawn (it is then lost),

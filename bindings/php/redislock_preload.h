@@ -157,6 +157,8 @@ size_t redislock_lock_token(const struct redislock_lock *lock, char *buf, size_t
 
 uint64_t redislock_lock_fence(const struct redislock_lock *lock);
 
+uint64_t redislock_lock_fence_if_drawn(const struct redislock_lock *lock);
+
 enum redislock_status redislock_lock_draw_fence(const struct redislock_lock *lock, uint64_t *out);
 
 enum redislock_status redislock_lock_owned(const struct redislock_lock *lock, bool *out);

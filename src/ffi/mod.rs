@@ -867,6 +867,17 @@ pub extern "C" fn redislock_lock_fence(lock: *const redislock_lock) -> u64 {
     })
 }
 
+/// The lock's fencing number if one was drawn already (by a fenced
+/// acquire, a hand-off, or `redislock_lock_fence`), else 0; never does I/O,
+/// never sets the last error. A binding reads it before a release to keep
+/// the fence for later reads. `lock`: borrowed; NULL gives 0.
+#[no_mangle]
+pub extern "C" fn redislock_lock_fence_if_drawn(lock: *const redislock_lock) -> u64 {
+    guard(0, || {
+        non_null(lock, "lock").map_or(0, |l| l.lock.fence_if_drawn().unwrap_or(0))
+    })
+}
+
 /// The lock's fencing number into `out`, as `redislock_lock_fence` gives
 /// it, with a status: `REDISLOCK_NOT_OWNER` when the lock expired or was
 /// taken over before its fence was drawn (it is then lost),

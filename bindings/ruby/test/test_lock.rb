@@ -106,9 +106,26 @@ class TestLock < Minitest::Test
     lock.extend(mod)
     assert_equal :hi, lock.hello
     assert_raises(ArgumentError) { lock.extend(5, mod) }
-    assert_equal "#<RedisLock::Client redis://***@127.0.0.1:1/0>",
-                 RedisLock::Client.new("redis://user:s3cret@127.0.0.1:1/0").inspect
+    assert_equal "#<RedisLock::Client 127.0.0.1:1>", RedisLock::Client.new("redis://user:s3cret@127.0.0.1:1/0").inspect
     lock.release
+  end
+
+  # After a release, the fence drawn while held (by a fenced acquire, a
+  # read, a hand-off) is still the answer; with none drawn, NotOwned, never nil.
+  def test_a_fence_read_after_release
+    key = key_for
+    fenced = client.acquire(key, ttl: 5, fenced: true)
+    drawn = fenced.fence
+    fenced.release
+    assert_equal drawn, fenced.fence
+    read = client.acquire(key, ttl: 5)
+    drawn = read.fence
+    read.release_quietly
+    assert_equal drawn, read.fence
+    never = client.acquire(key, ttl: 5)
+    never.release
+    error = assert_raises(RedisLock::NotOwned) { never.fence }
+    assert_match(/released before its fence was drawn/, error.message)
   end
 
   def test_fences_grow_and_owned_asks_the_server

@@ -37,8 +37,16 @@ module RedisLock
       out = FFI::MemoryPointer.new(:pointer)
       RedisLock.check(open(urls, shared, out))
       @handle = FFI::AutoPointer.new(out.read_pointer, Native.method(:redislock_client_free))
-      @urls = urls
+      # Where it connects, from the library: hosts and ports, never a user
+      # name or password (the URLs themselves are not kept).
+      n = Native.redislock_client_addr(@handle, nil, 0)
+      buf = FFI::MemoryPointer.new(:char, [n, 1].max)
+      Native.redislock_client_addr(@handle, buf, n)
+      @addr = buf.read_string(n).force_encoding(Encoding::UTF_8).freeze
     end
+
+    # Where the client connects (hosts and ports; never credentials).
+    attr_reader :addr
 
     # Free the client now (also done when it is garbage-collected). Locks
     # taken through it stay valid.
@@ -134,6 +142,22 @@ module RedisLock
       by_token(name, token) { |*args| Native.redislock_release_token(*args) }
     end
 
+    # Take the lock `name` from whoever holds it (this library's holder, or
+    # any string another client stored there) and hand it to the oldest
+    # waiter at once, as a release would: true when a holder was removed,
+    # false when nobody held it. The operator's unlock, for a lock whose
+    # owner is known to be gone; it breaks mutual exclusion if the owner is
+    # still working (that owner's extend or release then raises NotOwned).
+    # Fences stay monotonic. Only the plain lock `name`, never a semaphore
+    # or read-write lock of that name; WrongType for a key of another type
+    # (left alone).
+    def force_release(name)
+      name = Units.bytes(name, "name")
+      out = FFI::MemoryPointer.new(:bool)
+      RedisLock.check(Native.redislock_force_release(handle, Native.bytes(name), name.bytesize, out))
+      out.read(:bool)
+    end
+
     # Set the remaining time of the lock `name` to `ttl` seconds if `token`
     # holds it: true, or false when it does not (it is never re-created).
     def extend_token(name, token, ttl)
@@ -187,8 +211,22 @@ module RedisLock
     end
 
     def inspect
-      shown = @urls.map { |u| u.sub(%r{//[^/@]*@}, "//***@") } # never a password in a log
-      "#<#{self.class.name} #{shown.join(', ')}#{@handle ? '' : ' closed'}>"
+      "#<#{self.class.name} #{@addr}#{@handle ? '' : ' closed'}>"
+    end
+    alias to_s inspect
+
+    # What JSON (ActiveSupport's as_json, to_json) shows: where it connects.
+    def as_json(*)
+      { "addr" => @addr }
+    end
+
+    def to_json(*args)
+      as_json.to_json(*args)
+    end
+
+    # YAML shows where it connects, and nothing else.
+    def encode_with(coder)
+      coder["addr"] = @addr
     end
 
     private

@@ -94,9 +94,15 @@ module RedisLock
     # counter (it is at least the server's clock in microseconds, about
     # 1.8e15, and below 2**53). Drawn on the first call with a check that
     # the lock is still held (one round trip; `fenced: true` at acquire draws
-    # it there); later calls answer from memory. Raises NotOwned when the
-    # lock was lost before that.
+    # it there); later calls answer from memory, also after the release.
+    # Raises NotOwned when the lock was lost, or released, before that.
     def fence
+      if @handle.nil?
+        return @fence if @fence
+
+        raise NotOwned.new("the lock #{name.inspect} was released before its fence was drawn",
+                           status: Native::NOT_OWNER)
+      end
       out = FFI::MemoryPointer.new(:uint64)
       RedisLock.check(Native.redislock_lock_draw_fence(handle, out))
       out.read(:uint64)
@@ -120,6 +126,8 @@ module RedisLock
     # The raw handle, given up by this object (the callee frees it).
     def take_handle
       h = handle
+      fence = Native.redislock_lock_fence_if_drawn(h)
+      @fence = fence unless fence.zero?
       @handle = nil
       h.autorelease = false
       FFI::Pointer.new(h.address)

@@ -74,6 +74,7 @@ module RedisLock
     attach_function :redislock_lock_forget, [:pointer], :void
     attach_function :redislock_lock_token, [:pointer, :pointer, :size_t], :size_t
     attach_function :redislock_lock_draw_fence, [:pointer, :pointer], :int, blocking: true
+    attach_function :redislock_lock_fence_if_drawn, [:pointer], :uint64
     attach_function :redislock_lock_owned, [:pointer, :pointer], :int, blocking: true
 
     # client, key, key_len, token, token_len, ...
@@ -85,6 +86,10 @@ module RedisLock
                     blocking: true
     attach_function :redislock_fence_token, [:pointer, :pointer, :size_t, :pointer, :size_t, :pointer], :int,
                     blocking: true
+
+    # client, key, key_len, removed (bool*)
+    attach_function :redislock_force_release, [:pointer, :pointer, :size_t, :pointer], :int, blocking: true
+    attach_function :redislock_client_addr, [:pointer, :pointer, :size_t], :size_t
 
     attach_function :redislock_client_stats, [:pointer, :pointer], :int
 
