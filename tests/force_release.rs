@@ -56,7 +56,7 @@ fn the_oldest_waiter_is_handed_the_lock_at_once() {
     let client = Client::open(&srv.url()).unwrap();
     let operator = Client::open(&srv.url()).unwrap();
     // The holder never releases: a crashed process, with a long TTL.
-    let _crashed = client
+    client
         .acquire("stuck", 600 * S, Wait::TryOnce)
         .unwrap()
         .forget();
