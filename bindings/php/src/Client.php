@@ -20,14 +20,25 @@ final class Client
     private ?\FFI\CData $handle = null;
 
     /**
+     * The URL (or the Redlock list) with its password replaced by ***: what
+     * var_dump(), print_r() and var_export() show. The URL itself is never
+     * kept here; the native client holds it.
+     */
+    private string $target = '';
+
+    /** Redlock (a list of several URLs): the acquire draws the fence at once. */
+    private bool $redlock = false;
+
+    /**
      * @param string|list<string> $url redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
      *                                 redis+sentinel://…/service, redis+cluster://… (rediss+… for TLS);
      *                                 a list of URLs is Redlock
      * @throws InvalidArgument for a malformed URL
      */
-    public function __construct(string|array $url)
+    public function __construct(#[\SensitiveParameter] string|array $url)
     {
         $this->handle = self::open($url, false);
+        $this->describe($url);
         RequestEnd::track($this);
     }
 
@@ -42,16 +53,112 @@ final class Client
      * @param string|list<string> $url as for the constructor
      * @throws InvalidArgument for a malformed URL
      */
-    public static function persistent(string|array $url): self
+    public static function persistent(#[\SensitiveParameter] string|array $url): self
     {
         $client = (new \ReflectionClass(self::class))->newInstanceWithoutConstructor();
         $client->handle = self::open($url, true);
+        $client->describe($url);
         RequestEnd::track($client);
         return $client;
     }
 
+    /**
+     * $url with its password replaced by ***, for logs and messages: the
+     * password of the user info (redis://user:***@host:6379/0; a user info
+     * without a ':' is taken for a password: ***@host), and the value of
+     * every query parameter whose name contains "pass" (sentinel_password,
+     * a unix socket's pass). Escaped or not, the password never shows; a
+     * URL that cannot be read as such is hidden whole.
+     */
+    public static function redactUrl(#[\SensitiveParameter] string $url): string
+    {
+        $sep = strpos($url, '://');
+        if ($sep === false) {
+            return '***';
+        }
+        $scheme = substr($url, 0, $sep + 3);
+        $rest = substr($url, $sep + 3);
+        $auth = '';
+        // The last '@': a password may hold an unescaped '@'. When what
+        // comes before it is not plain user info (a '@' in a query value),
+        // all of it is hidden: more than needed, never less.
+        $at = strrpos($rest, '@');
+        if ($at !== false) {
+            $info = substr($rest, 0, $at);
+            $rest = substr($rest, $at + 1);
+            $colon = strpos($info, ':');
+            $auth = ($colon === false || strpbrk($info, '/?#') !== false)
+                ? '***@'
+                : substr($info, 0, $colon) . ':***@';
+        }
+        $q = strpos($rest, '?');
+        if ($q !== false) {
+            $params = [];
+            foreach (explode('&', substr($rest, $q + 1)) as $param) {
+                $eq = strpos($param, '=');
+                $name = $eq === false ? $param : substr($param, 0, $eq);
+                $params[] = str_contains(strtolower(rawurldecode($name)), 'pass') ? "$name=***" : $param;
+            }
+            $rest = substr($rest, 0, $q + 1) . implode('&', $params);
+        }
+        return $scheme . $auth . $rest;
+    }
+
     /** @param string|list<string> $url */
-    private static function open(string|array $url, bool $shared): \FFI\CData
+    private function describe(#[\SensitiveParameter] string|array $url): void
+    {
+        if (is_array($url)) {
+            $this->target = '[' . implode(', ', array_map(self::redactUrl(...), array_values($url))) . ']';
+            $this->redlock = count($url) > 1;
+        } else {
+            $this->target = self::redactUrl($url);
+        }
+    }
+
+    /**
+     * What var_dump() and print_r() show: the URL without its password,
+     * and whether the client was closed.
+     *
+     * @return array{url: string, closed: bool}
+     */
+    public function __debugInfo(): array
+    {
+        return ['url' => $this->target, 'closed' => $this->handle === null];
+    }
+
+    /**
+     * A client holds native connections: it cannot be serialized (nor its
+     * URL, which may hold a password). Keep the URL in configuration and
+     * open a Client where it is needed.
+     *
+     * @throws \LogicException always
+     */
+    public function __serialize(): array
+    {
+        throw new \LogicException('a RedisLock\\Client cannot be serialized: open one from its URL where it is needed');
+    }
+
+    /** @throws \LogicException always */
+    public function __unserialize(array $data): void
+    {
+        throw new \LogicException('a RedisLock\\Client cannot be unserialized: open one from its URL');
+    }
+
+    /**
+     * A client is shared, not copied: a clone would free the native client
+     * twice. Use the same object (it is safe to share).
+     *
+     * @throws \LogicException always
+     */
+    public function __clone()
+    {
+        // The copy is destroyed when this throws: it must not free the original's.
+        $this->handle = null;
+        throw new \LogicException('a RedisLock\\Client cannot be cloned: share the same object');
+    }
+
+    /** @param string|list<string> $url */
+    private static function open(#[\SensitiveParameter] string|array $url, bool $shared): \FFI\CData
     {
         $ffi = FFI::get();
         $out = $ffi->new('redislock_client*');
@@ -81,7 +188,7 @@ final class Client
     }
 
     /** A NUL-terminated copy of $s that lives as long as the returned CData. */
-    private static function cString(string $s): \FFI\CData
+    private static function cString(#[\SensitiveParameter] string $s): \FFI\CData
     {
         $buf = FFI::get()->new('char[' . (strlen($s) + 1) . ']');
         \FFI::memcpy($buf, $s, strlen($s));
@@ -114,6 +221,8 @@ final class Client
      * @param int|null $waitMs    null waits forever, 0 tries once, > 0 is a deadline
      * @param ?string  $token     the caller's token; null for 128 random bits
      * @param bool     $autoRenew renew in the background until released
+     * @param bool     $fenced    draw the fencing number in the acquire itself (no round trip of
+     *                            its own when fence() is read; otherwise the first fence() draws it)
      * @throws LockTimeout when the wait ran out; WrongType, ConnectionException, InvalidArgument...
      */
     public function acquire(
@@ -122,10 +231,11 @@ final class Client
         ?int $waitMs = null,
         ?string $token = null,
         bool $autoRenew = false,
+        bool $fenced = false,
     ): Lock {
-        $handle = $this->take($key, $ttlMs, $waitMs, $token);
+        $handle = $this->take($key, $ttlMs, $waitMs, $token, $fenced);
         FFI::checkStatus($handle[0]);
-        $lock = new Lock($handle[1], $key);
+        $lock = new Lock($handle[1], $key, $fenced || $this->redlock);
         if ($autoRenew) {
             $lock->autoRenew();
         }
@@ -185,19 +295,20 @@ final class Client
         return $this->takeReadWrite('redislock_acquire_write', $key, $ttlMs, $waitMs);
     }
 
-    /** One attempt: the Lock, or null when another owner holds it. */
+    /** One attempt: the Lock, or null when another owner holds it. The arguments as for acquire(). */
     public function tryAcquire(
         string $key,
         int $ttlMs = 30000,
         ?string $token = null,
         bool $autoRenew = false,
+        bool $fenced = false,
     ): ?Lock {
-        [$status, $handle] = $this->take($key, $ttlMs, 0, $token);
+        [$status, $handle] = $this->take($key, $ttlMs, 0, $token, $fenced);
         if ($status === FFI::NOT_ACQUIRED) {
             return null;
         }
         FFI::checkStatus($status);
-        $lock = new Lock($handle, $key);
+        $lock = new Lock($handle, $key, $fenced || $this->redlock);
         if ($autoRenew) {
             $lock->autoRenew();
         }
@@ -470,12 +581,12 @@ final class Client
     }
 
     /** @return array{0: int, 1: \FFI\CData} the status and the lock handle */
-    private function take(string $key, int $ttlMs, ?int $waitMs, ?string $token): array
+    private function take(string $key, int $ttlMs, ?int $waitMs, ?string $token, bool $fenced = false): array
     {
         self::checkTimes($ttlMs, $waitMs);
         $ffi = FFI::get();
         $out = $ffi->new('redislock_lock*');
-        $status = $ffi->redislock_acquire(
+        $status = $ffi->{$fenced ? 'redislock_acquire_fenced' : 'redislock_acquire'}(
             $this->handle(),
             $key,
             strlen($key),
@@ -508,7 +619,8 @@ final class Client
         $ffi = FFI::get();
         $out = $ffi->new('redislock_lock*');
         FFI::checkStatus($acquire($ffi, \FFI::addr($out)));
-        return new Lock($out, $key);
+        // A holder of permits or of a side has its fence from the acquire.
+        return new Lock($out, $key, true);
     }
 
     private function handle(): \FFI\CData

@@ -12,8 +12,15 @@ final class Lock
 {
     private ?\FFI\CData $handle;
 
-    /** @internal made by Client */
-    public function __construct(\FFI\CData $handle, private readonly string $key)
+    /** The fencing number once drawn (kept after the release). */
+    private ?int $fence = null;
+
+    /**
+     * @internal made by Client
+     * @param bool $fenced whether the acquire drew the fence (fenced: true, a
+     *                     semaphore's permits, a side of a read-write lock, Redlock)
+     */
+    public function __construct(\FFI\CData $handle, private readonly string $key, private readonly bool $fenced = false)
     {
         $this->handle = $handle;
         RequestEnd::track($this);
@@ -26,13 +33,29 @@ final class Lock
 
     /**
      * Release the lock. Throws LockNotOwned when it expired or was taken
-     * over (the new holder's key is left alone).
+     * over (the new holder's key is left alone). fence() still answers
+     * afterwards with the number drawn while it was held.
      */
     public function release(): void
     {
-        $handle = $this->handle();
-        $this->handle = null;
+        $handle = $this->letGo();
         FFI::checkStatus(FFI::get()->redislock_release($handle));
+    }
+
+    /**
+     * The handle, taken out of this object (which then holds nothing), with
+     * the fence drawn by the acquire kept for fence() (read from memory:
+     * no round trip).
+     */
+    private function letGo(): \FFI\CData
+    {
+        $handle = $this->handle();
+        if ($this->fence === null && $this->fenced) {
+            $fence = FFI::get()->redislock_lock_fence($handle);
+            $this->fence = $fence > 0 ? (int)$fence : null;
+        }
+        $this->handle = null;
+        return $handle;
     }
 
     /**
@@ -43,18 +66,14 @@ final class Lock
      */
     public function forget(): void
     {
-        $handle = $this->handle();
-        $this->handle = null;
-        FFI::get()->redislock_lock_forget($handle);
+        FFI::get()->redislock_lock_forget($this->letGo());
     }
 
     /** Release now if still held, ignoring errors (the end of a request). @internal */
     public function releaseQuietly(): void
     {
         if ($this->handle !== null) {
-            $handle = $this->handle;
-            $this->handle = null;
-            FFI::get()->redislock_lock_free($handle);
+            FFI::get()->redislock_lock_free($this->letGo());
         }
     }
 
@@ -124,21 +143,83 @@ final class Lock
      * counter (it is at least the server's clock in microseconds, about
      * 1.8e15, and below 2^53). Drawn on the first call, with a check that
      * the lock is still held (one round trip; later calls answer from
-     * memory; `fenced: true` at acquire draws it there instead).
+     * memory; `fenced: true` at acquire draws it there instead, and so do
+     * semaphores, read-write locks and Redlock).
      *
-     * @throws LockNotOwned when the lock expired or was taken over before that
+     * After release() (or forget(), or the end of the request) it is the
+     * number drawn while the lock was held; a fence is never drawn for a
+     * lock no longer held.
+     *
+     * @throws LockNotOwned when the lock expired or was taken over before
+     *                      its fence was drawn, or was released before that
      */
     public function fence(): int
     {
+        if ($this->fence !== null) {
+            return $this->fence;
+        }
+        if ($this->handle === null) {
+            throw new LockNotOwned(
+                'the lock ' . self::show($this->key) . ' was released before its fence was drawn: '
+                . 'read fence() while holding it, or acquire with fenced: true',
+                FFI::NOT_OWNER,
+            );
+        }
         $ffi = FFI::get();
         $out = $ffi->new('uint64_t');
-        FFI::checkStatus($ffi->redislock_lock_draw_fence($this->handle(), \FFI::addr($out)));
-        return (int)$out->cdata;
+        FFI::checkStatus($ffi->redislock_lock_draw_fence($this->handle, \FFI::addr($out)));
+        return $this->fence = (int)$out->cdata;
     }
 
     public function key(): string
     {
         return $this->key;
+    }
+
+    /**
+     * What var_dump() and print_r() show.
+     *
+     * @return array{key: string, held: bool, fence: ?int}
+     */
+    public function __debugInfo(): array
+    {
+        return ['key' => $this->key, 'held' => $this->handle !== null, 'fence' => $this->fence];
+    }
+
+    /**
+     * A Lock is a live handle: it cannot be serialized. To hand a lock to
+     * another process, forget() it and pass its key and token()
+     * (Client::releaseToken(), extendToken(), fenceToken()).
+     *
+     * @throws \LogicException always
+     */
+    public function __serialize(): array
+    {
+        throw new \LogicException('a RedisLock\\Lock cannot be serialized: pass its key and token() instead');
+    }
+
+    /** @throws \LogicException always */
+    public function __unserialize(array $data): void
+    {
+        throw new \LogicException('a RedisLock\\Lock cannot be unserialized');
+    }
+
+    /**
+     * One acquisition has one handle: a clone would release it twice.
+     *
+     * @throws \LogicException always
+     */
+    public function __clone()
+    {
+        // The copy is destroyed when this throws: it must not free the original's handle.
+        $this->handle = null;
+        throw new \LogicException('a RedisLock\\Lock cannot be cloned');
+    }
+
+    /** A key for a message: printable as it is, else in hex. */
+    private static function show(string $key): string
+    {
+        return preg_match('/^[\x20-\x7e]*$/', $key) ? '"' . $key . '"' : 'hex:' . bin2hex($key);
     }
 
     private function handle(): \FFI\CData

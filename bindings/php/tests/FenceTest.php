@@ -105,4 +105,95 @@ final class FenceTest extends TestCase
         $this->assertGreaterThan($f2, $lock->fence());
         $lock->release();
     }
+
+    public function testTheFenceDrawnWhileHeldIsKeptAfterTheRelease(): void
+    {
+        $lock = $this->client->acquire('kept', ttlMs: 10000, waitMs: 0);
+        $drawn = $lock->fence();
+        $lock->release();
+        $this->assertSame($drawn, $lock->fence(), 'after release(): the fence drawn while held');
+        $this->assertSame($drawn, $lock->fence(), 'and again');
+
+        // Drawn by the acquire (fenced: true), never read while held.
+        $fenced = $this->client->acquire('kept', ttlMs: 10000, waitMs: 0, fenced: true);
+        $fenced->release();
+        $this->assertGreaterThan($drawn, $fenced->fence());
+        $tried = $this->client->tryAcquire('kept', ttlMs: 10000, fenced: true);
+        $tried->release();
+        $this->assertGreaterThan($fenced->fence(), $tried->fence());
+
+        // forget() and the end of a request keep it too.
+        $forgotten = $this->client->acquire('kept', ttlMs: 10000, waitMs: 0);
+        $forgottenFence = $forgotten->fence();
+        $token = $forgotten->token();
+        $forgotten->forget();
+        $this->assertSame($forgottenFence, $forgotten->fence());
+        $this->assertTrue($this->client->releaseToken('kept', $token));
+        $quiet = $this->client->acquire('kept', ttlMs: 10000, waitMs: 0, fenced: true);
+        $quiet->releaseQuietly();
+        $this->assertGreaterThan($forgottenFence, $quiet->fence());
+    }
+
+    public function testAFenceNeverDrawnWhileHeldIsNotOwnedAfterTheRelease(): void
+    {
+        $lock = $this->client->acquire('undrawn', ttlMs: 10000, waitMs: 0);
+        $lock->release();
+        try {
+            $lock->fence();
+            $this->fail('a fence for a lock released before its fence was drawn');
+        } catch (LockNotOwned $e) {
+            $this->assertStringContainsString('"undrawn" was released before its fence was drawn', $e->getMessage());
+        }
+        $this->assertSame([], array_values(array_filter($this->keys(), fn ($k) => str_contains($k, 'undrawn'))),
+            'nothing drawn after the release');
+    }
+
+    public function testALockLostAfterItsFenceWasDrawnKeepsIt(): void
+    {
+        $lock = $this->client->acquire('stolen', ttlMs: 10000, waitMs: 0);
+        $drawn = $lock->fence();
+        $this->server->raw()->set('stolen', 'thief');
+        try {
+            $lock->release();
+            $this->fail('released a lock another owner holds');
+        } catch (LockNotOwned $e) {
+        }
+        $this->assertSame($drawn, $lock->fence());
+    }
+
+    public function testSemaphoresAndReadWriteLocksHaveTheirFenceFromTheAcquire(): void
+    {
+        $previous = 0;
+        foreach ([
+            'semaphore' => fn () => $this->client->acquireSemaphore('shared', limit: 2, ttlMs: 10000, waitMs: 0),
+            'read' => fn () => $this->client->acquireRead('shared', ttlMs: 10000, waitMs: 0),
+            'write' => fn () => $this->client->acquireWrite('shared', ttlMs: 10000, waitMs: 0),
+        ] as $what => $take) {
+            $unread = $take();
+            $unread->release();
+            $fence = $unread->fence();
+            $this->assertGreaterThan($previous, $fence, "$what: the fence drawn by the acquire, never read while held");
+            $read = $take();
+            $whileHeld = $read->fence();
+            $read->release();
+            $this->assertSame($whileHeld, $read->fence(), $what);
+            $this->assertGreaterThan($fence, $whileHeld, $what);
+            $previous = $whileHeld;
+        }
+    }
+
+    public function testRedlockDrawsTheFenceInTheAcquire(): void
+    {
+        $others = [new RedisServer(), new RedisServer()];
+        try {
+            $client = new Client([$this->server->url(), $others[0]->url(), $others[1]->url()]);
+            $lock = $client->acquire('redlock', ttlMs: 10000, waitMs: 0);
+            $lock->release();
+            $this->assertGreaterThan(0, $lock->fence(), 'Redlock draws the fence in the acquire');
+        } finally {
+            foreach ($others as $server) {
+                $server->stop();
+            }
+        }
+    }
 }

@@ -5,6 +5,7 @@ namespace RedisLock\Laravel;
 
 use Closure;
 use Illuminate\Cache\RedisStore;
+use Illuminate\Contracts\Redis\Factory as Redis;
 use RedisLock\Client;
 use RedisLock\LockException;
 
@@ -26,6 +27,65 @@ class RedisLockStore extends RedisStore
 
     /** @var array<string, Client> the clients made so far, by lock connection name */
     private array $lockClients = [];
+
+    /**
+     * As Laravel's RedisStore: the Redis factory (the RedisManager), then
+     * RedisStore's other arguments (prefix, connection, ...). The factory is
+     * kept out of var_dump(), print_r() and var_export(), which would show
+     * its configuration and its passwords; getRedis() gives it back.
+     *
+     * @param \Illuminate\Contracts\Redis\Factory $redis
+     */
+    public function __construct(Redis $redis, mixed ...$rest)
+    {
+        parent::__construct($redis instanceof HiddenRedis ? $redis : new HiddenRedis($redis), ...$rest);
+    }
+
+    /**
+     * The Redis factory the store was made with.
+     *
+     * @return \Illuminate\Contracts\Redis\Factory
+     */
+    public function getRedis()
+    {
+        return $this->redis instanceof HiddenRedis ? $this->redis->factory() : $this->redis;
+    }
+
+    /**
+     * What var_dump() and print_r() show: the names and prefix, and the
+     * lock clients (their URLs without passwords); neither Laravel's Redis
+     * factory nor the function that makes the lock clients (they hold the
+     * configuration, passwords included).
+     *
+     * @return array<string, mixed>
+     */
+    public function __debugInfo(): array
+    {
+        return [
+            'prefix' => $this->prefix,
+            'connection' => $this->connection,
+            'lockConnection' => $this->lockConnection,
+            'lockClient' => $this->lockClient instanceof \Closure ? 'a Client per lock connection' : $this->lockClient,
+            'lockClients' => $this->lockClients,
+        ];
+    }
+
+    /**
+     * A store holds connections and its configuration (passwords
+     * included): it is not serialized.
+     *
+     * @throws \LogicException always
+     */
+    public function __serialize(): array
+    {
+        throw new \LogicException('a RedisLock\\Laravel\\RedisLockStore cannot be serialized');
+    }
+
+    /** @throws \LogicException always */
+    public function __unserialize(array $data): void
+    {
+        throw new \LogicException('a RedisLock\\Laravel\\RedisLockStore cannot be unserialized');
+    }
 
     /**
      * Where the locks are taken: one Client, or a function that makes the
