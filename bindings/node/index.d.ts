@@ -268,7 +268,15 @@ export declare class Lock implements AsyncDisposable {
   /** This acquisition's token (a Buffer): what the key holds while it is ours. */
   readonly token: Buffer;
 
-  /** The fencing number drawn at acquisition (null when a plain lock was acquired with `fenced: false`; semaphores and read-write locks always draw one). */
+  /**
+   * The fencing number drawn while the lock was held, also after its
+   * release. Semaphores, read-write locks and plain locks acquired with
+   * `fenced: true` (the default) have one from the acquisition on. A plain
+   * lock acquired with `fenced: false` has none: `null` while it is held;
+   * once it is released or found lost, reading it throws LockNotOwnedError
+   * ("released before its fence was drawn"), never a null that could pass
+   * for a number not drawn yet.
+   */
   readonly fence: number | null;
 
   /** True once renewal, an extend or a release found the lock gone. */

@@ -349,9 +349,23 @@ class Lock {
     return this.#token;
   }
 
-  /** The fencing number drawn at acquisition (null when acquired with `fenced: false`). */
+  /**
+   * The fencing number drawn while the lock was held: a number, also after
+   * the release. `null` while a lock acquired with `fenced: false` is held
+   * (no number was drawn); once it is released or found lost, reading it
+   * throws LockNotOwnedError instead, since no number can be drawn then.
+   */
   get fence() {
-    return this[kNative].fence;
+    const handle = this[kNative];
+    const fence = handle.fence;
+    if (fence !== null) return fence;
+    if (!handle.held) {
+      throw new LockNotOwnedError(`lock ${inspect(this.#name)} was released before its fence was drawn (it was acquired with fenced: false)`);
+    }
+    if (handle.lost) {
+      throw new LockNotOwnedError(`lock ${inspect(this.#name)} was lost before its fence was drawn (it was acquired with fenced: false)`);
+    }
+    return null;
   }
 
   /** True once renewal, an extend or a release found the lock gone. */
@@ -376,7 +390,8 @@ class Lock {
   }
 
   [inspect.custom]() {
-    return `Lock ${inspect(this.#name)} fence=${this.fence} held=${this[kNative].held}`;
+    const { fence, held } = this[kNative];
+    return `Lock ${inspect(this.#name)} fence=${fence ?? 'none'} held=${held}`;
   }
 }
 

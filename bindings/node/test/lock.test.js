@@ -65,6 +65,69 @@ test('fences are numbers that grow with each owner, also through a hand-off', as
   const plain = await client.acquire(key, { fenced: false });
   assert.equal(plain.fence, null);
   await plain.release();
+  assert.throws(() => plain.fence, LockNotOwnedError);
+});
+
+test('a fence read after the release is the one drawn while held, never a silent null', async () => {
+  const key = keyFor();
+  // Fenced (the default): the number drawn in the acquisition, before and after.
+  const fenced = await client.acquire(key);
+  const drawn = fenced.fence;
+  assert.ok(Number.isSafeInteger(drawn));
+  await fenced.release();
+  assert.equal(fenced.fence, drawn);
+  // Also when the release found the lock gone.
+  const taken = await client.acquire(key, { ttl: 5000 });
+  const takenFence = taken.fence;
+  await server.raw.call('SET', key, 'someone-else');
+  await assert.rejects(taken.release(), LockNotOwnedError);
+  assert.equal(taken.fence, takenFence);
+  await server.raw.call('DEL', key);
+  // The shared kinds always draw one.
+  for (const shared of [
+    await client.acquireSemaphore(keyFor(), { limit: 2 }),
+    await client.acquireRead(keyFor()),
+    await client.acquireWrite(keyFor()),
+  ]) {
+    const f = shared.fence;
+    assert.ok(Number.isSafeInteger(f));
+    await shared.release();
+    assert.equal(shared.fence, f);
+  }
+});
+
+test('an unfenced lock: fence is null while held, and throws LockNotOwnedError once released or lost', async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key, { fenced: false });
+  assert.equal(lock.fence, null, 'held, and no number was drawn');
+  assert.equal(lock.fence, null, 'reading it draws nothing');
+  assert.equal(await server.raw.call('GET', key).then(String), lock.token.toString());
+  await lock.release();
+  for (let i = 0; i < 2; i++) {
+    assert.throws(
+      () => lock.fence,
+      (e) => e instanceof LockNotOwnedError && /was released before its fence was drawn/.test(e.message),
+    );
+  }
+  assert.match(require('node:util').inspect(lock), /fence=none held=false/, 'inspecting it does not throw');
+  // A release that found the lock taken over.
+  const taken = await client.acquire(key, { fenced: false, ttl: 5000 });
+  await server.raw.call('SET', key, 'someone-else');
+  await assert.rejects(taken.release(), LockNotOwnedError);
+  assert.throws(() => taken.fence, /was released before its fence was drawn/);
+  // Found lost by an extend, not released yet.
+  await server.raw.call('DEL', key);
+  const lost = await client.acquire(key, { fenced: false, ttl: 5000 });
+  await server.raw.call('SET', key, 'someone-else');
+  await assert.rejects(lost.extend(5000), LockNotOwnedError);
+  assert.equal(lost.lost, true);
+  assert.throws(
+    () => lost.fence,
+    (e) => e instanceof LockNotOwnedError && /was lost before its fence was drawn/.test(e.message),
+  );
+  await assert.rejects(lost.release(), LockNotOwnedError);
+  assert.throws(() => lost.fence, /was released before its fence was drawn/);
+  await server.raw.call('DEL', key);
 });
 
 test('tryAcquire gives null while another owner holds the lock', async () => {
