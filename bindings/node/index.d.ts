@@ -14,7 +14,8 @@ export interface AcquireOptions {
   /**
    * Time to live of the acquisition: a whole number of milliseconds from 1
    * to 30 days (default {@link DEFAULT_TTL}, 30000). Not a number: TypeError;
-   * out of range: RangeError.
+   * out of range: RangeError. Longer is refused as a likely unit mistake: a
+   * lock that must live longer is renewed (`autoRenew`, `using`) or extended.
    */
   ttl?: number;
   /**
@@ -34,6 +35,13 @@ export interface AcquireOptions {
   autoRenew?: boolean;
   /** Draw the fencing number in the acquisition (default true): see {@link Lock.fence}. */
   fenced?: boolean;
+  /**
+   * The caller's own token (a request id, or the token of a lock it holds
+   * on another name), instead of 128 random bits: 1 byte to 64 KiB. Whoever
+   * knows it can release the lock (`releaseToken`): it must be unique to
+   * this owner. Empty or too long: TypeError.
+   */
+  token?: LockName | null;
 }
 
 /** The options of acquireRead and acquireWrite. */
@@ -265,7 +273,7 @@ export declare class Lock implements AsyncDisposable {
   /** The lock's name, as given to acquire. */
   readonly name: LockName;
 
-  /** This acquisition's token (a Buffer): what the key holds while it is ours. */
+  /** This acquisition's token (a Buffer): what the key holds while it is ours (the caller's `token`, else 128 random bits). */
   readonly token: Buffer;
 
   /**

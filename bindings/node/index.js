@@ -120,10 +120,12 @@ function acquireOptions(opts, defaultWait) {
   const wait = opts.wait === undefined || opts.wait === null ? defaultWait : checkNumber(opts.wait, 'wait');
   const signal = opts.signal === undefined || opts.signal === null ? undefined : opts.signal;
   if (signal !== undefined && !isSignal(signal)) throw typeError('signal', 'an AbortSignal', signal);
+  const token = opts.token === undefined || opts.token === null ? undefined : bufferOf(checkName(opts.token, 'token'));
   return {
     ttl,
     wait,
     signal,
+    token,
     autoRenew: checkBoolean(opts.autoRenew, 'autoRenew'),
     fenced: opts.fenced === undefined ? true : checkBoolean(opts.fenced, 'fenced'),
   };
@@ -312,6 +314,7 @@ class Client {
         kind: o.kind || 'lock',
         limit: o.limit || 0,
         permits: o.permits || 0,
+        token: o.token,
       };
       const r = await this.#native.acquire(bufferOf(name), args, cancel);
       if (r instanceof native.Failure) {

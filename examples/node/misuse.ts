@@ -81,6 +81,8 @@ export async function misuse(client: Client, lock: Lock): Promise<void> {
   const opts: AcquireOptions = {
     // @ts-expect-error wait is a number of milliseconds
     wait: '10s',
+    // @ts-expect-error a token is a string or bytes
+    token: 42,
   };
   void [token, fence, held, s, released, fake, timeout, opts, slot, readSide];
 }

@@ -89,7 +89,8 @@ where
     Ok(promise)
 }
 
-/// A TTL in milliseconds: a whole number from 1 to 30 days.
+/// A TTL in milliseconds: a whole number from 1 to 30 days (the core's
+/// limit, [`MAX_TTL`]: a longer one is taken for a unit mistake).
 fn ttl_arg(ms: f64) -> Outcome<Duration> {
     let max = MAX_TTL.as_millis() as f64;
     if ms.is_finite() && ms >= 1.0 && ms <= max && ms.fract() == 0.0 {
@@ -97,7 +98,10 @@ fn ttl_arg(ms: f64) -> Outcome<Duration> {
     }
     Err(Failure::new(
         "OutOfRange",
-        format!("ttl must be a whole number of milliseconds from 1 to {max} (30 days), got {ms}"),
+        format!(
+            "ttl must be a whole number of milliseconds from 1 to {max} (30 days: a longer one is most \
+             likely a unit mistake; a lock that must live longer is renewed, with autoRenew or extend), got {ms}"
+        ),
     ))
 }
 
@@ -142,6 +146,8 @@ pub struct AcquireArgs {
     /// A semaphore's limit and this holder's permits.
     pub limit: f64,
     pub permits: f64,
+    /// The caller's own token; none: 128 random bits.
+    pub token: Option<Either<String, Buffer>>,
 }
 
 impl AcquireArgs {
@@ -342,19 +348,23 @@ impl NativeClient {
         &self,
         env: &'env Env,
         name: Either<String, Buffer>,
-        args: AcquireArgs,
+        mut args: AcquireArgs,
         cancel: Option<&Cancel>,
     ) -> napi::Result<Object<'env>> {
         let client = self.client.clone();
         let name = bytes(name);
+        let token = args.token.take().map(bytes);
         let stopped = cancel.map(Cancel::stopped);
         promise(env, async move {
             let kind = args.kind()?;
-            let opts = AcquireOptions::new(ttl_arg(args.ttl)?)
+            let mut opts = AcquireOptions::new(ttl_arg(args.ttl)?)
                 .wait(wait_arg(args.wait)?)
                 .auto_renew(args.auto_renew)
                 // The shared kinds always draw theirs (as in Python).
                 .fenced(args.fenced || kind != Kind::Lock);
+            if let Some(token) = token {
+                opts = opts.token(token);
+            }
             let acquired = client.acquire_as_async(&name, kind, opts);
             let acquired = match stopped {
                 None => acquired.await,

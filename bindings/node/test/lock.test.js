@@ -130,6 +130,30 @@ test('an unfenced lock: fence is null while held, and throws LockNotOwnedError o
   await server.raw.call('DEL', key);
 });
 
+test("a caller's token: the key holds it, and several names can share it", async () => {
+  const key = keyFor();
+  const lock = await client.acquire(key, { token: 'request-7f3a', fenced: false });
+  assert.deepEqual(lock.token, Buffer.from('request-7f3a'));
+  assert.equal(await server.raw.str('GET', key), 'request-7f3a');
+  assert.equal(await client.tryAcquire(key, { token: 'request-7f3a' }), null, 'a token does not re-enter');
+  const other = await client.acquire(key + ':2', { token: lock.token });
+  assert.equal(await server.raw.str('GET', key + ':2'), 'request-7f3a');
+  await lock.extend(9000);
+  assert.ok((await server.raw.call('PTTL', key)) <= 9000);
+  await lock.release();
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+  assert.equal(await client.releaseToken(key + ':2', 'request-7f3a'), true);
+  await assert.rejects(other.release(), LockNotOwnedError);
+  const bytes = Buffer.from([0x00, 0xff, 0x10]);
+  const binary = await client.acquire(key, { token: new Uint8Array(bytes) });
+  assert.deepEqual(await server.raw.call('GET', key), bytes);
+  assert.deepEqual(binary.token, bytes);
+  await binary.release();
+  const permit = await client.acquireSemaphore(key, { limit: 3, token: 'permit-1' });
+  assert.deepEqual(permit.token, Buffer.from('permit-1'));
+  await permit.release();
+});
+
 test('tryAcquire gives null while another owner holds the lock', async () => {
   const key = keyFor();
   const lock = await client.acquire(key);
@@ -246,6 +270,9 @@ test('bad arguments: the constructor throws TypeError; methods reject with TypeE
     [() => nowhere.acquire('k', { wait: '1s' }), TypeError],
     [() => nowhere.acquire('k', { signal: {} }), TypeError],
     [() => nowhere.acquire('k', { autoRenew: 'yes' }), TypeError],
+    [() => nowhere.acquire('k', { token: '' }), TypeError],
+    [() => nowhere.acquire('k', { token: 42 }), TypeError],
+    [() => nowhere.acquire('k', { token: 'x'.repeat(70000) }), TypeError],
     [() => nowhere.tryAcquire(null), TypeError],
     [() => nowhere.using('k'), TypeError],
     [() => nowhere.using('k', { ttl: 0 }, async () => {}), RangeError],
@@ -265,8 +292,17 @@ test('bad arguments: the constructor throws TypeError; methods reject with TypeE
     assert.ok(e instanceof Class, `${call}: ${e}`);
     assert.match(e.code, /^ERR_(INVALID_ARG_(TYPE|VALUE)|OUT_OF_RANGE)$/, `${call}: ${e.code}`);
   }
+  // The 30-day limit says why, and what to do instead.
+  for (const ttl of [31 * 24 * 3600 * 1000, Math.floor(Number.MAX_SAFE_INTEGER / 10)]) {
+    await assert.rejects(nowhere.acquire('k', { ttl }), (e) => {
+      assert.ok(e instanceof RangeError);
+      assert.match(e.message, /from 1 to 2592000000 \(30 days: a longer one is most likely a unit mistake; .*autoRenew or extend\), got \d+$/);
+      return true;
+    });
+  }
   const lock = await client.acquire(keyFor());
   await assert.rejects(lock.extend(0), RangeError);
+  await assert.rejects(lock.extend(31 * 24 * 3600 * 1000), /30 days/);
   await assert.rejects(lock.extend('1s'), TypeError);
   assert.equal(lock.lost, false);
   await lock.release();
