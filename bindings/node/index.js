@@ -64,16 +64,30 @@ function argError(Class, code, message) {
   return e;
 }
 
+/**
+ * `text` with every password in it replaced by `***`: the password of a URL
+ * (`redis://user:***@host`, whatever the scheme) and a `password=` or
+ * `sentinel_password=` parameter. Every message made here goes through it
+ * (they may show a value the caller gave, such as a URL given where an
+ * array was expected).
+ */
+function redact(text) {
+  return String(text)
+    .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^\s:/@'"`]*):[^\s'"`]*@/gi, '$1:***@')
+    .replace(/(\b(?:sentinel_)?password=)[^&\s'"`]*/gi, '$1***');
+}
+
 function typeError(what, expected, got) {
   const shown = typeof got === 'string' ? JSON.stringify(got) : inspect(got, { depth: 0 });
-  return argError(TypeError, 'ERR_INVALID_ARG_TYPE', `${what} must be ${expected}, got ${shown}`);
+  return argError(TypeError, 'ERR_INVALID_ARG_TYPE', redact(`${what} must be ${expected}, got ${shown}`));
 }
 
 /** The error for a failure the addon reported. */
 function fromFailure(f) {
-  if (f.kind === 'InvalidArgument') return argError(TypeError, 'ERR_INVALID_ARG_VALUE', f.message);
-  if (f.kind === 'OutOfRange') return argError(RangeError, 'ERR_OUT_OF_RANGE', f.message);
-  return new (CLASSES[f.kind] || LockError)(f.message);
+  const message = redact(f.message);
+  if (f.kind === 'InvalidArgument') return argError(TypeError, 'ERR_INVALID_ARG_VALUE', message);
+  if (f.kind === 'OutOfRange') return argError(RangeError, 'ERR_OUT_OF_RANGE', message);
+  return new (CLASSES[f.kind] || LockError)(message);
 }
 
 /** The value of an addon call, or its failure thrown. */
@@ -155,7 +169,7 @@ class Client {
     try {
       this.#native = new native.NativeClient(urls);
     } catch (e) {
-      throw argError(TypeError, 'ERR_INVALID_ARG_VALUE', e.message);
+      throw argError(TypeError, 'ERR_INVALID_ARG_VALUE', redact(e.message));
     }
   }
 
