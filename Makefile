@@ -132,8 +132,10 @@ test-node-run:
 	node bindings/node/build.js --debug
 	cd bindings/node && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		node --test --test-concurrency=1 test/*.test.js
-	test -x $(NODE_TOOLS)/node_modules/.bin/tsc || npm install --silent --no-audit --no-fund --prefix $(NODE_TOOLS) typescript@5 @types/node@20
+	test -x $(NODE_TOOLS)/node_modules/.bin/tsc -a -d $(NODE_TOOLS)/node_modules/ava -a -d $(NODE_TOOLS)/node_modules/ioredis \
+		|| npm install --silent --no-audit --no-fund --prefix $(NODE_TOOLS) typescript@5 @types/node@20 ava@4.3.3 ioredis@4.31.0
 	$(NODE_TOOLS)/node_modules/.bin/tsc -p examples/node/tsconfig.json
+	node bindings/node/test/redlock-suite/run.js
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
 ## Sentinel and on Cluster, C, Python and PHP workers; about 2 minutes):

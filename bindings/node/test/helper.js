@@ -136,18 +136,20 @@ function parse(buf, at) {
 
 /** One redis-server process. */
 class RedisServer {
-  static async start() {
+  /** A server on a free port, with `args` after the harness's own (`--cluster-enabled yes`...). */
+  static async start(args = []) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redislock-node-'));
     for (let attempt = 0; attempt < 20; attempt++) {
-      const s = new RedisServer(dir, await freePort());
+      const s = new RedisServer(dir, await freePort(), args);
       if (await s.launch()) return s;
     }
     throw new Error(`could not start ${serverBin()} on a free port (see ${dir}/redis.log)`);
   }
 
-  constructor(dir, port) {
+  constructor(dir, port, args = []) {
     this.dir = dir;
     this.port = port;
+    this.args = args;
   }
 
   get url() {
@@ -157,7 +159,7 @@ class RedisServer {
   async launch() {
     this.proc = spawn(
       serverBin(),
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--logfile', 'redis.log'],
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--logfile', 'redis.log', ...this.args],
       { stdio: 'ignore' },
     );
     let exited = false;
