@@ -1,8 +1,10 @@
 'use strict';
-// The rest of what node-redlock's own tests check (redlock-suite/run.js runs
-// them) after their first failing assertion, which is all ava reports of a
-// test: in the four tests that fail on `attempts.length === 11`, everything
-// after that count. Here through the same adapter, with no ioredis (the
+// What node-redlock's own tests (redlock-suite/run.js runs them) cannot
+// show: in the four tests that fail on `attempts.length === 11`, the checks
+// after that count (ava reports only a test's first failing check); and
+// that acquire, extend and release reach every Redlock node, which their
+// Redlock tests read as soon as the call resolved at a majority (a race
+// they may lose). Here through the same adapter, with no ioredis (the
 // adapter reads only a client's `options`).
 
 const assert = require('node:assert/strict');
@@ -10,7 +12,7 @@ const { test, before, after } = require('node:test');
 
 const { LockConnectionError } = require('..');
 const { Redlock, ExecutionError, ResourceLockedError } = require('./redlock-suite/adapter');
-const { RedisServer, keyFor, freePort } = require('./helper');
+const { RedisServer, keyFor, freePort, waitUntil } = require('./helper');
 
 let servers;
 /** What the adapter reads of an ioredis client of the server on `port`. */
@@ -115,4 +117,25 @@ test('an "error" event for every vote against, as node-redlock emits them', asyn
   await assert.rejects(lock.extend(20000), /Cannot extend an already-expired lock/);
   await extended.release();
   await assert.rejects(extended.release(), ExecutionError);
+});
+
+test('Redlock: acquire, extend and release reach every node, also the ones after the majority', async () => {
+  const raws = servers.map((s) => s.raw);
+  const every = (what, f) =>
+    waitUntil(what, async () => (await Promise.all(raws.map(f))).every(Boolean));
+  const redlock = new Redlock(servers.map((s) => ioredisOf(s.port)));
+  const key = keyFor('a');
+  let lock = await redlock.acquire([key], 60000);
+  await every('every node to hold the value', async (r) => (await r.str('GET', key)) === lock.value);
+  lock = await lock.extend(180000);
+  await every('every node to be extended', async (r) => (await r.call('PTTL', key)) > 60000);
+  await lock.release();
+  await every('every node to let go', async (r) => (await r.call('EXISTS', key)) === 0);
+  // A minority that refuses: the release is decided by the refusal and one
+  // release, and still reaches the other node.
+  await raws[2].call('SET', key, 'other');
+  lock = await redlock.acquire([key], 60000);
+  await lock.release();
+  await every('both holding nodes to let go', async (r, i) => i === 2 || (await r.call('EXISTS', key)) === 0);
+  assert.equal(await raws[2].str('GET', key), 'other');
 });

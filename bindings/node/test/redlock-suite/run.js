@@ -50,21 +50,38 @@ const WITHIN_LIMIT = 8639998991;
 
 // The tests that fail by design, by run, file and title (each runs as
 // "instance - ..." against one server or three, and as "cluster - ..."
-// against Redis Cluster): why each fails, and the failure ava must report
-// for it (a test that fails for another reason is an unexpected failure).
-// docs/node.md lists them too.
+// against Redis Cluster): why each fails, and whether a failure is the one
+// meant (`failed(outcome, line)`: ava's message for it, and the source line
+// of the failing check). A test that fails otherwise is an unexpected
+// failure. docs/node.md lists them too.
 const TTL_LIMIT = {
   why:
     'asks for a lock of 900,719,925,474,099 ms (about 28,500 years): redislock refuses a TTL over 30 days ' +
     '(a RangeError, which the test rethrows), as a likely unit mistake',
-  failure: 'Test finished without running any assertions',
+  failed: (o) => o.message === 'Test finished without running any assertions',
 };
 const ATTEMPTS = {
   why:
     "counts node-redlock's retries (ExecutionError.attempts.length === 11): redislock waits once, queued " +
     '(handed the lock on release, or retrying over Redlock), for retryCount x retryDelay ms, so attempts ' +
     'has one entry',
-  failure: 'A failed acquisition must have the configured number of retries.',
+  failed: (o) => o.message === 'A failed acquisition must have the configured number of retries.',
+};
+// A test that may pass or fail: it reads every node right after acquire,
+// extend and release resolve, which they do once a majority answered (in
+// node-redlock too). redislock sends a node's command from a worker thread
+// when it has no idle connection to it (the first command, a Cluster): on
+// a busy machine that can be later than the test's read of that node.
+// Only a failure of one of those reads is this one; test/redlock_adapter.test.js
+// checks that every node does get each command.
+const MAJORITY = {
+  why:
+    'reads all three nodes as soon as acquire, extend and release resolve at a majority; redislock may ' +
+    "send a node's command from a worker thread (a Cluster, a first command), after that read on a busy machine",
+  mayPass: true,
+  failed: (o, line) =>
+    ['The lock value was incorrect.', 'The lock expiration was off by more than 200ms'].includes(o.message) ||
+    /^\s*t\.is\(await redis[ABC]\.get\("\{redlock\}[ab]"\), null\);$/.test(line),
 };
 const EXPECTED = {
   published: {
@@ -88,6 +105,10 @@ const EXPECTED = {
       'overlapping multi-locks are exclusive': ATTEMPTS,
     },
     'multi.test.js': {
+      'acquires, extends, and releases a single lock': MAJORITY,
+      // Its acquire and extend need both nodes that can agree; its release
+      // is decided once two nodes answered, one of them the refusing one.
+      'succeeds when a minority of clients fail': MAJORITY,
       'fails when a majority of clients fail': ATTEMPTS,
     },
   },
@@ -193,9 +214,9 @@ function ava(dir, hosts) {
 }
 
 /**
- * ava's TAP report: `tests[file][title]` is { passed, message } (the first
- * failure's message), `strays` the titles of the other failures it reports
- * (errors thrown outside a test, a file that crashed).
+ * ava's TAP report: `tests[file][title]` is { passed, message, line } (the
+ * first failure's message and line), `strays` the titles of the other
+ * failures it reports (errors thrown outside a test, a file that crashed).
  */
 function parseTap(out) {
   const tests = {};
@@ -214,8 +235,10 @@ function parseTap(out) {
     }
     const yaml = block.match(/^ {4}message: (?:[>|]-?\n)?((?:.|\n)*?)\n {4}\S/m);
     const message = yaml ? yaml[1].replace(/\s*\n\s*/g, ' ').trim() : '(no message: see the TAP output)';
+    // "at: 'file://multi.test.js:91:15'": where the failing check is.
+    const at = block.match(/^ {4}at: '?file:\/\/[^:]+:(\d+):/m);
     tests[`${m[1]}.test.js`] ??= {};
-    tests[`${m[1]}.test.js`][m[2]] = { passed, message };
+    tests[`${m[1]}.test.js`][m[2]] = { passed, message, line: at ? Number(at[1]) : 0 };
   }
   return { tests, strays };
 }
@@ -269,14 +292,15 @@ async function main() {
         if (Object.keys(mine).length !== count) {
           runBad.push(`${run}: ${file}: ${Object.keys(mine).length} tests reported, ${count} expected`);
         }
+        const source = fs.readFileSync(path.join(dir, file), 'utf8').split('\n');
         for (const [title, outcome] of Object.entries(mine)) {
           total += 1;
           const expect = expected[file]?.[title.replace(/^(instance|cluster) - /, '')];
-          if (outcome.passed && expect) {
+          if (outcome.passed && expect && !expect.mayPass) {
             runBad.push(`${run}: listed as failing but passes (update EXPECTED and docs/node.md): ${file} › ${title}`);
           } else if (outcome.passed) {
             passed += 1;
-          } else if (expect && outcome.message === expect.failure) {
+          } else if (expect && expect.failed(outcome, source[outcome.line - 1] || '')) {
             listed.push({ test: `${file} › ${title}`, why: expect.why });
           } else {
             runBad.push(`${run}: unexpected failure: ${file} › ${title}: ${outcome.message}`);
