@@ -132,6 +132,9 @@ const TIMING = {
     'a 500 ms lock renewed every third of it while the test sleeps 700 ms',
   'the `using` helper is exclusive': 'a 500 ms lock renewed every third of it while the test sleeps 700 ms',
 };
+const TIMING_NOTE = 'a test with a timing window of its own';
+/** How many times in all a run that only TIMING tests failed is run. */
+const TIMING_TRIES = 3;
 /** How many tests each file has (9 and 3 checks, each against a server and a Cluster). */
 const COUNTS = { 'single.test.js': 18, 'multi.test.js': 6 };
 
@@ -292,50 +295,62 @@ async function main() {
     for (const [run, expected] of Object.entries(EXPECTED)) {
       const dir = path.join(TOOLS, 'redlock-suite', run === 'published' ? 'published' : 'within-limit');
       prepare(dir, run, ts);
-      // Each run starts from empty servers, as upstream's before hooks assume.
-      await Promise.all(servers.map((s) => s.raw.call('FLUSHALL')));
-      const { out, tests, strays } = await ava(dir, hosts);
-      const runBad = [];
-      let passed = 0;
-      let total = 0;
-      const listed = [];
-      for (const [file, count] of Object.entries(COUNTS)) {
-        const mine = tests[file] || {};
-        if (Object.keys(mine).length !== count) {
-          runBad.push(`${run}: ${file}: ${Object.keys(mine).length} tests reported, ${count} expected`);
-        }
-        const source = fs.readFileSync(path.join(dir, file), 'utf8').split('\n');
-        for (const [title, outcome] of Object.entries(mine)) {
-          total += 1;
-          const expect = expected[file]?.[title.replace(/^(instance|cluster) - /, '')];
-          if (outcome.passed && expect && !expect.mayPass) {
-            runBad.push(`${run}: listed as failing but passes (update EXPECTED and docs/node.md): ${file} › ${title}`);
-          } else if (outcome.passed) {
-            passed += 1;
-          } else if (expect && expect.failed(outcome, source[outcome.line - 1] || '')) {
-            listed.push({ test: `${file} › ${title}`, why: expect.why });
-          } else {
-            const racy = TIMING[title.replace(/^(instance|cluster) - /, '')];
-            runBad.push(
-              `${run}: unexpected failure: ${file} › ${title}: ${outcome.message}` +
-                (racy ? ` (a test with a timing window of its own: ${racy})` : ''),
-            );
+      // A run whose only unexpected failures are tests with a timing window
+      // of their own (TIMING) is run again, up to TIMING_TRIES times in all:
+      // a pause of the machine does not come back each time, a fault does.
+      for (let attempt = 1; ; attempt += 1) {
+        // Each run starts from empty servers, as upstream's before hooks assume.
+        await Promise.all(servers.map((s) => s.raw.call('FLUSHALL')));
+        const { out, tests, strays } = await ava(dir, hosts);
+        const runBad = [];
+        let passed = 0;
+        let total = 0;
+        const listed = [];
+        for (const [file, count] of Object.entries(COUNTS)) {
+          const mine = tests[file] || {};
+          if (Object.keys(mine).length !== count) {
+            runBad.push(`${run}: ${file}: ${Object.keys(mine).length} tests reported, ${count} expected`);
+          }
+          const source = fs.readFileSync(path.join(dir, file), 'utf8').split('\n');
+          for (const [title, outcome] of Object.entries(mine)) {
+            total += 1;
+            const expect = expected[file]?.[title.replace(/^(instance|cluster) - /, '')];
+            if (outcome.passed && expect && !expect.mayPass) {
+              runBad.push(`${run}: listed as failing but passes (update EXPECTED and docs/node.md): ${file} › ${title}`);
+            } else if (outcome.passed) {
+              passed += 1;
+            } else if (expect && expect.failed(outcome, source[outcome.line - 1] || '')) {
+              listed.push({ test: `${file} › ${title}`, why: expect.why });
+            } else {
+              const racy = TIMING[title.replace(/^(instance|cluster) - /, '')];
+              runBad.push(
+                `${run}: unexpected failure: ${file} › ${title}: ${outcome.message}` +
+                  (racy ? ` (${TIMING_NOTE}: ${racy})` : ''),
+              );
+            }
           }
         }
-      }
-      const rethrown = listed.filter((l) => l.why === TTL_LIMIT.why).length;
-      const strayOk = strays.filter((t) => STRAYS[run]?.test(t));
-      if (strayOk.length !== strays.length || (STRAYS[run] && strays.length !== rethrown)) {
-        runBad.push(`${run}: ${strays.length} errors reported outside tests (${rethrown} expected):\n  ${strays.join('\n  ')}`);
-      }
-      console.log(`redlock-suite: ${run}: ${passed} of ${total} tests pass; ${listed.length} fail as docs/node.md lists:`);
-      for (const why of new Set(listed.map((l) => l.why))) {
-        const titles = listed.filter((l) => l.why === why).map((l) => l.test);
-        console.log(`  ${titles.length}: ${why}:\n    ${titles.join('\n    ')}`);
-      }
-      if (runBad.length > 0 || process.env.REDLOCK_SUITE_VERBOSE) {
-        console.log(out);
-        bad.push(...runBad);
+        const rethrown = listed.filter((l) => l.why === TTL_LIMIT.why).length;
+        const strayOk = strays.filter((t) => STRAYS[run]?.test(t));
+        if (strayOk.length !== strays.length || (STRAYS[run] && strays.length !== rethrown)) {
+          runBad.push(`${run}: ${strays.length} errors reported outside tests (${rethrown} expected):\n  ${strays.join('\n  ')}`);
+        }
+        console.log(`redlock-suite: ${run}: ${passed} of ${total} tests pass; ${listed.length} fail as docs/node.md lists:`);
+        for (const why of new Set(listed.map((l) => l.why))) {
+          const titles = listed.filter((l) => l.why === why).map((l) => l.test);
+          console.log(`  ${titles.length}: ${why}:\n    ${titles.join('\n    ')}`);
+        }
+        const timingOnly = runBad.length > 0 && runBad.every((b) => b.includes(TIMING_NOTE));
+        if (timingOnly && attempt < TIMING_TRIES) {
+          console.log(`redlock-suite: ${run}: only tests with a timing window of their own failed; again (${attempt + 1} of ${TIMING_TRIES}):`);
+          console.log(`  ${runBad.join('\n  ')}`);
+          continue;
+        }
+        if (runBad.length > 0 || process.env.REDLOCK_SUITE_VERBOSE) {
+          console.log(out);
+          bad.push(...runBad);
+        }
+        break;
       }
     }
     if (bad.length > 0) {
