@@ -52,7 +52,8 @@ class Client(_native.Client):
     """A connection pool for one Redis deployment: ``Client(url)``, or
     ``Client([url, url, url])`` for Redlock over independent servers (a
     majority must agree; fencing numbers are advisory there). Thread-safe;
-    share one per process."""
+    share one per process. ``repr()`` shows the URL without its password;
+    a client is not pickled, and a copy of it is the same client."""
 
     def synchronized(
         self,

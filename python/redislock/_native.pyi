@@ -1,7 +1,7 @@
 """Type stubs of the native module (checked against it by mypy's stubtest)."""
 
 from types import TracebackType
-from typing import Any, Callable, Coroutine, List, Literal, Optional, Type, Union, final
+from typing import Any, Callable, Coroutine, List, Literal, NoReturn, Optional, Type, Union, final
 
 from typing_extensions import disjoint_base
 
@@ -102,6 +102,11 @@ class Client:
     def stats(self) -> Stats: ...
     def doctor(self) -> "Report": ...
     def doctor_async(self) -> Coroutine[Any, Any, "Report"]: ...
+    def __reduce__(self) -> NoReturn:
+        """A client is not pickled (TypeError): open one from its URL in the other process."""
+    def __copy__(self) -> "Client":
+        """The same client: it is immutable and made to be shared."""
+    def __deepcopy__(self, _memo: Any) -> "Client": ...
 
 @final
 class Lock:
@@ -115,7 +120,11 @@ class Lock:
     @property
     def token(self) -> Optional[bytes]: ...
     @property
-    def fence(self) -> Optional[int]: ...
+    def fence(self) -> Optional[int]:
+        """The fencing number of this thread's acquisition, drawn on first access (or in the
+        acquire: ``fenced=True``, semaphores, read-write locks, Redlock). After a release, the
+        number drawn while it was held; LockNotOwned when it was released (or lost) before its
+        fence was drawn. None only before the first acquisition."""
     @property
     def name(self) -> bytes: ...
     def __enter__(self) -> "Lock": ...
@@ -127,6 +136,11 @@ class Lock:
     def release_async(self) -> Coroutine[Any, Any, None]: ...
     def __aenter__(self) -> Coroutine[Any, Any, "Lock"]: ...
     def __aexit__(self, *_exc: Any) -> Coroutine[Any, Any, bool]: ...
+    def __reduce__(self) -> NoReturn:
+        """A Lock is a live handle, not pickled (TypeError): pass its name and token instead."""
+    def __copy__(self) -> NoReturn:
+        """Nor copied (TypeError): one acquisition has one handle."""
+    def __deepcopy__(self, _memo: Any) -> NoReturn: ...
 
 @final
 class Report:

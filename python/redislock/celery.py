@@ -92,6 +92,8 @@ class LockLost(LockError):
 _current: "contextvars.ContextVar[Optional[Lock]]" = contextvars.ContextVar(
     "redislock_celery_lock", default=None
 )
+# By process and a digest of the URL: the URL itself (it may hold a
+# password) is not kept here.
 _clients: Dict[Tuple[int, str], Client] = {}
 _clients_guard = threading.Lock()
 
@@ -115,7 +117,7 @@ def client_for(app: Any) -> Client:
         raise ImproperlyConfigured(
             "redislock.celery: set app.conf.redislock_url (the broker is not Redis)"
         )
-    key = (os.getpid(), url)
+    key = (os.getpid(), hashlib.sha256(url.encode()).hexdigest())
     with _clients_guard:
         client = _clients.get(key)
         if client is None:

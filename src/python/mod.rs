@@ -16,9 +16,11 @@
 mod aio;
 mod doctor;
 mod lost;
+mod redact;
 mod stats;
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -251,10 +253,13 @@ fn wait_arg(timeout: Option<f64>) -> PyResult<Wait> {
 /// `Client([url, url, url])` for Redlock over independent servers (a
 /// majority must agree; fencing numbers are advisory there). Thread-safe;
 /// share one per process. Subclassable: `redislock.Client` is a Python
-/// subclass that adds `synchronized()`.
+/// subclass that adds `synchronized()`. `repr()` shows the URL without its
+/// password; a client is not pickled, and a copy of it is the same client.
 #[pyclass(module = "redislock", frozen, subclass)]
 pub struct Client {
     client: CoreClient,
+    /// The URL, or the Redlock list, without its password (for `repr()`).
+    shown: String,
 }
 
 #[pymethods]
@@ -288,7 +293,14 @@ impl Client {
             builder = builder.node_timeout(seconds(t, "node_timeout")?);
         }
         let client = builder.build().map_err(|e| to_py(py, e))?;
-        Ok(Client { client })
+        let shown = match url.cast::<PyString>() {
+            Ok(_) => redact::redact_url(&urls[0]),
+            Err(_) => {
+                let each: Vec<String> = urls.iter().map(|u| redact::redact_url(u)).collect();
+                format!("[{}]", each.join(", "))
+            }
+        };
+        Ok(Client { client, shown })
     }
 
     /// A lock named `name` (str or bytes). Nothing is sent to Redis until
@@ -425,8 +437,28 @@ impl Client {
         })
     }
 
+    /// The URL without its password: `<redislock.Client redis://user:***@host:6379/0>`.
     fn __repr__(&self) -> String {
-        format!("<redislock.Client {}>", self.client.addr())
+        format!("<redislock.Client {}>", self.shown)
+    }
+
+    /// A client is not pickled: it holds connections (and its URL may hold
+    /// a password). Open one from the URL in the other process.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(
+            "cannot pickle a redislock.Client: it holds connections; \
+             open a Client from its URL in the other process",
+        ))
+    }
+
+    /// The same client: it is immutable and made to be shared (by threads,
+    /// and by the objects that copy.copy() or copy.deepcopy() copies).
+    fn __copy__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __deepcopy__(slf: Py<Self>, _memo: &Bound<'_, PyAny>) -> Py<Self> {
+        slf
     }
 }
 
@@ -471,6 +503,7 @@ impl Client {
             fenced,
             on_lost: Mutex::new(on_lost.map(|f| f.clone().unbind())),
             held: Mutex::new(Vec::new()),
+            released: Arc::new(Mutex::new(Vec::new())),
         })
     }
 }
@@ -490,6 +523,33 @@ struct Held {
     /// without the list's mutex; release waits for those to end.
     lock: Arc<CoreLock>,
 }
+
+/// The fence of an acquisition given back, as `fence` answers it after
+/// the release: for the thread that took it and for the one that released
+/// it (the same one, but for hand-overs between threads).
+struct Released {
+    /// Which acquisition (for the update once the release has it alone).
+    id: u64,
+    threads: [ThreadId; 2],
+    /// None: released before its fence was drawn.
+    fence: Option<u64>,
+}
+
+/// Note the fence of `lock`, the acquisition `id` being released, once the
+/// release has it alone: a fence drawn meanwhile (by another thread's read
+/// that was running) was drawn while it was held.
+fn drawn(released: &Mutex<Vec<Released>>, id: u64, lock: &CoreLock) {
+    if let Some(f) = lock.fence_if_drawn() {
+        let mut released = locked(released);
+        if let Some(r) = released.iter_mut().rev().find(|r| r.id == id) {
+            r.fence = Some(f);
+        }
+    }
+}
+
+/// How many released acquisitions a Lock remembers, the latest of each
+/// thread: a pool's threads come and go, the list does not grow with them.
+const RELEASED_KEPT: usize = 64;
 
 /// A named lock, acquired and released like `threading.Lock`, usable with
 /// `with` and `async with`. One object may be shared by threads: each
@@ -511,6 +571,9 @@ pub struct Lock {
     on_lost: Mutex<Option<Py<PyAny>>>,
     /// Only held for moments, never across a call into the core.
     held: Mutex<Vec<Held>>,
+    /// The fences of the acquisitions released, latest last (see
+    /// [`Released`]); only held for moments.
+    released: Arc<Mutex<Vec<Released>>>,
 }
 
 impl Lock {
@@ -598,12 +661,47 @@ impl Lock {
     }
 
     /// The acquisition `release()` gives back, out of the list (shared
-    /// still, while an extend or owned of another thread runs on it).
-    fn take_held(&self) -> PyResult<Arc<CoreLock>> {
-        let mut held = locked(&self.held);
-        match Lock::pick(&held) {
-            Some(i) => Ok(held.remove(i).lock),
-            None => Err(self.not_held()),
+    /// still, while an extend or owned of another thread runs on it), its
+    /// fence noted for `fence` (drawn so far: [`Lock::drawn`] notes one
+    /// that a call running meanwhile draws).
+    fn take_held(&self) -> PyResult<(Arc<CoreLock>, u64)> {
+        let taken = {
+            let mut held = locked(&self.held);
+            match Lock::pick(&held) {
+                Some(i) => held.remove(i),
+                None => return Err(self.not_held()),
+            }
+        };
+        static RELEASES: AtomicU64 = AtomicU64::new(0);
+        let id = RELEASES.fetch_add(1, Ordering::Relaxed);
+        let me = std::thread::current().id();
+        let mut released = locked(&self.released);
+        released.retain(|r| !r.threads.contains(&me) && !r.threads.contains(&taken.thread));
+        if released.len() >= RELEASED_KEPT {
+            released.remove(0);
+        }
+        released.push(Released {
+            id,
+            threads: [taken.thread, me],
+            fence: taken.lock.fence_if_drawn(),
+        });
+        Ok((taken.lock, id))
+    }
+
+    /// `fence` when this thread holds nothing: the fence of the
+    /// acquisition it last released (or took, when another thread
+    /// released it); None when it released none.
+    fn fence_released(&self) -> PyResult<Option<u64>> {
+        let me = std::thread::current().id();
+        let released = locked(&self.released);
+        match released.iter().rev().find(|r| r.threads.contains(&me)) {
+            None => Ok(None),
+            Some(Released { fence: Some(f), .. }) => Ok(Some(*f)),
+            Some(Released { fence: None, .. }) => Err(LockNotOwned::new_err(format!(
+                "lock {} was released before its fence was drawn: read lock.fence while \
+                 holding it, or take it with client.lock(..., fenced=True)",
+                crate::error::show_key(&self.name)
+            ))),
         }
     }
 
@@ -716,7 +814,7 @@ impl Lock {
     /// Release. Raises LockNotOwned when the lock expired or was taken over
     /// (the new holder's key is left alone), or was not held.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        let mut shared = self.take_held()?;
+        let (mut shared, id) = self.take_held()?;
         let (r, lost) = detached(py, || {
             // Another thread's extend or owned on this acquisition ends
             // within its round trip.
@@ -729,6 +827,7 @@ impl Lock {
                     }
                 }
             };
+            drawn(&self.released, id, &lock);
             deferring(|| lock.release())
         })?;
         fire_all(lost);
@@ -776,17 +875,22 @@ impl Lock {
         })
     }
 
-    /// The fencing number of the current acquisition (int), or None when
-    /// not held: greater than any number handed out before for this name
-    /// to an earlier holder, also across a server restart (at least the
-    /// server's clock in µs, below 2**53). Drawn on first access, with a
-    /// check that the lock is still held (one round trip; `fenced=True`
-    /// draws it in the acquire instead). Raises LockNotOwned when the lock
-    /// expired or was taken over before that.
+    /// The fencing number of the current acquisition (int): greater than
+    /// any number handed out before for this name to an earlier holder,
+    /// also across a server restart (at least the server's clock in µs,
+    /// below 2**53). Drawn on first access, with a check that the lock is
+    /// still held (one round trip; `fenced=True`, semaphores, read-write
+    /// locks and Redlock draw it in the acquire instead). Raises
+    /// LockNotOwned when the lock expired or was taken over before that.
+    ///
+    /// After a release: the number drawn while the acquisition was held
+    /// (this thread's last one); LockNotOwned when it was released before
+    /// its fence was drawn (no number is drawn for a lock not held). None
+    /// only before the first acquisition.
     #[getter]
     fn fence(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         let Some(lock) = self.current() else {
-            return Ok(None);
+            return self.fence_released();
         };
         if let Some(f) = lock.fence_if_drawn() {
             return Ok(Some(f));
@@ -836,11 +940,12 @@ impl Lock {
 
     /// Awaitable `release()`.
     fn release_async<'py>(slf: &Bound<'py, Self>) -> PyResult<Py<aio::Pending>> {
-        let lock = slf.get().take_held()?;
+        let (lock, id) = slf.get().take_held()?;
+        let released = slf.get().released.clone();
         aio::future(slf.py(), async move {
-            sole(lock)
-                .await
-                .release_async()
+            let lock = sole(lock).await;
+            drawn(&released, id, &lock);
+            lock.release_async()
                 .await
                 .map_err(|e| Python::attach(|py| to_py(py, e)))
         })
@@ -855,11 +960,12 @@ impl Lock {
         slf: &Bound<'py, Self>,
         _exc: &Bound<'py, PyTuple>,
     ) -> PyResult<Py<aio::Pending>> {
-        let lock = slf.get().take_held()?;
+        let (lock, id) = slf.get().take_held()?;
+        let released = slf.get().released.clone();
         aio::future(slf.py(), async move {
-            sole(lock)
-                .await
-                .release_async()
+            let lock = sole(lock).await;
+            drawn(&released, id, &lock);
+            lock.release_async()
                 .await
                 .map(|()| false)
                 .map_err(|e| Python::attach(|py| to_py(py, e)))
@@ -882,6 +988,26 @@ impl Lock {
             Err(_) => None,
         };
         drop(f);
+    }
+
+    /// A Lock is a live acquisition handle: it is not pickled. Pass its
+    /// name and token to another process (`client.release_token()`).
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(
+            "cannot pickle a redislock.Lock: it is a live handle; pass its name and token \
+             instead (client.release_token(name, token))",
+        ))
+    }
+
+    /// Nor copied: one acquisition has one handle, released once.
+    fn __copy__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(
+            "cannot copy a redislock.Lock: one acquisition has one handle; share the object",
+        ))
+    }
+
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.__copy__()
     }
 
     fn __repr__(&self) -> String {

@@ -82,10 +82,12 @@ _clients_lock = threading.Lock()
 
 
 class _Local(threading.local):
-    """Per-thread token and acquisition, None in every thread until set."""
+    """Per-thread token and acquisition (and the acquisition last released,
+    for its fence), None in every thread until set."""
 
     token: Optional[bytes] = None
     lock: Optional["redislock.Lock"] = None
+    released: Optional["redislock.Lock"] = None
 
 
 class _Shared(SimpleNamespace):
@@ -93,6 +95,7 @@ class _Shared(SimpleNamespace):
 
     token: Optional[bytes] = None
     lock: Optional["redislock.Lock"] = None
+    released: Optional["redislock.Lock"] = None
 
 
 def _is_ssl(connection_class: Any) -> bool:
@@ -303,6 +306,7 @@ class _Base:
         held = self._held()
         self.local.token = None
         self.local.lock = None
+        self.local.released = held
         return expected, held
 
     def _stores(self, stored: Any, token: bytes) -> bool:
@@ -310,6 +314,12 @@ class _Base:
         if stored is not None and not isinstance(stored, bytes):
             stored = self._encode(stored)
         return bool(stored == token)
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            f"cannot pickle or copy a {type(self).__module__}.{type(self).__name__}: it holds "
+            "live acquisitions; pass its name and token instead"
+        )
 
     def _release_failed(self, e: LockError) -> None:
         """Leaving a ``with`` block whose release failed."""
@@ -321,11 +331,21 @@ class _Base:
 
     @property
     def fence(self) -> Optional[int]:
-        """The fencing number of this thread's acquisition (None when not
-        held): strictly increasing per name, for storage to reject writes
-        from a holder that lost the lock."""
-        held = self._held()
-        return held.fence if held is not None else None
+        """The fencing number of this thread's acquisition: strictly
+        increasing per name, for storage to reject writes from a holder that
+        lost the lock. After a release, the number drawn while it was held;
+        ``LockNotOwnedError`` when it was released (or lost) before its
+        fence was drawn. None before the first acquisition (and for a token
+        set by hand)."""
+        lock = self._held()
+        if lock is None:
+            lock = self.local.released
+            if lock is None or self.local.token is not None:
+                return None
+        try:
+            return lock.fence
+        except redislock.LockError as e:
+            _translate(e, self.name)
 
     @property
     def lost(self) -> bool:

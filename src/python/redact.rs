@@ -1,0 +1,52 @@
+//! URLs as the Python objects show them: without their passwords.
+
+/// `url` with its password replaced by `***`, for a `repr()`: the password
+/// of the user info (`redis://user:***@host:6379/0`; user info without a
+/// `:` is taken for a password: `***@host`), and the value of every query
+/// parameter whose name contains `pass` (`sentinel_password`, a socket's
+/// `pass`). Escaped or not, the password never shows: the user info ends
+/// at the last `@` (a password may hold an unescaped one), and when what
+/// comes before it is not plain user info (an `@` in a query value), all of
+/// it is hidden, more than needed but never less. A URL without `://` is
+/// hidden whole.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(sep) = url.find("://") else {
+        return "***".to_owned();
+    };
+    let (scheme, mut rest) = url.split_at(sep + 3);
+    let mut out = String::from(scheme);
+    if let Some(at) = rest.rfind('@') {
+        let info = &rest[..at];
+        match info.split_once(':') {
+            Some((user, _)) if !info.contains(['/', '?', '#']) => {
+                out.push_str(user);
+                out.push_str(":***@");
+            }
+            _ => out.push_str("***@"),
+        }
+        rest = &rest[at + 1..];
+    }
+    match rest.split_once('?') {
+        None => out.push_str(rest),
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            for (i, param) in query.split('&').enumerate() {
+                if i > 0 {
+                    out.push('&');
+                }
+                let name = param.split_once('=').map_or(param, |(n, _)| n);
+                let decoded: String = url::form_urlencoded::parse(name.as_bytes())
+                    .map(|(k, v)| format!("{k}{v}"))
+                    .collect();
+                if decoded.to_ascii_lowercase().contains("pass") {
+                    out.push_str(name);
+                    out.push_str("=***");
+                } else {
+                    out.push_str(param);
+                }
+            }
+        }
+    }
+    out
+}
