@@ -235,3 +235,23 @@ def test_async_releases_keep_the_fence(client):
         assert permits.fence > 0
 
     asyncio.run(main())
+
+
+def test_the_redis_py_drop_in_keeps_the_fence_after_the_release(server):
+    import redis
+    from redis.exceptions import LockNotOwnedError
+
+    from redislock.compat.redis_py import Lock
+
+    r = redis.Redis(port=server.port)
+    lock = r.lock("compat-kept", timeout=10, lock_class=Lock)
+    assert lock.fence is None
+    assert lock.acquire(blocking=False)
+    drawn = lock.fence
+    lock.release()
+    assert lock.fence == drawn
+    assert lock.acquire(blocking=False)
+    lock.release()
+    with pytest.raises(LockNotOwnedError, match="released before its fence was drawn"):
+        lock.fence
+    r.close()
