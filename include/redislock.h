@@ -679,6 +679,16 @@ enum redislock_status redislock_force_release(const struct redislock_client *cli
                                               bool *removed);
 
 /**
+ * Copy `url` with its password replaced by `***` (the user info's
+ * password, and every query parameter whose name holds `pass`) into `buf`
+ * as UTF-8 (not NUL-terminated), at most `cap` bytes, and return its full
+ * length: call with `cap` 0 to learn the size. What a binding shows of a
+ * URL (a `var_dump`, a log line), the same rule in every language. `url`:
+ * NUL-terminated, borrowed; NULL gives 0.
+ */
+size_t redislock_redact_url(const char *url, char *buf, size_t cap);
+
+/**
  * Copy where the client connects (host:port of each server, for a log
  * line; never a user name or password) into `buf` as UTF-8 (not
  * NUL-terminated), at most `cap` bytes, and return its full length: call

@@ -46,6 +46,7 @@ mod net;
 mod deploy;
 // Opening: URLs and builder settings into a deployment.
 mod config;
+mod redact;
 // Background renewal of held locks, over a deployment.
 mod renew;
 // The public API: the lock handle,
@@ -78,6 +79,7 @@ pub use options::{
     AcquireOptions, Holder, Interrupt, LockInfo, SharedInfo, Wait, DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT, MAX_KEY_LEN, MAX_TTL,
 };
+pub use redact::redact_url;
 pub use stats::{Histogram, Stats, BUCKETS, BUCKET_BOUNDS};
 
 /// A fresh random token like the ones acquire makes: 128 bits from the

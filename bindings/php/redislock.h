@@ -179,6 +179,8 @@ enum redislock_status redislock_force_release(const struct redislock_client *cli
                                               size_t key_len,
                                               bool *removed);
 
+size_t redislock_redact_url(const char *url, char *buf, size_t cap);
+
 size_t redislock_client_addr(const struct redislock_client *client, char *buf, size_t cap);
 
 enum redislock_status redislock_extend_token(const struct redislock_client *client,

@@ -1027,6 +1027,30 @@ pub extern "C" fn redislock_force_release(
     })
 }
 
+/// Copy `url` with its password replaced by `***` (the user info's
+/// password, and every query parameter whose name holds `pass`) into `buf`
+/// as UTF-8 (not NUL-terminated), at most `cap` bytes, and return its full
+/// length: call with `cap` 0 to learn the size. What a binding shows of a
+/// URL (a `var_dump`, a log line), the same rule in every language. `url`:
+/// NUL-terminated, borrowed; NULL gives 0.
+#[no_mangle]
+pub extern "C" fn redislock_redact_url(url: *const c_char, buf: *mut c_char, cap: usize) -> usize {
+    guard(0, || {
+        if url.is_null() {
+            return 0;
+        }
+        // SAFETY: the caller promises a NUL-terminated string when not NULL.
+        let url = unsafe { std::ffi::CStr::from_ptr(url) }.to_string_lossy();
+        let shown = crate::redact_url(&url);
+        if !buf.is_null() && cap > 0 {
+            let n = shown.len().min(cap);
+            // SAFETY: the caller promises `cap` writable bytes at `buf`.
+            unsafe { std::ptr::copy_nonoverlapping(shown.as_ptr(), buf.cast::<u8>(), n) };
+        }
+        shown.len()
+    })
+}
+
 /// Copy where the client connects (host:port of each server, for a log
 /// line; never a user name or password) into `buf` as UTF-8 (not
 /// NUL-terminated), at most `cap` bytes, and return its full length: call

@@ -16,7 +16,6 @@
 mod aio;
 mod doctor;
 mod lost;
-mod redact;
 mod stats;
 
 use std::cell::{Cell, RefCell};
@@ -294,9 +293,9 @@ impl Client {
         }
         let client = builder.build().map_err(|e| to_py(py, e))?;
         let shown = match url.cast::<PyString>() {
-            Ok(_) => redact::redact_url(&urls[0]),
+            Ok(_) => crate::redact_url(&urls[0]),
             Err(_) => {
-                let each: Vec<String> = urls.iter().map(|u| redact::redact_url(u)).collect();
+                let each: Vec<String> = urls.iter().map(|u| crate::redact_url(u)).collect();
                 format!("[{}]", each.join(", "))
             }
         };

@@ -27,7 +27,6 @@ final class Client
     private string $target = '';
 
     /** Redlock (a list of several URLs): the acquire draws the fence at once. */
-    private bool $redlock = false;
 
     /**
      * @param string|list<string> $url redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
@@ -72,36 +71,15 @@ final class Client
      */
     public static function redactUrl(#[\SensitiveParameter] string $url): string
     {
-        $sep = strpos($url, '://');
-        if ($sep === false) {
+        if (str_contains($url, "\0")) {
             return '***';
         }
-        $scheme = substr($url, 0, $sep + 3);
-        $rest = substr($url, $sep + 3);
-        $auth = '';
-        // The last '@': a password may hold an unescaped '@'. When what
-        // comes before it is not plain user info (a '@' in a query value),
-        // all of it is hidden: more than needed, never less.
-        $at = strrpos($rest, '@');
-        if ($at !== false) {
-            $info = substr($rest, 0, $at);
-            $rest = substr($rest, $at + 1);
-            $colon = strpos($info, ':');
-            $auth = ($colon === false || strpbrk($info, '/?#') !== false)
-                ? '***@'
-                : substr($info, 0, $colon) . ':***@';
-        }
-        $q = strpos($rest, '?');
-        if ($q !== false) {
-            $params = [];
-            foreach (explode('&', substr($rest, $q + 1)) as $param) {
-                $eq = strpos($param, '=');
-                $name = $eq === false ? $param : substr($param, 0, $eq);
-                $params[] = str_contains(strtolower(rawurldecode($name)), 'pass') ? "$name=***" : $param;
-            }
-            $rest = substr($rest, 0, $q + 1) . implode('&', $params);
-        }
-        return $scheme . $auth . $rest;
+        // The library's rule, the same in every language.
+        $ffi = FFI::get();
+        $n = $ffi->redislock_redact_url($url, null, 0);
+        $buf = $ffi->new('char[' . max($n, 1) . ']');
+        $ffi->redislock_redact_url($url, $buf, $n);
+        return \FFI::string($buf, $n);
     }
 
     /** @param string|list<string> $url */
@@ -109,7 +87,6 @@ final class Client
     {
         if (is_array($url)) {
             $this->target = '[' . implode(', ', array_map(self::redactUrl(...), array_values($url))) . ']';
-            $this->redlock = count($url) > 1;
         } else {
             $this->target = self::redactUrl($url);
         }
@@ -235,7 +212,7 @@ final class Client
     ): Lock {
         $handle = $this->take($key, $ttlMs, $waitMs, $token, $fenced);
         FFI::checkStatus($handle[0]);
-        $lock = new Lock($handle[1], $key, $fenced || $this->redlock);
+        $lock = new Lock($handle[1], $key);
         if ($autoRenew) {
             $lock->autoRenew();
         }
@@ -308,7 +285,7 @@ final class Client
             return null;
         }
         FFI::checkStatus($status);
-        $lock = new Lock($handle, $key, $fenced || $this->redlock);
+        $lock = new Lock($handle, $key);
         if ($autoRenew) {
             $lock->autoRenew();
         }
@@ -513,6 +490,26 @@ final class Client
     }
 
     /**
+     * Take the lock $key from whoever holds it (this library's holder, or
+     * any string another client stored there) and hand it to the oldest
+     * waiter at once, as a release would: true when a holder was removed,
+     * false when nobody held it. The operator's unlock, for a lock whose
+     * owner is known to be gone (Laravel's forceRelease() uses it); it
+     * breaks mutual exclusion if the owner is still working (its release
+     * then throws LockNotOwned). Fences stay monotonic. Only the plain lock
+     * $key, never a semaphore or read-write lock of that name.
+     *
+     * @throws WrongType for a key of another type (left alone)
+     */
+    public function forceRelease(string $key): bool
+    {
+        $ffi = FFI::get();
+        $out = $ffi->new('bool');
+        FFI::checkStatus($ffi->redislock_force_release($this->handle(), $key, strlen($key), \FFI::addr($out)));
+        return (bool)$out->cdata;
+    }
+
+    /**
      * The fencing number of the lock $key held with $token (no handle
      * needed): the one already drawn for this holder, or one drawn now with
      * a check that $token holds the lock. Null when it does not.
@@ -620,7 +617,7 @@ final class Client
         $out = $ffi->new('redislock_lock*');
         FFI::checkStatus($acquire($ffi, \FFI::addr($out)));
         // A holder of permits or of a side has its fence from the acquire.
-        return new Lock($out, $key, true);
+        return new Lock($out, $key);
     }
 
     private function handle(): \FFI\CData

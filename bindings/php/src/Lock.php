@@ -15,12 +15,8 @@ final class Lock
     /** The fencing number once drawn (kept after the release). */
     private ?int $fence = null;
 
-    /**
-     * @internal made by Client
-     * @param bool $fenced whether the acquire drew the fence (fenced: true, a
-     *                     semaphore's permits, a side of a read-write lock, Redlock)
-     */
-    public function __construct(\FFI\CData $handle, private readonly string $key, private readonly bool $fenced = false)
+    /** @internal made by Client */
+    public function __construct(\FFI\CData $handle, private readonly string $key)
     {
         $this->handle = $handle;
         RequestEnd::track($this);
@@ -44,14 +40,14 @@ final class Lock
 
     /**
      * The handle, taken out of this object (which then holds nothing), with
-     * the fence drawn by the acquire kept for fence() (read from memory:
-     * no round trip).
+     * the fence drawn while it was held (by the acquire, a hand-off or
+     * fence()) kept for fence(): read from memory, no round trip.
      */
     private function letGo(): \FFI\CData
     {
         $handle = $this->handle();
-        if ($this->fence === null && $this->fenced) {
-            $fence = FFI::get()->redislock_lock_fence($handle);
+        if ($this->fence === null) {
+            $fence = FFI::get()->redislock_lock_fence_if_drawn($handle);
             $this->fence = $fence > 0 ? (int)$fence : null;
         }
         $this->handle = null;

@@ -53,6 +53,34 @@ final class LockTest extends TestCase
         $again->release();
     }
 
+    public function testForceReleaseTakesTheLockFromWhoeverHoldsIt(): void
+    {
+        $held = $this->client->acquire('stuck', ttlMs: 600000, fenced: true);
+        $broken = $held->fence();
+        $this->assertTrue($this->client->forceRelease('stuck'));
+        $this->assertFalse($this->raw->get('stuck'));
+        $next = $this->client->acquire('stuck', ttlMs: 10000, fenced: true);
+        $this->assertGreaterThan($broken, $next->fence(), 'fences stay monotonic');
+        try {
+            $held->release();
+            $this->fail('the broken holder released the new owner');
+        } catch (LockNotOwned) {
+        }
+        $this->assertSame($next->token(), $this->raw->get('stuck'));
+        $next->release();
+        $this->assertFalse($this->client->forceRelease('stuck'), 'nobody holds it');
+        $this->raw->set('stuck', 'a foreign value');
+        $this->assertTrue($this->client->forceRelease('stuck'));
+        $this->raw->rPush('stuck', 'x');
+        try {
+            $this->client->forceRelease('stuck');
+            $this->fail('a list was taken for a lock');
+        } catch (\RedisLock\WrongType) {
+        }
+        $this->assertSame(['x'], $this->raw->lRange('stuck', 0, -1));
+        $this->raw->del('stuck');
+    }
+
     public function testBinaryKeysAndTokens(): void
     {
         $key = "bin\0\xff";

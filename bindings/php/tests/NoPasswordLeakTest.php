@@ -378,6 +378,7 @@ final class NoPasswordLeakTest extends TestCase
                 $this->assertInstanceOf(RedisLockStore::class, $store);
                 $lock = $store->lock('leak:laravel', 10);
                 $this->assertTrue($lock->get(), 'the lock connection works');
+                $this->assertNoLeak("a Laravel lock ($redisClient)", $lock);
                 $this->assertNoLeak("the Laravel store ($redisClient)", $store);
                 $this->assertNoLeak('its lock client', $store->lockClient());
                 $this->assertNoLeak('a funnel', $store->funnel('leak:funnel'));

@@ -39,6 +39,9 @@ class Lock extends LaravelLock
     /** Whether this object acquired the lock (its fence is then drawn when asked for). */
     private bool $took = false;
 
+    /** @var \Closure(): \Illuminate\Redis\Connections\Connection Laravel's lock connection */
+    private readonly \Closure $connection;
+
     /**
      * @param Client                                   $client  redislock's client for the lock connection's server
      * @param \Illuminate\Redis\Connections\Connection $redis   Laravel's lock connection: its key prefix and
@@ -50,12 +53,15 @@ class Lock extends LaravelLock
      */
     public function __construct(
         private readonly Client $client,
-        protected $redis,
+        $redis,
         $name,
         $seconds,
         $owner = null,
     ) {
         parent::__construct((string)$name, $seconds, $owner === null ? null : (string)$owner);
+        // Held by a closure: var_dump(), print_r() and var_export() would
+        // show the connection's configuration, passwords included.
+        $this->connection = static fn () => $redis;
         $this->key = self::connectionPrefix($redis) . $this->name;
         $this->token = $redis instanceof PhpRedisConnection ? (string)$redis->pack([$this->owner])[0] : $this->owner;
     }
@@ -139,28 +145,17 @@ class Lock extends LaravelLock
     }
 
     /**
-     * Release the lock whoever holds it. The holder's token is released by
-     * compare-and-delete (so that a redislock waiter gets the lock at
-     * once); a key that keeps changing, or holds something else, is deleted.
+     * Release the lock whoever holds it (this library's holder, Laravel's
+     * own lock, any value under the key), through redislock's forced
+     * release: a redislock process waiting for it is handed it at once, and
+     * fences stay monotonic. A key of another type is left alone.
      *
      * @return void
+     * @throws \RedisLock\WrongType when the key holds another type
      */
     public function forceRelease()
     {
-        for ($try = 0; $try < 3; $try++) {
-            $owner = $this->getCurrentOwner();
-            if ($owner === null || $owner === false) {
-                return;
-            }
-            if (!is_string($owner)) {
-                break;
-            }
-            $token = $this->redis instanceof PhpRedisConnection ? (string)$this->redis->pack([$owner])[0] : $owner;
-            if ($this->client->releaseToken($this->key, $token)) {
-                return;
-            }
-        }
-        $this->redis->del($this->name);
+        $this->client->forceRelease($this->key);
     }
 
     /**
@@ -195,7 +190,7 @@ class Lock extends LaravelLock
      */
     public function getConnectionName()
     {
-        return $this->redis->getName();
+        return $this->redis()->getName();
     }
 
     /**
@@ -205,7 +200,42 @@ class Lock extends LaravelLock
      */
     protected function getCurrentOwner()
     {
-        return $this->redis->get($this->name);
+        return $this->redis()->get($this->name);
+    }
+
+    /**
+     * What var_dump() and print_r() show: the name, owner, TTL and fence;
+     * never the connection (its configuration holds passwords).
+     *
+     * @return array{name: string, owner: string, seconds: int|float, fence: ?int, connection: ?string}
+     */
+    public function __debugInfo(): array
+    {
+        return [
+            'name' => $this->name,
+            'owner' => $this->owner,
+            'seconds' => $this->seconds,
+            'fence' => $this->fence,
+            'connection' => $this->redis()->getName(),
+        ];
+    }
+
+    /** @throws \LogicException always: the lock holds Laravel's connection (use restoreLock($name, $owner)) */
+    public function __serialize(): array
+    {
+        throw new \LogicException('a RedisLock\\Laravel\\Lock cannot be serialized: keep its owner() and use restoreLock()');
+    }
+
+    /** @throws \LogicException always */
+    public function __unserialize(array $data): void
+    {
+        throw new \LogicException('a RedisLock\\Laravel\\Lock cannot be unserialized');
+    }
+
+    /** The lock connection. */
+    private function redis()
+    {
+        return ($this->connection)();
     }
 
     /** Laravel's seconds as redislock's TTL: 0 or less (no expiry) and over 30 days give 30 days. */

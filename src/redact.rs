@@ -1,6 +1,7 @@
-//! URLs as the Python objects show them: without their passwords.
+//! URLs as every binding shows them (a Python `repr`, PHP's `var_dump`,
+//! a log line): without their passwords. One rule for every language.
 
-/// `url` with its password replaced by `***`, for a `repr()`: the password
+/// `url` with its password replaced by `***`, for a `repr()` or a log line: the password
 /// of the user info (`redis://user:***@host:6379/0`; user info without a
 /// `:` is taken for a password: `***@host`), and the value of every query
 /// parameter whose name contains `pass` (`sentinel_password`, a socket's
@@ -9,7 +10,7 @@
 /// comes before it is not plain user info (an `@` in a query value), all of
 /// it is hidden, more than needed but never less. A URL without `://` is
 /// hidden whole.
-pub(crate) fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     let Some(sep) = url.find("://") else {
         return "***".to_owned();
     };
@@ -49,4 +50,34 @@ pub(crate) fn redact_url(url: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_show() {
+        let cases = [
+            ("redis://user:s3cret@h:6379/0", "redis://user:***@h:6379/0"),
+            ("redis://:s3cret@h:6379/0", "redis://:***@h:6379/0"),
+            ("redis://s3cret@h:6379/0", "redis://***@h:6379/0"),
+            ("redis://u:p%40ss@h/0", "redis://u:***@h/0"),
+            ("redis://u:p@ss@h/0", "redis://u:***@h/0"),
+            ("redis://h:6379/0", "redis://h:6379/0"),
+            (
+                "redis+sentinel://a:1,b:2/m?sentinel_password=s3cret&db=2",
+                "redis+sentinel://a:1,b:2/m?sentinel_password=***&db=2",
+            ),
+            (
+                "unix:///run/r.sock?pass=s3cret&db=1",
+                "unix:///run/r.sock?pass=***&db=1",
+            ),
+            ("redis://h/0?x=a@b", "redis://***@b"),
+            ("not a url s3cret", "***"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
 }
