@@ -396,6 +396,21 @@ impl Client {
         stats::to_dict(py, &self.client.stats())
     }
 
+    /// Take the lock `name` from whoever holds it (this library's holder,
+    /// or any string another client stored there) and hand it to the
+    /// oldest waiter at once, as a release would. True when a holder was
+    /// removed, False when nobody held it. The operator's unlock, for a
+    /// lock whose owner is known to be gone: it breaks mutual exclusion if
+    /// the owner is still working (its release then raises LockNotOwned).
+    /// Fences stay monotonic. Only the plain lock `name`, never a semaphore
+    /// or read-write lock; LockWrongType for a key of another type (left
+    /// alone).
+    fn force_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let name = bytes_arg(name, "name")?;
+        let client = &self.client;
+        detached(py, || client.force_release(&name))?.map_err(|e| to_py(py, e))
+    }
+
     /// Release the lock `name` if it holds `token` (no Lock object needed).
     /// False when it does not: expired, or held by another owner.
     fn release_token(

@@ -477,3 +477,34 @@ def test_redlock_over_three_servers(dead_url):
     finally:
         for s in servers:
             s.stop()
+
+
+def test_force_release_hands_a_crashed_holders_lock_to_the_waiter(client, raw):
+    held = client.lock("stuck", ttl=600.0, fenced=True)
+    held.acquire()
+    broken = held.fence
+    result = {}
+
+    def waiter():
+        with client.lock("stuck", ttl=30.0, timeout=60.0) as lock:
+            result["fence"] = lock.fence
+
+    before = client.stats()
+    t = threading.Thread(target=waiter)
+    t.start()
+    wait_until(lambda: queued(raw, "stuck") == 1, what="the waiter to queue")
+    assert client.force_release("stuck")
+    t.join(60)
+    assert not t.is_alive()
+    after = client.stats()
+    assert after["acquired_handed_over"] - before["acquired_handed_over"] == 1, "handed over, not found free"
+    assert result["fence"] > broken, "fences stay monotonic"
+    with pytest.raises(LockNotOwned):
+        held.release()
+    assert not client.force_release("stuck"), "nobody holds it"
+    raw.rpush("stuck", "x")
+    with pytest.raises(LockWrongType):
+        client.force_release("stuck")
+    assert raw.lrange("stuck", 0, -1) == [b"x"]
+    with pytest.raises(ValueError):
+        client.force_release("")
