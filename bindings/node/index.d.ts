@@ -125,6 +125,14 @@ export declare class Client {
   releaseToken(name: LockName, token: LockName): Promise<boolean>;
 
   /**
+   * Take the lock `name` from whoever holds it and hand it to the oldest
+   * waiter at once (the operator's unlock): whether a holder was removed.
+   * It breaks mutual exclusion if the holder is still working. Fences stay
+   * monotonic; a key of another type rejects with LockWrongTypeError.
+   */
+  forceRelease(name: LockName): Promise<boolean>;
+
+  /**
    * What this client did since it was made: counters by name
    * (acquired_at_once, acquired_handed_over, waiters_now, ...) and the
    * `wait` and `held` histograms, in milliseconds.

@@ -275,6 +275,20 @@ class Client {
   }
 
   /**
+   * Take the lock `name` from whoever holds it (this library's holder, or
+   * any string another client stored there) and hand it to the oldest
+   * waiter at once, as a release would: a Promise of whether a holder was
+   * removed. The operator's unlock, for a lock whose owner is known to be
+   * gone; it breaks mutual exclusion if the owner is still working (its
+   * release then rejects with LockNotOwnedError). Fences stay monotonic.
+   * Only the plain lock `name`; LockWrongTypeError for a key of another type.
+   */
+  async forceRelease(name) {
+    checkName(name);
+    return settle(this.#native.forceRelease(bufferOf(name)));
+  }
+
+  /**
    * What this client did since it was made: counters by name
    * (acquired_at_once, acquired_handed_over, waiters_now, ...) and the
    * `wait` and `held` histograms, in milliseconds.

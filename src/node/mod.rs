@@ -396,6 +396,27 @@ impl NativeClient {
         })
     }
 
+    /// Take the lock `name` from whoever holds it (the operator's unlock;
+    /// `Client::force_release`, on a blocking thread of the runtime, never
+    /// on the event loop's): a Promise of whether a holder was removed.
+    #[napi(ts_return_type = "Promise<boolean | Failure>")]
+    pub fn force_release<'env>(
+        &self,
+        env: &'env Env,
+        name: Either<String, Buffer>,
+    ) -> napi::Result<Object<'env>> {
+        let client = self.client.clone();
+        let name = bytes(name);
+        promise(env, async move {
+            let r = tokio::task::spawn_blocking(move || client.force_release(&name))
+                .await
+                .map_err(|e| {
+                    Failure::new("Internal", format!("force_release did not finish: {e}"))
+                })?;
+            Ok(r?)
+        })
+    }
+
     /// The core's checks of every server this client's locks may reach
     /// (`Client::doctor`, which blocks: it runs on a blocking thread of the
     /// runtime, never on the event loop's).

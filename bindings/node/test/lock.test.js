@@ -235,6 +235,25 @@ test('releaseToken releases for a holder in another process', async () => {
   assert.equal(await server.raw.call('EXISTS', key), 0);
 });
 
+test('forceRelease hands a crashed holder\'s lock to the waiter at once, fences keep growing', async () => {
+  const key = keyFor();
+  const crashed = await client.acquire(key, { ttl: 600000, fenced: true });
+  const before = client.stats().acquired_handed_over;
+  const waiting = client.acquire(key, { ttl: 30000, wait: 60000, fenced: true });
+  await waitUntil('the waiter to queue', async () => (await server.raw.call('LLEN', `{${key}}:queue`)) === 1);
+  assert.equal(await client.forceRelease(key), true);
+  const next = await waiting;
+  assert.equal(client.stats().acquired_handed_over - before, 1, 'handed over, not found free by a retry');
+  assert.ok(next.fence > crashed.fence, 'fences stay monotonic');
+  await assert.rejects(crashed.release(), LockNotOwnedError);
+  await next.release();
+  assert.equal(await client.forceRelease(key), false, 'nobody holds it');
+  await server.raw.call('RPUSH', key, 'x');
+  await assert.rejects(client.forceRelease(key), LockWrongTypeError);
+  assert.deepEqual(await server.raw.call('LRANGE', key, '0', '-1'), [Buffer.from('x')]);
+  await assert.rejects(client.forceRelease(''), TypeError);
+});
+
 test('await using releases at the end of the scope', { skip: typeof Symbol.asyncDispose !== 'symbol' }, async () => {
   const key = keyFor();
   const lock = await client.acquire(key);
