@@ -820,6 +820,18 @@ fn take_handle(lock: *mut redislock_lock, what: &str) -> Option<Box<redislock_lo
     Some(unsafe { Box::from_raw(lock) })
 }
 
+/// Copy `bytes` into `buf`, at most `cap` of them (none when `buf` is NULL
+/// or `cap` 0), and return their full length: the size-query convention of
+/// every call that hands out bytes.
+fn copy_out(bytes: &[u8], buf: *mut u8, cap: usize) -> usize {
+    if !buf.is_null() && cap > 0 {
+        let n = bytes.len().min(cap);
+        // SAFETY: the caller promises `cap` writable bytes at `buf`.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, n) };
+    }
+    bytes.len()
+}
+
 /// Copy the lock's token (binary, not NUL-terminated) into `buf`, at most
 /// `cap` bytes, and return its full length: call with `cap` 0 to learn the
 /// size. `lock`: borrowed; NULL gives 0. `buf`: borrowed, may be NULL when
@@ -834,13 +846,7 @@ pub extern "C" fn redislock_lock_token(
         let Ok(l) = non_null(lock, "lock") else {
             return 0;
         };
-        let token = l.lock.token();
-        if !buf.is_null() && cap > 0 {
-            let n = token.len().min(cap);
-            // SAFETY: the caller promises `cap` writable bytes at `buf`.
-            unsafe { std::ptr::copy_nonoverlapping(token.as_ptr(), buf, n) };
-        }
-        token.len()
+        copy_out(l.lock.token(), buf, cap)
     })
 }
 
@@ -1041,13 +1047,7 @@ pub extern "C" fn redislock_redact_url(url: *const c_char, buf: *mut c_char, cap
         }
         // SAFETY: the caller promises a NUL-terminated string when not NULL.
         let url = unsafe { std::ffi::CStr::from_ptr(url) }.to_string_lossy();
-        let shown = crate::redact_url(&url);
-        if !buf.is_null() && cap > 0 {
-            let n = shown.len().min(cap);
-            // SAFETY: the caller promises `cap` writable bytes at `buf`.
-            unsafe { std::ptr::copy_nonoverlapping(shown.as_ptr(), buf.cast::<u8>(), n) };
-        }
-        shown.len()
+        copy_out(crate::redact_url(&url).as_bytes(), buf.cast::<u8>(), cap)
     })
 }
 
@@ -1065,13 +1065,7 @@ pub extern "C" fn redislock_client_addr(
         let Ok(c) = non_null(client, "client") else {
             return 0;
         };
-        let addr = c.client.addr();
-        if !buf.is_null() && cap > 0 {
-            let n = addr.len().min(cap);
-            // SAFETY: the caller promises `cap` writable bytes at `buf`.
-            unsafe { std::ptr::copy_nonoverlapping(addr.as_ptr(), buf.cast::<u8>(), n) };
-        }
-        addr.len()
+        copy_out(c.client.addr().as_bytes(), buf.cast::<u8>(), cap)
     })
 }
 
