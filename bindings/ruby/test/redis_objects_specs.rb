@@ -28,6 +28,17 @@ DIFFERENCES = {
     "a value left by redis-objects before 1.4.2 (an expiry timestamp) is another owner's lock, not read as a time"
 }.freeze
 
+# Specs with a timing window of their own: a lock of 0.1 s checked to
+# exist right after it was taken (a pause of the machine longer than that
+# fails them, whichever Redis::Lock runs). A file whose only unexpected
+# failures are these is run again, up to TIMING_TRIES times in all: a pause
+# does not come back each time, a fault does.
+TIMING = [
+  "Redis should remove the key if lock is held past expiration",
+  "should not manually delete a key with a 'lock' name if finished after expiration"
+].freeze
+TIMING_TRIES = 3
+
 def bacon
   path = ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |d| File.join(d, "bacon") }.find { |f| File.executable?(f) }
   path or abort "redis-objects specs: no bacon on the PATH (Debian: apt-get install ruby-bacon)"
@@ -73,15 +84,23 @@ outputs = [] # bacon's output of the files with an unexpected failure
 [false, true].each do |switch|
   label = switch ? "with redislock's Redis::Lock" : "with redis-objects' own Redis::Lock"
   failed_here = []
+  expected = switch ? DIFFERENCES.keys : []
   SPECS.each do |spec|
-    r = run(spec, switch)
+    r = nil
+    TIMING_TRIES.times do |attempt|
+      r = run(spec, switch)
+      unexpected = r[:failed] - expected
+      break if unexpected.empty? || !(unexpected - TIMING).empty? || attempt == TIMING_TRIES - 1
+
+      puts "redis-objects #{spec} #{label}: only specs with a timing window of their own failed " \
+           "(#{unexpected.join('; ')}); again (#{attempt + 2} of #{TIMING_TRIES})"
+    end
     puts "redis-objects #{spec} #{label}: #{r[:passed]} passed, #{r[:failed].size} failed"
     totals[:passed] += r[:passed]
     totals[:failed] += r[:failed].size
     failed_here.concat(r[:failed])
-    outputs << r[:out] unless (r[:failed] - (switch ? DIFFERENCES.keys : [])).empty?
+    outputs << r[:out] unless (r[:failed] - expected).empty?
   end
-  expected = switch ? DIFFERENCES.keys : []
   (failed_here - expected).each { |name| problems << "#{label}: unexpected failure: #{name}" }
   (expected - failed_here).each { |name| problems << "#{label}: listed as a difference but passed: #{name}" }
   (failed_here & expected).each { |name| puts "  deliberate difference: #{name}: #{DIFFERENCES[name]}" }
