@@ -125,7 +125,8 @@ node: deps
 test-node: deps python-env
 	$(MAKE) --no-print-directory test-node-run
 
-# TypeScript and Node's types, from the npm registry, for the tsc check.
+# TypeScript and Node's types (the tsc check), ava and ioredis (node-redlock's
+# own tests), from the npm registry.
 NODE_TOOLS := target/node-tools
 # Without rebuilding the wheel: test-valkey-run runs this again. The addon
 # is a debug build (quicker to compile; the same code).
