@@ -536,3 +536,110 @@ fn doctor_from_c_with_and_without_valgrind() {
         assert_ok(&out, "tests/c/test_doctor");
     }
 }
+
+/// tests/fake/fake_redis.py --all: a fake Redis serving every kind of
+/// broken reply, each on a port of its own; killed when dropped.
+struct FakeServer {
+    child: std::process::Child,
+    ports: Vec<(String, u16)>,
+}
+
+impl FakeServer {
+    fn start() -> FakeServer {
+        let mut child = Command::new("python3")
+            .arg(root().join("tests/fake/fake_redis.py"))
+            .arg("--all")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 (the fake server)");
+        let stdout = child.stdout.take().unwrap();
+        // Killed on drop from here on, also when reading its ports fails.
+        let mut fake = FakeServer {
+            child,
+            ports: Vec::new(),
+        };
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let line = line.unwrap();
+            if line == "ready" {
+                break;
+            }
+            let (kind, port) = line.split_once(' ').expect("KIND PORT");
+            fake.ports.push((kind.to_string(), port.parse().unwrap()));
+        }
+        assert!(!fake.ports.is_empty(), "the fake server printed no ports");
+        fake
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The fake-server suite (issue 51) from C: every kind of broken reply
+/// tests/fake/fake_redis.py has, a try-acquire and a waiting acquire each,
+/// through tests/c/test_broken_replies.c: no crash, no grant, the right
+/// status, no call past its timeout, no unbounded memory. One process per
+/// kind, all at once: a crash is reported as the crash of its kind. The
+/// fake server uses no real server: skipped in the Valkey pass, which would
+/// only repeat it.
+#[test]
+fn broken_replies_never_grant_from_c() {
+    if std::env::var("REDIS_SERVER").is_ok_and(|s| s.contains("valkey")) {
+        println!("skipped: the fake server uses no real server (REDIS_SERVER is Valkey)");
+        return;
+    }
+    let (prefix, lib) = install();
+    let exe = build_c(prefix.path(), &lib, "test_broken_replies");
+    let table = Command::new(&exe).arg("--table").output().unwrap();
+    assert_ok(&table, "tests/c/test_broken_replies --table");
+    let fake = FakeServer::start();
+    let served: Vec<&str> = fake.ports.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&table.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        served,
+        "the kinds of tests/c/test_broken_replies.c's table and of fake_redis.py differ: \
+         give each new kind its expected outcome"
+    );
+    let children: Vec<_> = fake
+        .ports
+        .iter()
+        .map(|(kind, port)| {
+            let child = Command::new(&exe)
+                .arg(format!("{kind}={port}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (kind, child)
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut checks = 0;
+    for (kind, child) in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match stdout.lines().rev().find(|l| l.contains(" passed, ")) {
+            Some(_) => {
+                let (passed, failed) = verdict(&stdout);
+                checks += passed + failed;
+                if failed > 0 || !out.status.success() {
+                    failures.push(format!("{kind} ({}):\n{stdout}", out.status));
+                }
+            }
+            None => failures.push(format!(
+                "{kind}: the program died ({}; a stack overflow on its 1 MB thread stack?):\n{stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )),
+        }
+    }
+    drop(fake);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checks >= 200, "only {checks} checks ran");
+}
