@@ -129,7 +129,7 @@ def outcome(result, waiting: bool, exc=None) -> str:
         return "server"
     if isinstance(exc, redislock.LockTimeout):
         return "timeout"
-    return f"{type(exc).__name__}: {exc}"
+    return type(exc).__name__
 
 
 def judge(kind, call, result, elapsed, wait):
