@@ -41,7 +41,9 @@
 #define WAIT_MS 300
 #define SLACK_MS 1500
 #define RSS_GROWTH_KB (64 * 1024)
+#ifndef THREAD_STACK
 #define THREAD_STACK (1024 * 1024)
+#endif
 
 /* What a call may end in. */
 enum {
