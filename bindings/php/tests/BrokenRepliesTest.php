@@ -42,8 +42,9 @@ final class BrokenRepliesTest extends TestCase
         'negative_bulk' => self::CONNECTION,
         'negative_array' => self::CONNECTION,
         // The first reply on a connection is a true "held"; the nil sent
-        // after it must never be read as the next command's reply.
-        'reply_twice' => [['not_acquired'], ['timeout', 'connection']],
+        // 5 ms after it must never be read as the next command's reply.
+        // Found at once (when both were read together) it is a protocol error.
+        'reply_twice' => [['not_acquired', 'connection'], ['timeout', 'connection']],
         // A frame before any command is a protocol error; the replies after
         // it say "held".
         'unsolicited' => [['connection'], ['timeout', 'connection']],
