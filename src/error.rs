@@ -146,9 +146,27 @@ pub enum Error {
         message: String,
     },
 
-    /// A bug in redislock (a caught panic or a reply of an unexpected shape).
+    /// A bug in redislock (a caught panic).
     #[error("internal error in redislock (please report it): {0}")]
     Internal(String),
+
+    /// The server (or what stands between it and us) sent what the command
+    /// never answers: a malformed frame, a reply of another type or out of
+    /// range, bytes after the reply, a frame nobody asked for. Nothing was
+    /// taken from it (no lock is granted on such a reply); the connection
+    /// was closed. Its kind is [`ErrorKind::Connection`]: the operation
+    /// failed as on a broken connection.
+    #[error(
+        "Redis at {addr} broke the protocol: {detail} (the connection was closed and nothing \
+         was taken from that reply; is a proxy or another program answering on that port, or \
+         is the server not Redis?)"
+    )]
+    Protocol {
+        /// The server address without credentials.
+        addr: String,
+        /// What came, abridged, and where the command expected what.
+        detail: String,
+    },
 
     /// A release was sent, its reply was lost with the connection, and the
     /// release sent again on a fresh connection found the lock no longer
@@ -226,6 +244,7 @@ impl Error {
             Error::NoQuorum { .. } => ErrorKind::NoQuorum,
             Error::Server { .. } => ErrorKind::Server,
             Error::Internal(_) => ErrorKind::Internal,
+            Error::Protocol { .. } => ErrorKind::Connection,
             Error::Unconfirmed { .. } => ErrorKind::Unconfirmed,
             Error::Unavailable { .. } => ErrorKind::Server,
         }
@@ -245,9 +264,12 @@ impl Error {
         }
     }
 
-    /// A script answered something it never answers.
-    pub(crate) fn unexpected(v: &redis::Value) -> Error {
-        Error::Internal(format!("unexpected reply from a redislock script: {v:?}"))
+    /// `addr` answered `what` with something it never answers.
+    pub(crate) fn unexpected(addr: &str, what: &str, v: &redis::Value) -> Error {
+        Error::Protocol {
+            addr: addr.to_string(),
+            detail: format!("{} in answer to {what}", crate::net::wire::abridged(v)),
+        }
     }
 }
 

@@ -647,25 +647,54 @@ pub(crate) fn set_ifeq(key: &[u8], token: &[u8], ttl_ms: u64) -> redis::Cmd {
     cmd
 }
 
+/// Whether a reply has the shape a command answers, checked by the
+/// transport before anything is taken from it: a reply of another shape
+/// closes the connection and fails the command (see `wire::protocol`).
+pub(crate) type Accepts = fn(&Value) -> bool;
+
 /// A Lua script with its SHA1, sent as EVALSHA with an EVAL fallback.
 pub(crate) struct Script {
+    /// Its name, for errors.
+    pub(crate) name: &'static str,
     pub(crate) source: &'static str,
     pub(crate) sha: String,
     /// How many of [`LockKeys::all`] it takes, from the first.
     pub(crate) nkeys: usize,
+    /// The shape of every reply it gives.
+    pub(crate) accepts: Accepts,
 }
 
 impl Script {
-    pub(crate) fn new(source: &'static str) -> Script {
-        Script::with_keys(source, 4)
+    pub(crate) fn new(name: &'static str, source: &'static str, accepts: Accepts) -> Script {
+        Script::with_keys(name, source, 4, accepts)
     }
 
-    fn with_keys(source: &'static str, nkeys: usize) -> Script {
+    fn with_keys(
+        name: &'static str,
+        source: &'static str,
+        nkeys: usize,
+        accepts: Accepts,
+    ) -> Script {
         Script {
+            name,
             source,
             sha: redis::Script::new(source).get_hash().to_string(),
             nkeys,
+            accepts,
         }
+    }
+
+    /// `v` if it is a reply this script gives, else the protocol error
+    /// that says what came instead.
+    pub(crate) fn checked(&self, v: Value) -> redis::RedisResult<Value> {
+        if (self.accepts)(&v) {
+            return Ok(v);
+        }
+        Err(crate::net::wire::protocol(format!(
+            "{} in answer to the {} script",
+            crate::net::wire::abridged(&v),
+            self.name
+        )))
     }
 
     /// The EVALSHA command for these keys and arguments.
@@ -739,21 +768,21 @@ pub(crate) fn scripts() -> &'static Scripts {
         return unsafe { &*made };
     }
     let fresh = Box::into_raw(Box::new(Scripts {
-        acquire: Script::new(ACQUIRE),
-        enqueue: Script::new(ENQUEUE),
-        cancel: Script::new(CANCEL),
-        release: Script::with_keys(RELEASE, 2),
-        release_queued: Script::with_keys(RELEASE_QUEUED, 3),
-        force_release: Script::with_keys(FORCE_RELEASE, 3),
-        fence: Script::new(FENCE),
-        extend: Script::new(EXTEND),
-        inspect: Script::new(INSPECT),
-        sem_acquire: Script::new(semaphore::SEM_ACQUIRE),
-        sem_release: Script::new(semaphore::SEM_RELEASE),
-        sem_extend: Script::new(semaphore::SEM_EXTEND),
-        sem_fence: Script::new(semaphore::SEM_FENCE),
-        sem_cancel: Script::new(semaphore::SEM_CANCEL),
-        sem_inspect: Script::new(semaphore::SEM_INSPECT),
+        acquire: Script::new("ACQUIRE", ACQUIRE, is_attempt),
+        enqueue: Script::new("ENQUEUE", ENQUEUE, is_attempt),
+        cancel: Script::new("CANCEL", CANCEL, is_fence_or_nil),
+        release: Script::with_keys("RELEASE", RELEASE, 2, is_released),
+        release_queued: Script::with_keys("RELEASE_QUEUED", RELEASE_QUEUED, 3, is_released),
+        force_release: Script::with_keys("FORCE_RELEASE", FORCE_RELEASE, 3, is_forced),
+        fence: Script::new("FENCE", FENCE, is_fence_or_nil),
+        extend: Script::new("EXTEND", EXTEND, is_flag),
+        inspect: Script::new("INSPECT", INSPECT, is_info),
+        sem_acquire: Script::new("SEM_ACQUIRE", semaphore::SEM_ACQUIRE, is_attempt),
+        sem_release: Script::new("SEM_RELEASE", semaphore::SEM_RELEASE, is_released),
+        sem_extend: Script::new("SEM_EXTEND", semaphore::SEM_EXTEND, is_flag),
+        sem_fence: Script::new("SEM_FENCE", semaphore::SEM_FENCE, is_fence_or_nil),
+        sem_cancel: Script::new("SEM_CANCEL", semaphore::SEM_CANCEL, is_fence_or_nil),
+        sem_inspect: Script::new("SEM_INSPECT", semaphore::SEM_INSPECT, is_shared_info),
     }));
     let ptr = std::ptr::null_mut();
     match SCRIPTS.compare_exchange(ptr, fresh, Ordering::AcqRel, Ordering::Acquire) {
@@ -1140,48 +1169,59 @@ pub(crate) enum Attempt {
     },
 }
 
-/// A fence in a script's reply: an integer, or a decimal string.
 /// [`FORCE_RELEASE`]'s reply: (a holder was removed, the lock was handed
 /// to a waiter).
 pub(crate) fn parse_forced(v: &Value) -> Option<(bool, bool)> {
+    let flag = |n: &i64| match n {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    };
     match v {
         Value::Array(a) => match a.as_slice() {
-            [Value::Int(removed), Value::Int(handed)] => Some((*removed == 1, *handed == 1)),
+            [Value::Int(removed), Value::Int(handed)] => Some((flag(removed)?, flag(handed)?)),
             _ => None,
         },
         _ => None,
     }
 }
 
+/// A fence in a script's reply: an integer, or a decimal string (digits
+/// only), never negative.
 pub(crate) fn parse_fence(v: &Value) -> Option<u64> {
     match v {
         Value::Int(f) => u64::try_from(*f).ok(),
-        Value::BulkString(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
+        Value::BulkString(digits)
+            if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) =>
+        {
+            std::str::from_utf8(digits).ok()?.parse().ok()
+        }
         _ => None,
     }
 }
 
+/// ACQUIRE's, ENQUEUE's and SEM_ACQUIRE's reply, read as exactly what
+/// they answer: `{1, fence}` (taken), `{1, fence, 1}` (handed over while
+/// queued), `{0, pttl, holder|nil}` or `{0, pttl, holder|nil, ahead}`
+/// (held). Anything else (another type, another length, another flag, a
+/// negative fence or place) is `None`, and is never a grant.
 pub(crate) fn parse_attempt(v: &Value) -> Option<Attempt> {
-    let items = match v {
-        Value::Array(items) => items,
-        _ => return None,
+    let Value::Array(items) = v else {
+        return None;
     };
-    match (items.first()?, items.get(1)?) {
-        (Value::Int(1), fence) => {
-            let fence = parse_fence(fence)?;
-            match items.get(2) {
-                Some(Value::Int(1)) => Some(Attempt::Handed(fence)),
-                _ => Some(Attempt::Taken(fence)),
-            }
-        }
-        (Value::Int(0), Value::Int(pttl)) => {
-            let holder = match items.get(2) {
-                Some(Value::BulkString(b)) => b.clone(),
-                _ => Vec::new(),
+    match items.as_slice() {
+        [Value::Int(1), fence] => Some(Attempt::Taken(parse_fence(fence)?)),
+        [Value::Int(1), fence, Value::Int(1)] => Some(Attempt::Handed(parse_fence(fence)?)),
+        [Value::Int(0), Value::Int(pttl), holder, rest @ ..] if rest.len() <= 1 => {
+            let holder = match holder {
+                Value::BulkString(b) => b.clone(),
+                Value::Nil => Vec::new(),
+                _ => return None,
             };
-            let ahead = match items.get(3) {
-                Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
-                _ => 0,
+            let ahead = match rest {
+                [] => 0,
+                [Value::Int(n)] => u64::try_from(*n).ok()?,
+                _ => return None,
             };
             Some(Attempt::Held {
                 pttl: *pttl,
@@ -1193,29 +1233,80 @@ pub(crate) fn parse_attempt(v: &Value) -> Option<Attempt> {
     }
 }
 
+/// See [`parse_attempt`].
+pub(crate) fn is_attempt(v: &Value) -> bool {
+    match v {
+        // The uncontended reply, checked without copying anything.
+        Value::Array(items) if items.len() == 2 => {
+            matches!(items[0], Value::Int(1)) && parse_fence(&items[1]).is_some()
+        }
+        _ => parse_attempt(v).is_some(),
+    }
+}
+
+/// The releases' reply: 0 (not the owner), 1 (released), 2 (handed over).
+pub(crate) fn is_released(v: &Value) -> bool {
+    matches!(v, Value::Int(0..=2))
+}
+
+/// EXTEND's reply: 1 (extended) or 0 (not the owner).
+pub(crate) fn is_flag(v: &Value) -> bool {
+    matches!(v, Value::Int(0 | 1))
+}
+
+/// FENCE's and CANCEL's reply: `{fence}`, or nil.
+pub(crate) fn is_fence_or_nil(v: &Value) -> bool {
+    match v {
+        Value::Nil => true,
+        Value::Array(items) => matches!(items.as_slice(), [f] if parse_fence(f).is_some()),
+        _ => false,
+    }
+}
+
+/// See [`parse_forced`].
+pub(crate) fn is_forced(v: &Value) -> bool {
+    parse_forced(v).is_some()
+}
+
+/// See [`parse_info`].
+pub(crate) fn is_info(v: &Value) -> bool {
+    parse_info(v).is_some()
+}
+
+/// See [`parse_shared_info`].
+pub(crate) fn is_shared_info(v: &Value) -> bool {
+    parse_shared_info(v).is_some()
+}
+
+/// `SET … NX … GET`'s reply: nil (taken; only `$-1` reads as nil, see
+/// `resp`) or the holder's token.
+pub(crate) fn is_nil_or_string(v: &Value) -> bool {
+    matches!(v, Value::Nil | Value::BulkString(_))
+}
+
 /// SEM_INSPECT's reply.
 pub(crate) fn parse_shared_info(v: &Value) -> Option<SharedInfo> {
     let Value::Array(items) = v else { return None };
-    let (Value::Array(list), Value::Int(waiters), Value::Int(count)) =
-        (items.first()?, items.get(1)?, items.get(2)?)
-    else {
+    let [Value::Array(list), Value::Int(waiters), Value::Int(count)] = items.as_slice() else {
         return None;
     };
     let mut holders = Vec::with_capacity(list.len());
     for h in list {
         let Value::Array(f) = h else { return None };
-        let (Value::BulkString(token), Value::Int(ms), Value::Int(permits)) =
-            (f.first()?, f.get(1)?, f.get(2)?)
+        let [Value::BulkString(token), Value::Int(ms), Value::Int(permits), fence] = f.as_slice()
         else {
             return None;
         };
+        if !matches!(fence, Value::BulkString(_) | Value::Int(_)) {
+            return None;
+        }
         let permits = u32::try_from(*permits).ok()?;
         holders.push(Holder {
             token: token.clone(),
             ttl: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
             permits: if permits == WRITER { 1 } else { permits },
             writer: permits == WRITER,
-            fence: parse_fence(f.get(3)?).unwrap_or(0),
+            fence: parse_fence(fence).unwrap_or(0),
         });
     }
     Some(SharedInfo {
@@ -1228,9 +1319,14 @@ pub(crate) fn parse_shared_info(v: &Value) -> Option<SharedInfo> {
 /// The INSPECT script's reply.
 pub(crate) fn parse_info(v: &Value) -> Option<LockInfo> {
     let Value::Array(items) = v else { return None };
-    let holder = match items.first()? {
+    let [holder, Value::Int(_), Value::Int(_) | Value::Nil, Value::Int(_)] = items.as_slice()
+    else {
+        return None;
+    };
+    let holder = match holder {
         Value::BulkString(b) => Some(b.clone()),
-        _ => None,
+        Value::Nil => None,
+        _ => return None,
     };
     let int = |i: usize| match items.get(i) {
         Some(Value::Int(n)) => Some(*n),

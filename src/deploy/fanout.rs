@@ -31,9 +31,10 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::net::pool::Pool;
+use crate::net::pool::{checked, Pool};
 use crate::net::retry::{is_dead_connection, is_demoted, needs_rerun};
 use crate::net::wire::Wire;
+use crate::protocol::Accepts;
 use crate::stats::Event;
 use crate::sync::{locked, pid, spawn_quiet};
 
@@ -51,20 +52,28 @@ pub(crate) struct Job {
     packed: Arc<[u8]>,
     /// How long a reply the caller did not wait for is still awaited.
     wait: Duration,
+    /// The command's name and the shape of its replies: another closes
+    /// the connection and counts as the node's failure.
+    name: &'static str,
+    accepts: Accepts,
     /// The command run whole on a worker thread: connecting, EVAL after
     /// NOSCRIPT, again on a fresh connection after a broken one.
     whole: Whole,
 }
 
 impl Job {
+    /// `whole` checks its reply itself (as `Pool::script` does).
     pub(crate) fn new(
         packed: Vec<u8>,
         wait: Duration,
+        (name, accepts): (&'static str, Accepts),
         whole: impl Fn(&Pool) -> Result<Value> + Send + Sync + 'static,
     ) -> Job {
         Job {
             packed: packed.into(),
             wait,
+            name,
+            accepts,
             whole: Arc::new(whole),
         }
     }
@@ -307,10 +316,13 @@ impl Round {
 
     /// What the reply read on a connection the caller's thread sent on
     /// makes of it: the reply, or `None` when the job must run whole.
-    fn settle(s: Sent, r: redis::RedisResult<Value>) -> Option<Result<Value>> {
+    fn settle(job: &Job, s: Sent, r: redis::RedisResult<Value>) -> Option<Result<Value>> {
         let Sent { node, wire, id, .. } = s;
         node.end(id);
-        match r.and_then(|v| v.extract_error()) {
+        let r = r
+            .and_then(|v| v.extract_error())
+            .and_then(|v| checked(v, job.accepts, &[job.name.as_bytes()]));
+        match r {
             Ok(v) => {
                 node.pool.put_wire(wire);
                 Some(Ok(v))
@@ -381,7 +393,7 @@ impl Round {
             fds.swap_remove(k);
             let s = sent.swap_remove(k);
             let (i, node) = (s.i, s.node.clone());
-            match Round::settle(s, r) {
+            match Round::settle(&self.job, s, r) {
                 Some(reply) => got.push((i, reply)),
                 None => redo.push((i, node)),
             }
@@ -404,7 +416,7 @@ impl Round {
             // A reply already here costs no thread.
             if let r @ (Ok(Some(_)) | Err(_)) = s.wire.try_reply() {
                 let (i, node) = (s.i, s.node.clone());
-                match Round::settle(s, r.map(|v| v.unwrap_or(Value::Nil))) {
+                match Round::settle(&self.job, s, r.map(|v| v.unwrap_or(Value::Nil))) {
                     Some(reply) => self.deliver(i, reply, &node),
                     None => self.whole_on_worker(i, node),
                 }
@@ -414,7 +426,7 @@ impl Round {
             run(Box::new(move || {
                 let r = s.wire.reply_by(s.at + round.job.wait);
                 let (i, node) = (s.i, s.node.clone());
-                let reply = match Round::settle(s, r) {
+                let reply = match Round::settle(&round.job, s, r) {
                     Some(reply) => reply,
                     None => (round.job.whole)(&node.pool),
                 };

@@ -31,7 +31,7 @@ use redis::Value;
 use super::fanout::{Decided, Job, Node, Outcome, Round};
 use super::{Deployment, Grant, Granted};
 use crate::error::{show_key, Error, Result};
-use crate::net::pool::Pool;
+use crate::net::pool::{checked, Pool};
 use crate::options::{Holder, Interrupt, LockInfo, SharedInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, Kind, LockKeys, QUEUE_GRACE_MS};
 use crate::stats::{Counters, Gauge};
@@ -277,7 +277,8 @@ fn script_job(
         let script = script();
         script.evalsha_packed(&keys.all()[..script.nkeys], &args)
     };
-    Job::new(packed, wait, move |p: &Pool| {
+    let shape = (script().name, script().accepts);
+    Job::new(packed, wait, shape, move |p: &Pool| {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let script = script();
         p.script_within(wait, script, &keys.all()[..script.nkeys], &args)
@@ -467,7 +468,7 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
                 Some(Attempt::Held { pttl, .. }) => {
                     holder_ttl = Some(holder_ttl.map_or(pttl, |t| t.min(pttl)));
                 }
-                None => return Err(Error::unexpected(v)),
+                None => return Err(Error::unexpected(r.nodes[i].addr(), "ACQUIRE", v)),
             }
         }
     }
@@ -561,11 +562,12 @@ fn force_release(r: &Redlock, keys: &LockKeys) -> Result<bool> {
         last.then_some(Outcome::Released)
     });
     let mut removed = false;
-    for reply in d.replies.iter().flatten() {
+    for (i, reply) in d.replies.iter().enumerate() {
+        let Some(reply) = reply else { continue };
         match reply {
             Ok(v) => match protocol::parse_forced(v) {
-                Some((r, _)) => removed |= r,
-                None => return Err(Error::unexpected(v)),
+                Some((gone, _)) => removed |= gone,
+                None => return Err(Error::unexpected(r.nodes[i].addr(), "FORCE_RELEASE", v)),
             },
             Err(e) if e.kind() == crate::ErrorKind::WrongType => return Err(e.clone()),
             Err(_) => {}
@@ -696,7 +698,13 @@ fn values(
     let job = Job::new(
         protocol::pack(&[b"GET", key]),
         r.command_timeout(),
-        move |p: &Pool| p.with(|con, _| redis::cmd("GET").arg(&k).query(con)),
+        ("GET", protocol::is_nil_or_string),
+        move |p: &Pool| {
+            p.with(|con, _| {
+                let v = redis::cmd("GET").arg(&k).query(con)?;
+                checked(v, protocol::is_nil_or_string, &[b"GET"])
+            })
+        },
     );
     let vals = read(r, key, job, enough)?;
     Ok(vals
@@ -731,13 +739,18 @@ fn inspect_shared(r: &Redlock, keys: &LockKeys) -> Result<SharedInfo> {
     let job = Job::new(
         inspect.evalsha_packed(&keys.all()[..inspect.nkeys], &[]),
         r.command_timeout(),
+        (inspect.name, inspect.accepts),
         move |p: &Pool| p.script(&scripts().sem_inspect, &k.all(), &[], None),
     );
     let replies = read(r, &keys.lock, job, |_| false)?;
     let infos = replies
         .iter()
-        .flatten()
-        .map(|v| protocol::parse_shared_info(v).ok_or_else(|| Error::unexpected(v)))
+        .enumerate()
+        .filter_map(|(i, v)| Some((i, v.as_ref()?)))
+        .map(|(i, v)| {
+            protocol::parse_shared_info(v)
+                .ok_or_else(|| Error::unexpected(r.nodes[i].addr(), "SEM_INSPECT", v))
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut holders: Vec<(Holder, usize)> = Vec::new();
     for h in infos.iter().flat_map(|i| &i.holders) {
@@ -775,13 +788,18 @@ fn inspect(r: &Redlock, keys: &LockKeys) -> Result<LockInfo> {
     let job = Job::new(
         inspect.evalsha_packed(&keys.all()[..inspect.nkeys], &[]),
         r.command_timeout(),
+        (inspect.name, inspect.accepts),
         move |p: &Pool| p.script(&scripts().inspect, &k.all(), &[], None),
     );
     let replies = read(r, &keys.lock, job, |_| false)?;
     let infos = replies
         .iter()
-        .flatten()
-        .map(|v| protocol::parse_info(v).ok_or_else(|| Error::unexpected(v)))
+        .enumerate()
+        .filter_map(|(i, v)| Some((i, v.as_ref()?)))
+        .map(|(i, v)| {
+            protocol::parse_info(v)
+                .ok_or_else(|| Error::unexpected(r.nodes[i].addr(), "INSPECT", v))
+        })
         .collect::<Result<Vec<_>>>()?;
     let waiters = infos.iter().map(|i| i.waiters).max().unwrap_or(0);
     let holder = infos.iter().filter_map(|i| i.holder.as_ref()).find(|h| {

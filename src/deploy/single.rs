@@ -141,6 +141,12 @@ impl<P: Transport> Single<P> {
 
     /// Name the key in a WrongType error, and what it holds (one more round
     /// trip, on this error path only).
+    /// The server answered `what` with what it never answers (the
+    /// transport checks scripts' replies first: this is a second line).
+    fn unexpected(&self, what: &str, v: &Value) -> Error {
+        Error::unexpected(&self.pool.target().addr, what, v)
+    }
+
     async fn with_key(&self, e: Error, key: &[u8]) -> Error {
         match e {
             // The scripts' own errors about the companion keys.
@@ -207,8 +213,13 @@ impl<P: Transport> wait::Server for Single<P> {
         }
     }
 
-    async fn command(&self, cmd: &[&[u8]], key: &[u8]) -> Result<(Value, bool)> {
-        match self.pool.query_resent(cmd).await {
+    async fn command(
+        &self,
+        cmd: &[&[u8]],
+        key: &[u8],
+        accepts: protocol::Accepts,
+    ) -> Result<(Value, bool)> {
+        match self.pool.query_resent(cmd, accepts).await {
             Ok(v) => Ok(v),
             Err(e) => Err(self.with_key(e, key).await),
         }
@@ -298,7 +309,7 @@ impl<P: Transport> Single<P> {
                 self.pool.stats().count(Event::HandoffGiven);
                 Ok(true)
             }
-            other => Err(Error::unexpected(&other)),
+            other => Err(self.unexpected("the release", &other)),
         }
     }
 
@@ -313,8 +324,8 @@ impl<P: Transport> Single<P> {
                 None,
             )
             .await?;
-        let (removed, handed) =
-            protocol::parse_forced(&reply).ok_or_else(|| Error::unexpected(&reply))?;
+        let (removed, handed) = protocol::parse_forced(&reply)
+            .ok_or_else(|| self.unexpected("FORCE_RELEASE", &reply))?;
         if handed {
             self.pool.stats().count(Event::HandoffGiven);
         }
@@ -338,7 +349,7 @@ impl<P: Transport> Single<P> {
                 return match reply {
                     Ok(Value::Okay) => Ok(true),
                     Ok(Value::Nil) => Ok(false),
-                    Ok(other) => Err(Error::unexpected(&other)),
+                    Ok(other) => Err(self.unexpected("SET … IFEQ", &other)),
                     Err(e) => Err(self.with_key(e, &keys.lock).await),
                 };
             }
@@ -357,7 +368,7 @@ impl<P: Transport> Single<P> {
         match reply {
             Value::Int(1) => Ok(true),
             Value::Int(0) => Ok(false),
-            other => Err(Error::unexpected(&other)),
+            other => Err(self.unexpected("EXTEND", &other)),
         }
     }
 
@@ -432,8 +443,8 @@ impl<P: Transport> Single<P> {
             Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])
                 .filter(|&f| f > 0)
                 .map(Some)
-                .ok_or_else(|| Error::unexpected(&reply)),
-            _ => Err(Error::unexpected(&reply)),
+                .ok_or_else(|| self.unexpected("FENCE", &reply)),
+            _ => Err(self.unexpected("FENCE", &reply)),
         }
     }
 
@@ -441,20 +452,20 @@ impl<P: Transport> Single<P> {
         let reply = self
             .script(&scripts().inspect, &keys.lock, &keys.all(), &[], None)
             .await?;
-        protocol::parse_info(&reply).ok_or_else(|| Error::unexpected(&reply))
+        protocol::parse_info(&reply).ok_or_else(|| self.unexpected("INSPECT", &reply))
     }
 
     pub(crate) async fn inspect_shared(&self, keys: &LockKeys) -> Result<SharedInfo> {
         let reply = self
             .script(&scripts().sem_inspect, &keys.lock, &keys.all(), &[], None)
             .await?;
-        protocol::parse_shared_info(&reply).ok_or_else(|| Error::unexpected(&reply))
+        protocol::parse_shared_info(&reply).ok_or_else(|| self.unexpected("SEM_INSPECT", &reply))
     }
 
     pub(crate) async fn is_locked(&self, key: &[u8]) -> Result<bool> {
         match self.pool.query(redis::cmd("EXISTS").arg(key)).await? {
             Value::Int(n) => Ok(n > 0),
-            other => Err(Error::unexpected(&other)),
+            other => Err(self.unexpected("EXISTS", &other)),
         }
     }
 

@@ -47,11 +47,13 @@ pub(super) trait Server {
     ) -> impl Future<Output = Result<Value>> + Send;
 
     /// One command (its arguments) on the node of `key`, saying whether it
-    /// was sent again after a broken connection; errors name `key`.
+    /// was sent again after a broken connection; errors name `key`. A reply
+    /// `accepts` does not take is an [`Error::Protocol`].
     fn command(
         &self,
         cmd: &[&[u8]],
         key: &[u8],
+        accepts: protocol::Accepts,
     ) -> impl Future<Output = Result<(Value, bool)>> + Send;
 
     fn holds(&self, keys: &LockKeys, token: &[u8]) -> impl Future<Output = Result<bool>> + Send;
@@ -100,19 +102,21 @@ pub(super) async fn try_take(
         return match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Ok(Tried::Taken(fence)),
             Some(Attempt::Held { pttl, .. }) => Ok(Tried::Held(pttl)),
-            None => Err(Error::unexpected(&reply)),
+            None => Err(unexpected(server.io(), "SEM_ACQUIRE", &reply)),
         };
     }
     if !fenced && caps.worth_trying(Cap::NxGet) {
         let cmd = protocol::set_nx_get(&keys.lock, token, &ttl);
-        let reply = server.command(&cmd, &keys.lock).await;
+        let reply = server
+            .command(&cmd, &keys.lock, protocol::is_nil_or_string)
+            .await;
         if !caps.refused(Cap::NxGet, &reply) {
             return match reply? {
                 (Value::Nil, _) => Ok(Tried::Taken(0)),
                 // A first sending that took it before its connection broke.
                 (Value::BulkString(holder), true) if holder == token => Ok(Tried::Taken(0)),
                 (Value::BulkString(_), _) => Ok(Tried::Held(-1)),
-                (other, _) => Err(Error::unexpected(&other)),
+                (other, _) => Err(unexpected(server.io(), "SET … NX … GET", &other)),
             };
         }
     }
@@ -129,8 +133,14 @@ pub(super) async fn try_take(
     match protocol::parse_attempt(&reply) {
         Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Ok(Tried::Taken(fence)),
         Some(Attempt::Held { pttl, .. }) => Ok(Tried::Held(pttl)),
-        None => Err(Error::unexpected(&reply)),
+        None => Err(unexpected(server.io(), "ACQUIRE", &reply)),
     }
+}
+
+/// `io`'s server answered `what` with what it never answers (the
+/// transport checks scripts' replies first: this is a second line).
+fn unexpected(io: &impl Transport, what: &str, v: &Value) -> Error {
+    Error::unexpected(&io.target().addr, what, v)
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(25);
@@ -247,8 +257,13 @@ pub(super) async fn acquire(
                     Err(_) => return leave(server, q, e, started).await,
                 }
             }
-            // We may be in the queue (an earlier run put us there).
-            Err(e) if !first => return leave(server, q, e, started).await,
+            // We may be in the queue (an earlier run put us there), or this
+            // run may have put us there before answering what it never
+            // answers: leave it (a queue entry without its waiter would
+            // hold the waiters behind up until it expired).
+            Err(e) if !first || matches!(e, Error::Protocol { .. }) => {
+                return leave(server, q, e, started).await
+            }
             Err(e) => return Err(e),
         };
         first = false;
@@ -301,7 +316,7 @@ pub(super) async fn acquire(
                 (pttl, ahead)
             }
             None => {
-                let e = Error::unexpected(&reply);
+                let e = unexpected(io, "ENQUEUE", &reply);
                 return leave(server, q, e, started).await;
             }
         };
@@ -482,7 +497,7 @@ impl<T: Transport> Drop for Queued<'_, T> {
                     None,
                 )
                 .await
-                .and_then(|reply| parse_cancel(&reply));
+                .and_then(|reply| parse_cancel(&io, &reply));
             match left {
                 Ok(None) => {}
                 // Handed to us as we left: nobody wants it now.
@@ -665,17 +680,17 @@ async fn cancel(
             None,
         )
         .await?;
-    parse_cancel(&reply)
+    parse_cancel(server.io(), &reply)
 }
 
 /// CANCEL's reply: `Some(fence)` when the lock is ours.
-fn parse_cancel(reply: &Value) -> Result<Option<u64>> {
+fn parse_cancel(io: &impl Transport, reply: &Value) -> Result<Option<u64>> {
     match reply {
         Value::Nil => Ok(None),
         Value::Array(items) if items.len() == 1 => protocol::parse_fence(&items[0])
             .map(Some)
-            .ok_or_else(|| Error::unexpected(reply)),
-        _ => Err(Error::unexpected(reply)),
+            .ok_or_else(|| unexpected(io, "CANCEL", reply)),
+        _ => Err(unexpected(io, "CANCEL", reply)),
     }
 }
 

@@ -24,11 +24,13 @@ use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, 
 use crate::error::{Error, Result};
 use crate::net::follow::{role_is_master, still_named};
 use crate::net::hub::{Delivery, Ticket};
+use crate::net::pool::checked;
 use crate::net::pool::Pool;
 use crate::net::retry::{is_dead_connection, is_demoted, Failed, Transient};
+use crate::net::strict;
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::{Detached, Transport};
-use crate::protocol::Script;
+use crate::protocol::{Accepts, Script};
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
@@ -73,6 +75,9 @@ enum Request<'a> {
         retry_args: Option<&'a [&'a [u8]]>,
     },
     Cmd(&'a Cmd),
+    /// A command given as its arguments, whose reply must be one that
+    /// `accepts` takes.
+    Checked(&'a [&'a [u8]], Accepts),
     Pipeline(&'a Pipeline),
 }
 
@@ -197,32 +202,14 @@ impl AsyncPool {
         }
     }
 
+    /// redis-rs's multiplexed connection over a stream read through our
+    /// framer first (see `strict`), with the blocking pool's TLS settings.
     async fn open(&self, info: ConnectionInfo) -> Result<MultiplexedConnection> {
         let t = self.target_ref();
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(t.connect_timeout))
-            .set_response_timeout(Some(t.command_timeout));
-        let client = self.client(info)?;
-        client
-            .get_multiplexed_async_connection_with_config(&config)
+        let config = AsyncConnectionConfig::new().set_response_timeout(Some(t.command_timeout));
+        strict::open(&info, t.tls.as_ref(), t.connect_timeout, config)
             .await
             .map_err(|e| self.0.pool.error(e, true))
-    }
-
-    fn client(&self, info: ConnectionInfo) -> Result<redis::Client> {
-        #[cfg(feature = "tls")]
-        if let Some(tls) = &self.target_ref().tls {
-            // redis-rs builds its TLS settings with the process's default
-            // crypto provider: ours, unless the application chose one.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let certs = redis::TlsCertificates {
-                client_tls: None,
-                root_cert: tls.root_pem.as_ref().map(|p| p.to_vec()),
-            };
-            return redis::Client::build_with_tls(info, certs)
-                .map_err(|e| self.0.pool.error(e, true));
-        }
-        redis::Client::open(info).map_err(|e| self.0.pool.error(e, true))
     }
 
     /// Send `req`; a server in a transient state (loading, busy) is asked
@@ -337,7 +324,12 @@ impl AsyncPool {
     /// usable: the late reply is matched and discarded).
     /// The command was sent: it may have taken effect.
     fn failed(&self, shared: &Shared, e: redis::RedisError) -> Failed {
-        if is_demoted(&e) || (e.is_connection_dropped() && !e.is_timeout()) {
+        // A reply of the wrong shape: whatever sent it is not trusted again.
+        if is_demoted(&e)
+            || (e.is_connection_dropped() && !e.is_timeout())
+            || e.kind() == RedisKind::Parse
+            || strict::is_protocol(&e)
+        {
             self.forget(shared);
         }
         Failed {
@@ -383,6 +375,15 @@ impl AsyncPool {
                 let cmd = (*cmd).clone();
                 blocking(move || pool.with(|con, _| cmd.query(con)).map(|v| (v, false))).await
             }
+            Request::Checked(args, accepts) => {
+                let args = owned(args);
+                let accepts = *accepts;
+                blocking(move || {
+                    let args = borrowed(&args);
+                    crate::net::transport::block_on(Transport::query_resent(&pool, &args, accepts))
+                })
+                .await
+            }
             Request::Pipeline(pipe) => {
                 let pipe = (*pipe).clone();
                 blocking(move || {
@@ -412,14 +413,19 @@ async fn send(
                 (true, Some(again)) => *again,
                 _ => *args,
             };
-            match script.evalsha(keys, args).query_async(&mut con).await {
+            let reply = match script.evalsha(keys, args).query_async(&mut con).await {
                 Err(e) if e.kind() == RedisKind::Server(redis::ServerErrorKind::NoScript) => {
                     script.eval(keys, args).query_async(&mut con).await
                 }
                 r => r,
-            }
+            };
+            reply.and_then(|v| script.checked(v))
         }
         Request::Cmd(cmd) => cmd.query_async(&mut con).await,
+        Request::Checked(args, accepts) => {
+            let reply = crate::protocol::cmd_of(args).query_async(&mut con).await;
+            reply.and_then(|v| checked(v, *accepts, args))
+        }
         Request::Pipeline(pipe) => pipe
             .query_async::<Vec<Value>>(&mut con)
             .await
@@ -538,14 +544,18 @@ impl Transport for AsyncPool {
         self.run(Request::Cmd(cmd)).await.map(|(v, _)| v)
     }
 
-    async fn query_resent(&self, args: &[&[u8]]) -> Result<(Value, bool)> {
-        self.run(Request::Cmd(&crate::protocol::cmd_of(args))).await
+    async fn query_resent(&self, args: &[&[u8]], accepts: Accepts) -> Result<(Value, bool)> {
+        self.run(Request::Checked(args, accepts)).await
     }
 
     async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>> {
         match self.run(Request::Pipeline(pipe)).await? {
             (Value::Array(v), _) => Ok(v),
-            (other, _) => Err(Error::unexpected(&other)),
+            (other, _) => Err(Error::unexpected(
+                &self.target_ref().addr,
+                "a pipeline",
+                &other,
+            )),
         }
     }
 

@@ -27,8 +27,8 @@ use crate::net::retry::{is_dead_connection, is_demoted, transient_state, Failed,
 use crate::net::sentinel::{Lease, Sentinel};
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::Transport;
-use crate::net::wire::{io_reason, is_auth_error, server_message, Wire, UNTRUSTED_HINT};
-use crate::protocol::Script;
+use crate::net::wire::{self, io_reason, is_auth_error, server_message, Wire, UNTRUSTED_HINT};
+use crate::protocol::{Accepts, Script};
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
@@ -678,7 +678,7 @@ impl Pool {
     /// A connection error is counted in the client's statistics.
     pub(crate) fn error(&self, e: redis::RedisError, connecting: bool) -> Error {
         let e = self.translate(e, connecting);
-        if matches!(e, Error::Connection { .. }) {
+        if matches!(e, Error::Connection { .. } | Error::Protocol { .. }) {
             self.stats.count(Event::ConnectionError);
         }
         e
@@ -706,8 +706,22 @@ impl Pool {
                 message: server_message(&e),
             };
         }
+        #[cfg(feature = "tokio")]
+        if crate::net::strict::is_protocol(&e) {
+            return Error::Protocol {
+                addr: t.addr.clone(),
+                detail: e.to_string(),
+            };
+        }
         match e.kind() {
-            RedisKind::Io | RedisKind::Parse | RedisKind::RESP3NotSupported => {
+            RedisKind::Parse => Error::Protocol {
+                addr: t.addr.clone(),
+                detail: match e.detail() {
+                    Some(detail) => detail.to_string(),
+                    None => e.to_string(),
+                },
+            },
+            RedisKind::Io | RedisKind::RESP3NotSupported => {
                 let reason = if e.is_timeout() {
                     String::from("timed out")
                 } else {
@@ -744,6 +758,21 @@ impl Pool {
     }
 }
 
+/// `v` if `accepts` takes it as the reply to the command `args`, else the
+/// protocol error that says what came instead.
+pub(crate) fn checked(v: Value, accepts: Accepts, args: &[&[u8]]) -> redis::RedisResult<Value> {
+    if accepts(&v) {
+        return Ok(v);
+    }
+    let name = args
+        .first()
+        .map_or(String::new(), |n| String::from_utf8_lossy(n).into_owned());
+    Err(wire::protocol(format!(
+        "{} in answer to {name}",
+        wire::abridged(&v)
+    )))
+}
+
 /// One command packed for the wire (see `protocol::pack`); an error reply
 /// is an error, as `Cmd::query` makes it.
 fn send_packed(con: &mut Conn, packed: &[u8]) -> redis::RedisResult<Value> {
@@ -757,12 +786,13 @@ fn run_script(
     keys: &[&[u8]],
     args: &[&[u8]],
 ) -> redis::RedisResult<Value> {
-    match send_packed(con, evalsha) {
+    let reply = match send_packed(con, evalsha) {
         Err(e) if e.kind() == RedisKind::Server(redis::ServerErrorKind::NoScript) => {
             script.eval(keys, args).query(con)
         }
         r => r,
-    }
+    };
+    reply.and_then(|v| script.checked(v))
 }
 
 /// Every method answers on the calling thread; the futures never suspend.
@@ -826,12 +856,12 @@ impl Transport for Arc<Pool> {
         self.with(|con, _| cmd.query(con))
     }
 
-    async fn query_resent(&self, args: &[&[u8]]) -> Result<(Value, bool)> {
+    async fn query_resent(&self, args: &[&[u8]], accepts: Accepts) -> Result<(Value, bool)> {
         let packed = crate::protocol::pack(args);
         let mut resent = false;
         let v = self.with(|con, retried| {
             resent |= retried;
-            send_packed(con, &packed)
+            send_packed(con, &packed).and_then(|v| checked(v, accepts, args))
         })?;
         Ok((v, resent))
     }

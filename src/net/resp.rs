@@ -14,52 +14,66 @@
 
 use redis::{RedisResult, Value};
 
-/// Arrays nested deeper than this are left to redis-rs's parser (which has
-/// its own limit).
-const MAX_DEPTH: usize = 8;
+/// Arrays nested deeper than this are no reply of a command sent here (the
+/// deepest, CLUSTER SLOTS', nests 3): a protocol error, found while framing
+/// without recursion, before any parser could exhaust a thread's stack on
+/// a hostile server's 10,000 levels.
+const MAX_DEPTH: usize = 16;
 
 /// The length of the first complete reply at the start of `buf`, or
 /// `Ok(None)` when more bytes are needed. Bytes that cannot start a RESP2
 /// reply are an error: the connection is out of step and must be closed.
 pub(crate) fn frame(buf: &[u8]) -> RedisResult<Option<usize>> {
     let mut pos = 0;
-    // Replies still to be framed: the first, and the elements of arrays.
-    let mut pending: usize = 1;
-    while pending > 0 {
-        pending -= 1;
+    // Replies still to be framed at each depth of nesting: the first, and
+    // the elements of the arrays it is in.
+    let mut pending = [0usize; MAX_DEPTH + 1];
+    pending[0] = 1;
+    let mut depth = 0;
+    loop {
+        while pending[depth] == 0 {
+            if depth == 0 {
+                return Ok(Some(pos));
+            }
+            depth -= 1;
+        }
+        pending[depth] -= 1;
         let Some(end) = line_end(buf, pos + 1) else {
             return Ok(None);
         };
-        let (kind, line) = (buf[pos], &buf[pos + 1..end]);
+        let (start, kind, line) = (pos, buf[pos], &buf[pos + 1..end]);
         pos = end + 2;
+        let here = |what| malformed(what, &buf[start..]);
         match kind {
             b'+' | b'-' | b':' => {}
             b'$' => {
-                let Ok(len) = usize::try_from(length(line)?) else {
+                let Some(len) = length(line).map_err(here)? else {
                     continue; // nil
                 };
                 let Some(after) = pos.checked_add(len).and_then(|p| p.checked_add(2)) else {
-                    return Err(malformed("a bulk string longer than memory"));
+                    return Err(here("a bulk string longer than memory"));
                 };
                 if buf.len() < after {
                     return Ok(None);
                 }
                 if &buf[after - 2..after] != b"\r\n" {
-                    return Err(malformed("a bulk string longer than its length"));
+                    return Err(here("a bulk string longer than its length"));
                 }
                 pos = after;
             }
-            b'*' => {
-                if let Ok(n) = usize::try_from(length(line)?) {
-                    pending = pending
-                        .checked_add(n)
-                        .ok_or_else(|| malformed("an array longer than memory"))?;
+            b'*' => match length(line).map_err(here)? {
+                Some(0) | None => {}
+                Some(_) if depth == MAX_DEPTH => {
+                    return Err(here("arrays nested deeper than any reply"))
                 }
-            }
-            _ => return Err(malformed("a reply of an unknown type")),
+                Some(n) => {
+                    depth += 1;
+                    pending[depth] = n;
+                }
+            },
+            _ => return Err(here("a reply of an unknown type")),
         }
     }
-    Ok(Some(pos))
 }
 
 /// The value of one reply, `frame` as [`frame`] delimited it.
@@ -80,17 +94,17 @@ fn plain(buf: &[u8], pos: &mut usize, depth: usize) -> Option<Value> {
         b'+' if line == b"OK" => Value::Okay,
         b'+' => Value::SimpleString(std::str::from_utf8(line).ok()?.to_owned()),
         b':' => Value::Int(number(line)?),
-        b'$' => match usize::try_from(number(line)?) {
-            Err(_) => Value::Nil,
-            Ok(len) => {
+        b'$' => match length(line).ok()? {
+            None => Value::Nil,
+            Some(len) => {
                 let bytes = buf.get(*pos..*pos + len)?.to_vec();
                 *pos += len + 2;
                 Value::BulkString(bytes)
             }
         },
-        b'*' if depth < MAX_DEPTH => match usize::try_from(number(line)?) {
-            Err(_) => Value::Nil,
-            Ok(n) => {
+        b'*' if depth <= MAX_DEPTH => match length(line).ok()? {
+            None => Value::Nil,
+            Some(n) => {
                 // Every element takes 3 bytes at least: a bound on what a
                 // hostile length can reserve.
                 let mut items = Vec::with_capacity(n.min(buf.len() / 3));
@@ -132,15 +146,25 @@ fn number(line: &[u8]) -> Option<i64> {
     std::str::from_utf8(line).ok()?.trim().parse().ok()
 }
 
-fn length(line: &[u8]) -> RedisResult<i64> {
-    number(line).ok_or_else(|| malformed("a length that is not a number"))
+/// A bulk string's or an array's length: `None` for the nil reply, whose
+/// length is exactly `-1`. Any other negative length is no reply at all
+/// (redis-rs reads every negative length as nil: a `$-7` would then be the
+/// nil that tells `SET … NX … GET` that the lock was taken).
+fn length(line: &[u8]) -> Result<Option<usize>, &'static str> {
+    match number(line) {
+        Some(-1) if line == b"-1" => Ok(None),
+        Some(n) => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| "a negative length other than -1"),
+        None => Err("a length that is not a number"),
+    }
 }
 
-fn malformed(what: &'static str) -> redis::RedisError {
-    redis::RedisError::from((
-        redis::ErrorKind::Parse,
-        "the server sent what is not RESP2",
-        what.to_string(),
+/// `what` is wrong with the reply that starts `at` (shown abridged).
+fn malformed(what: &str, at: &[u8]) -> redis::RedisError {
+    crate::net::wire::protocol(format!(
+        "{what} (not RESP2): {}",
+        crate::net::wire::abridged_bytes(at)
     ))
 }
 
@@ -264,6 +288,14 @@ mod tests {
             b"$2\r\nabc\r\n",
             b"*1\r\n!3\r\n",
             b"$99999999999999999999999\r\n",
+            // Only -1 is nil: redis-rs reads these as nil too.
+            b"$-7\r\n",
+            b"$-2\r\n",
+            b"*-3\r\n",
+            b"$-1 \r\n",
+            b"*2\r\n:1\r\n$-9\r\n",
+            // Deeper than any reply: framed without recursion, refused.
+            &b"*1\r\n".repeat(10_000),
         ] {
             let e = frame(bad).unwrap_err();
             assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");

@@ -133,8 +133,10 @@ impl Transient {
 /// A connection that must be replaced, after which the command may be sent
 /// again: dropped, or talking to a master that was demoted in a failover
 /// (the command was refused, so it had no effect).
+/// Also a connection found out of step before the command was sent (see
+/// [`is_stale`](crate::net::wire::is_stale)): the command never left.
 pub(crate) fn is_dead_connection(e: &redis::RedisError) -> bool {
-    (e.is_connection_dropped() && !e.is_timeout()) || is_demoted(e)
+    (e.is_connection_dropped() && !e.is_timeout()) || is_demoted(e) || crate::net::wire::is_stale(e)
 }
 
 /// The states in which a server refuses a command for a moment, so that

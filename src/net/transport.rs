@@ -86,7 +86,13 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
     /// One command given as its arguments, routed by the first one after
     /// the command's name, saying whether it was sent again after a broken
     /// connection (the first sending may have taken effect).
-    fn query_resent(&self, args: &[&[u8]]) -> impl Future<Output = Result<(Value, bool)>> + Send;
+    /// The reply must be one `accepts` takes (else the connection is closed
+    /// and the command fails with [`Error::Protocol`](crate::Error::Protocol)).
+    fn query_resent(
+        &self,
+        args: &[&[u8]],
+        accepts: crate::protocol::Accepts,
+    ) -> impl Future<Output = Result<(Value, bool)>> + Send;
 
     /// Commands in one round trip, on the node of the first one's key.
     fn pipeline(&self, pipe: &Pipeline) -> impl Future<Output = Result<Vec<Value>>> + Send;

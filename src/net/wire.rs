@@ -27,10 +27,6 @@ use crate::net::resp;
 pub(crate) struct Tls {
     #[cfg(feature = "tls")]
     config: std::sync::Arc<rustls::ClientConfig>,
-    /// The private roots given, for the async connections (redis-rs builds
-    /// their TLS settings itself).
-    #[cfg(feature = "tls")]
-    pub(crate) root_pem: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 impl Tls {
@@ -44,6 +40,12 @@ impl Tls {
             Some(pem) => Tls::build(Some(pem)),
             None => SYSTEM.get_or_init(|| Tls::build(None)).clone(),
         }
+    }
+
+    /// The settings, for the async connections.
+    #[cfg(all(feature = "tls", feature = "tokio"))]
+    pub(crate) fn client_config(&self) -> std::sync::Arc<rustls::ClientConfig> {
+        self.config.clone()
     }
 
     #[cfg(feature = "tls")]
@@ -89,7 +91,6 @@ impl Tls {
             .with_no_client_auth();
         Ok(Tls {
             config: std::sync::Arc::new(config),
-            root_pem: root_pem.map(|p| std::sync::Arc::new(p.to_vec())),
         })
     }
 }
@@ -301,6 +302,19 @@ pub(crate) struct Wire {
     shortened: bool,
     /// False after an I/O error: a late reply would be taken for the next.
     open: bool,
+    /// Replies the server owes: commands sent and not answered yet. A
+    /// reply when none is owed, or bytes after the last one owed, mean the
+    /// connection is out of step (a reply sent twice, a frame nobody asked
+    /// for): it is closed, never read on.
+    owed: usize,
+    /// The first command goes with a PING whose PONG must come first: a
+    /// frame the server sent before being asked anything is then not taken
+    /// for that command's reply. Set on a connection that had no handshake.
+    fresh: bool,
+    /// The PONG of the first command's PING is still to come.
+    pong_owed: bool,
+    /// Subscribed: the server sends messages unasked.
+    subscribed: bool,
 }
 
 impl Wire {
@@ -358,9 +372,21 @@ impl Wire {
         }
         let count = usize::from(settings.password().is_some()) + usize::from(wire.db != 0);
         if count > 0 {
+            // The handshake's replies come first: a frame the server sent
+            // unasked is read in their place, and is not +OK.
+            wire.fresh = false;
             let replies = wire.exchange(&hello.get_packed_pipeline(), 0, count, deadline)?;
             for reply in replies {
-                reply.extract_error()?;
+                match reply.extract_error()? {
+                    Value::Okay => {}
+                    other => {
+                        wire.open = false;
+                        return Err(protocol(format!(
+                            "{} in answer to AUTH or SELECT",
+                            abridged(&other)
+                        )));
+                    }
+                }
             }
         }
         wire.stream.set_timeouts(Some(timeout), Some(timeout))?;
@@ -376,6 +402,10 @@ impl Wire {
             timeout,
             shortened: false,
             open: true,
+            owed: 0,
+            fresh: true,
+            pong_owed: false,
+            subscribed: false,
         }
     }
 
@@ -407,7 +437,7 @@ impl Wire {
         count: usize,
         deadline: Instant,
     ) -> RedisResult<Vec<Value>> {
-        self.send(bytes)?;
+        self.send(bytes, skip + count)?;
         for _ in 0..skip {
             self.read_by(deadline)?;
         }
@@ -418,55 +448,160 @@ impl Wire {
         Ok(replies)
     }
 
-    /// Write all of `bytes` (std's `write_all` already resumes after EINTR).
-    fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
+    /// Write all of `bytes`, `replies` commands (std's `write_all` already
+    /// resumes after EINTR). A connection that owes no reply must have
+    /// nothing to read: what is there was sent unasked (see [`Wire::owed`]).
+    fn send(&mut self, bytes: &[u8], replies: usize) -> RedisResult<()> {
         if !self.open {
             return Err(io::Error::from(io::ErrorKind::NotConnected).into());
+        }
+        if self.owed == 0 && !self.subscribed {
+            if let Err(e) = self.check_quiet() {
+                self.open = false;
+                return Err(e);
+            }
         }
         if self.shortened {
             self.stream.set_read_timeout(Some(self.timeout))?;
             self.shortened = false;
         }
-        let r = self.stream.write_all(bytes).and_then(|_| loop {
+        let r = if self.fresh {
+            self.fresh = false;
+            self.pong_owed = true;
+            let mut both = Vec::with_capacity(PING.len() + bytes.len());
+            both.extend_from_slice(PING);
+            both.extend_from_slice(bytes);
+            self.owed += 1;
+            self.stream.write_all(&both)
+        } else {
+            self.stream.write_all(bytes)
+        };
+        let r = r.and_then(|_| loop {
             match self.stream.flush() {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 r => break r,
             }
         });
+        self.owed += replies;
         if r.is_err() {
             self.open = false;
         }
         Ok(r?)
     }
 
+    /// Before a command on a connection that owes no reply: nothing may be
+    /// waiting to be read. A closed connection is a dropped one (the
+    /// command is sent again on a fresh one); bytes are a protocol error,
+    /// found before the command was sent.
+    fn check_quiet(&mut self) -> RedisResult<()> {
+        if self.inbox.start == self.inbox.end {
+            // Under TLS what the socket holds is records (a session ticket
+            // is one): only the replies already decrypted are looked at.
+            let Some(fd) = self.poll_fd() else {
+                return Ok(());
+            };
+            let room = self.inbox.room();
+            // SAFETY: `room` is writable memory of `room.len()` bytes that
+            // outlives the call; `fd` is this connection's open socket.
+            let n =
+                unsafe { libc::recv(fd, room.as_mut_ptr().cast(), room.len(), libc::MSG_DONTWAIT) };
+            match n {
+                0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+                n if n < 0 => return Ok(()),
+                n => self.inbox.filled(n as usize),
+            }
+        }
+        let unread = &self.inbox.buf[self.inbox.start..self.inbox.end];
+        Err(protocol(format!("{} {STALE}", abridged_bytes(unread))))
+    }
+
+    /// The next reply in the inbox, if all of it was read, counted against
+    /// what the server owes (see [`Wire::owed`]).
+    fn take(&mut self) -> RedisResult<Option<Value>> {
+        loop {
+            let Some(reply) = self.inbox.take()? else {
+                return Ok(None);
+            };
+            if self.pong_owed {
+                self.pong_owed = false;
+                self.owed = self.owed.saturating_sub(1);
+                // An error reply (LOADING, NOAUTH, …) is the server's answer
+                // to the PING: the command gets its own. (A frame sent
+                // unasked that was one is harmless: the PONG, taken for the
+                // command's reply, is not a reply any command accepts.)
+                if matches!(&reply, Value::SimpleString(s) if s == "PONG")
+                    || matches!(reply, Value::ServerError(_))
+                {
+                    continue;
+                }
+                return Err(protocol(format!(
+                    "{} before any command was sent",
+                    abridged(&reply)
+                )));
+            }
+            if self.subscribed {
+                return Ok(Some(reply));
+            }
+            if self.owed == 0 {
+                return Err(protocol(format!(
+                    "{} when no reply was owed",
+                    abridged(&reply)
+                )));
+            }
+            self.owed -= 1;
+            if self.owed == 0 && self.inbox.start != self.inbox.end {
+                let extra = &self.inbox.buf[self.inbox.start..self.inbox.end];
+                return Err(protocol(format!(
+                    "{} after the reply {}",
+                    abridged_bytes(extra),
+                    abridged(&reply)
+                )));
+            }
+            return Ok(Some(reply));
+        }
+    }
+
     /// One reply (or pushed message) by `deadline`.
     fn read_by(&mut self, deadline: Instant) -> RedisResult<Value> {
-        let r = self.read(Some(deadline));
+        let r = self.read(deadline, true);
         if r.is_err() {
             self.open = false;
         }
         r
     }
 
-    /// The next reply: one already read, else what the socket brings.
-    /// Reads resume after a signal until `deadline` if given (see
-    /// [`Patient`]); without one a signal ends the read (EINTR). Bytes
-    /// read stay in the inbox whatever happens, so that after a timeout
-    /// or a signal the next call goes on where this one stopped.
-    fn read(&mut self, deadline: Option<Instant>) -> RedisResult<Value> {
+    /// The next reply: one already read, else what the socket brings, all
+    /// of it by `deadline` however the server dribbles it (each read after
+    /// the first is bounded by the time left). Reads resume after a signal
+    /// if `patient` (see [`Patient`]); otherwise a signal ends the read
+    /// (EINTR). Bytes read stay in the inbox whatever happens, so that
+    /// after a timeout or a signal the next call goes on where this one
+    /// stopped.
+    fn read(&mut self, deadline: Instant, patient: bool) -> RedisResult<Value> {
+        let mut first = true;
         loop {
-            if let Some(reply) = self.inbox.take()? {
+            if let Some(reply) = self.take()? {
                 return Ok(reply);
             }
+            if !first {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::from(io::ErrorKind::TimedOut).into());
+                }
+                self.stream.set_read_timeout(Some(left))?;
+                self.shortened = true;
+            }
+            first = false;
             let room = self.inbox.room();
-            let n = match deadline {
-                Some(deadline) => Patient {
+            let n = if patient {
+                Patient {
                     stream: &mut self.stream,
                     deadline,
                     shortened: &mut self.shortened,
                 }
-                .read(room)?,
-                None => self.stream.read(room)?,
+                .read(room)?
+            } else {
+                self.stream.read(room)?
             };
             if n == 0 {
                 // The server closed the connection.
@@ -492,7 +627,7 @@ impl Wire {
     /// Send a packed command without reading its reply: the caller reads
     /// it later with [`Wire::try_reply`] or [`Wire::reply_by`].
     pub(crate) fn send_command(&mut self, packed: &[u8]) -> RedisResult<()> {
-        self.send(packed)
+        self.send(packed, 1)
     }
 
     /// The next reply if the bytes that came make one, reading only what
@@ -510,7 +645,7 @@ impl Wire {
         if !self.open {
             return Err(io::Error::from(io::ErrorKind::NotConnected).into());
         }
-        if let Some(reply) = self.inbox.take()? {
+        if let Some(reply) = self.take()? {
             return Ok(Some(reply));
         }
         let Some(fd) = self.poll_fd() else {
@@ -531,7 +666,7 @@ impl Wire {
             }
             n => {
                 self.inbox.filled(n as usize);
-                self.inbox.take()
+                self.take()
             }
         }
     }
@@ -558,7 +693,7 @@ impl Wire {
         self.stream
             .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
         self.shortened = true;
-        match self.read(Some(by)) {
+        match self.read(by, true) {
             Ok(v) => Ok(Some(v)),
             Err(e) if is_timeout(&e) => Ok(None),
             Err(e) => {
@@ -582,7 +717,9 @@ impl Wire {
     fn subscribe_as(&mut self, command: &str, channel: &str) -> RedisResult<()> {
         let cmd = redis::cmd(command).arg(channel).get_packed_command();
         let deadline = Instant::now() + self.timeout;
-        self.send(&cmd)?;
+        // Messages may follow the confirmation at once.
+        self.subscribed = true;
+        self.send(&cmd, 1)?;
         let reply = self.read_by(deadline)?.extract_error()?;
         match reply {
             Value::Array(ref parts) if parts.len() == 3 => Ok(()),
@@ -626,14 +763,14 @@ impl Wire {
             if left.is_zero() {
                 return Ok(None);
             }
-            let r = match self.inbox.take() {
+            let r = match self.take() {
                 Ok(Some(reply)) => Ok(reply),
                 Ok(None) => {
                     self.stream.set_read_timeout(Some(left))?;
                     self.shortened = true;
                     // Uninterruptible reads resume after a signal; the
                     // others return, for the caller to check its interrupt.
-                    self.read((!interruptible).then_some(deadline))
+                    self.read(deadline, !interruptible)
                 }
                 Err(e) => Err(e),
             };
@@ -725,7 +862,7 @@ fn is_timeout(e: &redis::RedisError) -> bool {
 impl ConnectionLike for Wire {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         let deadline = Instant::now() + self.timeout;
-        self.send(cmd)?;
+        self.send(cmd, 1)?;
         self.read_by(deadline)
     }
 
@@ -734,7 +871,7 @@ impl ConnectionLike for Wire {
         let mut packed = std::mem::take(&mut self.outbox);
         packed.clear();
         cmd.write_packed_command(&mut packed);
-        let sent = self.send(&packed);
+        let sent = self.send(&packed, 1);
         if packed.capacity() <= INBOX_KEEP {
             self.outbox = packed;
         }
@@ -795,6 +932,57 @@ fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<TcpStream> {
     Err(last)
 }
 
+/// The PING sent with a connection's first command (see [`Wire::fresh`]).
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+
+/// How a protocol error found before a command was sent ends: the command
+/// had no effect, and goes again on a fresh connection (see [`is_stale`]).
+const STALE: &str = "waiting on a connection that owed no reply (found before sending a command)";
+
+/// A reply the connection cannot take: what came, abridged. The caller
+/// adds which server sent it.
+pub(crate) fn protocol(what: String) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Parse,
+        "protocol error: the server sent",
+        what,
+    ))
+}
+
+/// A protocol error found before the command was sent (see [`STALE`]).
+pub(crate) fn is_stale(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Parse && e.detail().is_some_and(|d| d.ends_with(STALE))
+}
+
+/// A reply as people read it, cut short.
+pub(crate) fn abridged(v: &Value) -> String {
+    cut(format!("{v:?}"))
+}
+
+/// Bytes as people read them (escaped), cut short.
+pub(crate) fn abridged_bytes(b: &[u8]) -> String {
+    let shown = &b[..b.len().min(64)];
+    let mut s = format!("\"{}\"", shown.escape_ascii());
+    if b.len() > shown.len() {
+        s.push_str(&format!("… ({} bytes)", b.len()));
+    }
+    s
+}
+
+fn cut(mut s: String) -> String {
+    const MAX: usize = 120;
+    if s.len() > MAX {
+        let mut end = MAX;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let len = s.len();
+        s.truncate(end);
+        s.push_str(&format!("… ({len} characters)"));
+    }
+    s
+}
+
 fn config_error(what: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, what))
 }
@@ -804,8 +992,17 @@ mod tests {
     use super::*;
     use std::thread;
 
-    /// A connection whose server is the returned socket.
+    /// A connection whose server is the returned socket, past its first
+    /// command (see [`Wire::fresh`]).
     fn pair() -> (Wire, UnixStream) {
+        let (wire, theirs) = fresh_pair();
+        let mut wire = wire;
+        wire.fresh = false;
+        (wire, theirs)
+    }
+
+    /// A connection that has sent nothing yet.
+    fn fresh_pair() -> (Wire, UnixStream) {
         let (ours, theirs) = UnixStream::pair().unwrap();
         let mut wire = Wire::over(Stream::Unix(ours), 0, Duration::from_secs(5));
         wire.set_timeout(Duration::from_secs(5)).unwrap();
@@ -854,18 +1051,123 @@ mod tests {
                 vec![b"+OK\r\n+QUEUED\r\n*1\r\n:1\r\n:4", b"2\r\n"],
             )
         });
+        // The start of a fourth that nobody asked for: the connection is
+        // out of step.
+        let e = wire.req_packed_commands(&cmd, 2, 1).unwrap_err();
+        assert_eq!(e.kind(), redis::ErrorKind::Parse, "{e}");
+        assert!(e.to_string().contains(r#"":4" after the reply"#), "{e}");
+        assert!(!wire.is_open());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_pipeline_s_replies_are_handed_out_in_turn() {
+        let (mut wire, server) = pair();
+        let mut pipe = redis::pipe();
+        pipe.cmd("MULTI").cmd("INCR").arg("k").cmd("EXEC");
+        let cmd = pipe.get_packed_pipeline();
+        let len = cmd.len();
+        let t = thread::spawn(move || {
+            answer(server, len, vec![b"+OK\r\n+QUEUED\r\n*1\r", b"\n:1\r\n"])
+        });
         let v = wire.req_packed_commands(&cmd, 2, 1).unwrap();
         assert_eq!(v, vec![Value::Array(vec![Value::Int(1)])]);
-        // The fourth is the next reply (as a late one would be).
+        assert!(wire.is_open());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_reply_sent_twice_is_never_read_by_the_next_command() {
+        // In one read: the reply is refused with what follows it.
+        let (mut wire, server) = pair();
+        let cmd = packed(redis::cmd("SET").arg("k").arg("t").arg("NX").arg("GET"));
+        let len = cmd.len();
+        let t = thread::spawn(move || answer(server, len, vec![b"$-1\r\n$-1\r\n"]));
+        let e = wire.req_packed_command(&cmd).unwrap_err();
+        assert!(e.to_string().contains("after the reply"), "{e}");
+        assert!(!wire.is_open());
+        t.join().unwrap();
+
+        // Arriving after the reply was read: found before the next command
+        // is sent, which is then never sent on that connection.
+        let (mut wire, mut server) = pair();
+        let t = thread::spawn(move || {
+            let mut s = answer(server, len, vec![b"$-1\r\n"]);
+            thread::sleep(Duration::from_millis(50));
+            s.write_all(b"$-1\r\n").unwrap();
+            s
+        });
+        assert_eq!(wire.req_packed_command(&cmd).unwrap(), Value::Nil);
         let mut server = t.join().unwrap();
-        let ping = packed(&mut redis::cmd("PING"));
-        wire.send(&ping).unwrap();
-        let mut got = vec![0; ping.len()];
-        server.read_exact(&mut got).unwrap();
-        assert_eq!(
-            wire.read_by(Instant::now() + wire.timeout).unwrap(),
-            Value::Int(42)
+        let e = wire.req_packed_command(&cmd).unwrap_err();
+        assert!(is_stale(&e), "{e}");
+        assert!(e.to_string().contains(r#""$-1\r\n""#), "{e}");
+        assert!(!wire.is_open());
+        server.set_nonblocking(true).unwrap();
+        let mut got = [0; 64];
+        assert!(
+            server.read(&mut got).is_err(),
+            "the second command was sent"
         );
+    }
+
+    #[test]
+    fn a_frame_before_the_first_command_is_never_its_reply() {
+        let (mut wire, mut server) = fresh_pair();
+        server.write_all(b"$-1\r\n").unwrap();
+        let cmd = packed(redis::cmd("SET").arg("k").arg("t").arg("NX").arg("GET"));
+        // Already there when the command is to be sent: it is not sent.
+        let e = wire.req_packed_command(&cmd).unwrap_err();
+        assert!(is_stale(&e), "{e}");
+        assert!(!wire.is_open());
+
+        // Arriving after the command left: its PING's PONG must come
+        // first.
+        let (mut wire, server) = fresh_pair();
+        let len = PING.len() + cmd.len();
+        let t =
+            thread::spawn(move || answer(server, len, vec![b"$-1\r\n+PONG\r\n$5\r\nother\r\n"]));
+        let e = wire.req_packed_command(&cmd).unwrap_err();
+        assert!(e.to_string().contains("before any command"), "{e}");
+        t.join().unwrap();
+
+        // A server that answers in turn: the PONG is not the reply.
+        let (mut wire, server) = fresh_pair();
+        let t = thread::spawn(move || answer(server, len, vec![b"+PONG\r\n$5", b"\r\nother\r\n"]));
+        let v = wire.req_packed_command(&cmd).unwrap();
+        assert_eq!(v, Value::BulkString(b"other".to_vec()));
+        assert!(wire.is_open());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_dribbled_reply_ends_at_the_command_timeout() {
+        let (mut wire, server) = pair();
+        wire.set_timeout(Duration::from_millis(300)).unwrap();
+        let cmd = packed(redis::cmd("GET").arg("k"));
+        let len = cmd.len();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let t = thread::spawn(move || {
+            let mut server = answer(server, len, vec![]);
+            for b in b"$20\r\n01234567890123456789\r\n" {
+                if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let _ = server.write_all(&[*b]);
+                thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let started = Instant::now();
+        let e = wire.req_packed_command(&cmd).unwrap_err();
+        let took = started.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(e.is_timeout() || e.to_string().contains("timed out"), "{e}");
+        // 27 bytes at 100 ms would take 2.7 s: each read on its own is
+        // well within the timeout; the whole is not.
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+        assert!(!wire.is_open());
+        t.join().unwrap();
     }
 
     #[test]
@@ -950,6 +1252,7 @@ mod tests {
     #[test]
     fn a_message_cut_by_the_deadline_is_read_whole_next_time() {
         let (mut wire, mut server) = pair();
+        wire.subscribed = true;
         server
             .write_all(b"*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$5\r\nhe")
             .unwrap();
