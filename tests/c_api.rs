@@ -549,6 +549,8 @@ impl FakeServer {
         let mut child = Command::new("python3")
             .arg(root().join("tests/fake/fake_redis.py"))
             .arg("--all")
+            // It exits by itself then, which ends any call still hung on it.
+            .args(["--lifetime", "60"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .spawn()

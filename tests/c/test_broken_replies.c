@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -173,6 +174,7 @@ int main(int argc, char **argv) {
       printf("%s\n", EXPECTED[k].kind);
     return 0;
   }
+  alarm(90); /* a watchdog: SIGALRM ends the program hung anywhere */
   int n = argc - 1;
   struct run *runs = calloc((size_t)(n > 0 ? n : 1), sizeof *runs);
   pthread_t *threads = calloc((size_t)(n > 0 ? n : 1), sizeof *threads);

@@ -45,6 +45,7 @@ CONNECT_TIMEOUT = 1.0
 WAIT = 0.3
 SLACK = 1.5
 RSS_GROWTH_MB = 64
+LIFETIME = 60  # seconds: the fake server's, a watchdog
 
 # What each call may end in, per kind: (try-acquire, waiting acquire).
 # Outcomes: "connection" (LockConnectionError), "server" (LockServerError),
@@ -97,8 +98,10 @@ def rss_kb() -> int:
 
 @pytest.fixture(scope="module")
 def fake():
-    """One fake server process, one port per kind: {kind: port}."""
-    proc = subprocess.Popen([sys.executable, FAKE, "--all"], stdout=subprocess.PIPE,
+    """One fake server process, one port per kind: {kind: port}. It exits
+    by itself after LIFETIME seconds, which ends any call still hung on it."""
+    proc = subprocess.Popen([sys.executable, FAKE, "--all", "--lifetime", str(LIFETIME)],
+                            stdout=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True)
     try:
         ports = {}

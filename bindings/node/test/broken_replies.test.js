@@ -113,7 +113,8 @@ let rssGrowth;
 
 before(async () => {
   if (SKIP) return;
-  fake = spawn('python3', [FAKE, '--all'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // --lifetime: it exits by itself then, which ends any call still hung on it.
+  fake = spawn('python3', [FAKE, '--all', '--lifetime', '60'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const ports = {};
   for await (const line of readline.createInterface({ input: fake.stdout })) {
     if (line.trim() === 'ready') break;

@@ -74,6 +74,7 @@ final class BrokenRepliesTest extends TestCase
             return (int)$m[1];
         };
         [, $kind, $url, $wait] = $argv;
+        pcntl_alarm(90); // a watchdog: SIGALRM ends a child hung anywhere
         $before = $rss();
         $client = new RedisLock\Client($url);
         $calls = [];
@@ -132,7 +133,8 @@ final class BrokenRepliesTest extends TestCase
         }
         self::$results = []; // made once: a failure to make them fails every test
         self::$listed = preg_split('/\s+/', trim((string)shell_exec('python3 ' . escapeshellarg(self::fake()) . ' --list')));
-        $server = proc_open(['python3', self::fake(), '--all'], [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w']], $pipes);
+        // --lifetime: it exits by itself then, which ends any call still hung on it.
+        $server = proc_open(['python3', self::fake(), '--all', '--lifetime', '60'], [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w']], $pipes);
         self::assertIsResource($server);
         $results = [];
         try {

@@ -165,7 +165,8 @@ class TestBrokenReplies < Minitest::Test
       listed = IO.popen(["python3", FAKE, "--list"], &:read).split
       before = rss_kb
       out = {}
-      io = IO.popen(["python3", FAKE, "--all"], in: File::NULL)
+      # --lifetime: it exits by itself then, which ends any call still hung on it.
+      io = IO.popen(["python3", FAKE, "--all", "--lifetime", "60"], in: File::NULL)
       begin
         ports = {}
         io.each_line do |line|
