@@ -9,7 +9,8 @@
 //! [`transport`] is what a deployment asks of its connections; [`retry`]
 //! says when a command runs again; [`pool`] (blocking) and `async_pool` (tokio) answer it, lending
 //! connections to threads and tasks and forgetting a parent's after
-//! `fork()`. Each module uses only those named before it, so there is no
+//! `fork()`; `strict` puts the async connections' bytes through [`resp`]
+//! first. Each module uses only those named before it, so there is no
 //! circle. Above this layer the deployments decide what to send; below it
 //! there is only the protocol's script type and message layout.
 
@@ -22,6 +23,8 @@ pub(crate) mod pool;
 pub(crate) mod resp;
 pub(crate) mod retry;
 pub(crate) mod sentinel;
+#[cfg(feature = "tokio")]
+pub(crate) mod strict;
 pub(crate) mod target;
 pub(crate) mod transport;
 pub(crate) mod wire;
