@@ -143,9 +143,6 @@ class Reader:
             args.append(self._exact(int(head[1:])))
         return args
 
-    def pending(self) -> bool:
-        return bool(self.buf)
-
 
 class Server:
     def __init__(self, kind: str):
