@@ -33,7 +33,17 @@ pub(crate) struct Strict<S> {
     owed: usize,
     /// Why the connection broke, once it did.
     broken: Option<String>,
+    /// A PING still to write before the first command (as `Wire` sends
+    /// one): its PONG must be the first reply, and is not handed on, so
+    /// that a frame the server sent unasked is never the first command's
+    /// reply.
+    ping: &'static [u8],
+    /// The PONG is still to come.
+    pong_owed: bool,
 }
+
+/// The PING written before the first command.
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
 impl<S> Strict<S> {
     pub(crate) fn new(inner: S) -> Strict<S> {
@@ -43,13 +53,31 @@ impl<S> Strict<S> {
             commands: Vec::new(),
             owed: 0,
             broken: None,
+            ping: PING,
+            pong_owed: true,
         }
     }
 
-    /// Count the replies that `replies` now holds whole.
-    fn take_replies(&mut self) -> Result<(), String> {
+    /// Count the replies that `replies` now holds whole; the number of
+    /// bytes at its start that are the PONG, not to be handed on.
+    fn take_replies(&mut self) -> Result<usize, String> {
+        let mut pong = 0;
         loop {
             match resp::frame(&self.replies) {
+                Ok(Some(len)) if self.pong_owed => {
+                    // PONG, or an error (NOAUTH, LOADING): the server's
+                    // answer to the PING.
+                    let first = self.replies[0];
+                    if !(self.replies.starts_with(b"+PONG\r\n") || first == b'-') {
+                        return Err(format!(
+                            "{PROTOCOL} {} before any command was sent",
+                            abridged_bytes(&self.replies)
+                        ));
+                    }
+                    self.pong_owed = false;
+                    self.replies.drain(..len);
+                    pong = len;
+                }
                 Ok(Some(len)) => {
                     if self.owed == 0 {
                         return Err(format!(
@@ -60,7 +88,7 @@ impl<S> Strict<S> {
                     self.owed -= 1;
                     self.replies.drain(..len);
                 }
-                Ok(None) => return Ok(()),
+                Ok(None) => return Ok(pong),
                 Err(e) => return Err(e.to_string()),
             }
         }
@@ -82,22 +110,48 @@ impl<S: AsyncRead + Unpin> AsyncRead for Strict<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if let Some(why) = &this.broken {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, why.clone())));
-        }
-        let before = buf.filled().len();
-        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        let new = &buf.filled()[before..];
-        if !new.is_empty() {
-            this.replies.extend_from_slice(new);
-            if let Err(why) = this.take_replies() {
-                // What was read is never handed on.
-                buf.set_filled(before);
-                this.broken = Some(why.clone());
-                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, why)));
+        loop {
+            if let Some(why) = &this.broken {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, why.clone())));
             }
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+            let now = buf.filled().len();
+            if now == before {
+                return Poll::Ready(Ok(())); // the end of the stream
+            }
+            let waiting_for_pong = this.pong_owed;
+            // While the PONG is awaited, what was read is held back here.
+            let held = this.replies.len();
+            this.replies.extend_from_slice(&buf.filled()[before..]);
+            let pong = match this.take_replies() {
+                Ok(pong) => pong,
+                Err(why) => {
+                    // What was read is never handed on.
+                    buf.set_filled(before);
+                    this.broken = Some(why);
+                    continue;
+                }
+            };
+            if !waiting_for_pong {
+                return Poll::Ready(Ok(()));
+            }
+            // Until the PONG is whole nothing is handed on; then what
+            // follows it.
+            let after_pong = if this.pong_owed {
+                now
+            } else {
+                before + (pong - held)
+            };
+            let filled = buf.filled_mut();
+            filled.copy_within(after_pong..now, before);
+            buf.set_filled(before + (now - after_pong));
+            if buf.filled().len() > before {
+                return Poll::Ready(Ok(()));
+            }
+            // Nothing to hand on yet: read on (the inner stream registers
+            // the waker when it has nothing).
         }
-        Poll::Ready(Ok(()))
     }
 }
 
@@ -108,6 +162,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Strict<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        while !this.ping.is_empty() {
+            let n = ready!(Pin::new(&mut this.inner).poll_write(cx, this.ping))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            this.ping = &this.ping[n..];
+        }
         let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
         this.commands.extend_from_slice(&buf[..n]);
         this.count_commands();
@@ -191,4 +252,111 @@ where
 
 fn config_error(what: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A server that first sends `unasked`, then answers PING with `pong`
+    /// (in two pieces), CLIENT with +OK and GET with `get`.
+    fn serve(unasked: &'static [u8], get: &'static [u8]) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(unasked).unwrap();
+            let mut got = Vec::new();
+            let mut chunk = [0; 4096];
+            loop {
+                while let Ok(Some(len)) = resp::frame(&got) {
+                    let cmd = String::from_utf8_lossy(&got[..len]).to_uppercase();
+                    got.drain(..len);
+                    if cmd.contains("PING") {
+                        s.write_all(b"+PO").unwrap();
+                        std::thread::sleep(Duration::from_millis(20));
+                        s.write_all(b"NG\r\n").unwrap();
+                    } else if cmd.contains("GET") {
+                        s.write_all(get).unwrap();
+                    } else {
+                        s.write_all(b"+OK\r\n").unwrap();
+                    }
+                }
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&chunk[..n]),
+                }
+            }
+        });
+        url
+    }
+
+    /// GET, `n` times on one connection.
+    fn gets(url: &str, n: usize) -> Vec<RedisResult<redis::Value>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let info = redis::IntoConnectionInfo::into_connection_info(url).unwrap();
+            let config =
+                AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
+            let mut con = match open(&info, None, Duration::from_secs(5), config).await {
+                Ok(con) => con,
+                Err(e) => return vec![Err(e)],
+            };
+            let mut out = Vec::new();
+            for _ in 0..n {
+                out.push(redis::cmd("GET").arg("k").query_async(&mut con).await);
+                // The duplicate's time to arrive.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            out
+        })
+    }
+
+    fn get(url: &str) -> RedisResult<redis::Value> {
+        gets(url, 1).remove(0)
+    }
+
+    #[test]
+    fn the_pong_is_not_handed_on() {
+        let url = serve(b"", b"$5\r\nother\r\n");
+        assert_eq!(
+            get(&url).unwrap(),
+            redis::Value::BulkString(b"other".to_vec())
+        );
+    }
+
+    #[test]
+    fn a_frame_sent_unasked_is_never_a_reply() {
+        let url = serve(b"$-1\r\n", b"$5\r\nother\r\n");
+        let e = get(&url).unwrap_err();
+        assert!(is_protocol(&e), "{e}");
+        assert!(e.to_string().contains("before any command"), "{e}");
+    }
+
+    #[test]
+    fn only_minus_one_is_nil() {
+        let url = serve(b"", b"$-7\r\n");
+        let e = get(&url).unwrap_err();
+        assert!(is_protocol(&e), "{e}");
+        let url = serve(b"", b"$-1\r\n");
+        assert_eq!(get(&url).unwrap(), redis::Value::Nil);
+    }
+
+    #[test]
+    fn a_reply_sent_twice_breaks_the_connection() {
+        let url = serve(b"", b"$-1\r\n$-1\r\n");
+        let replies = gets(&url, 2);
+        // The first is read alone (and is the reply) or with the second
+        // (then refused at once); the second is never another command's.
+        match &replies[0] {
+            Ok(v) => assert_eq!(*v, redis::Value::Nil),
+            Err(e) => assert!(is_protocol(e), "{e}"),
+        }
+        assert!(replies[1].is_err(), "{replies:?}");
+    }
 }

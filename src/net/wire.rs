@@ -100,31 +100,120 @@ enum Stream {
     #[cfg(unix)]
     Unix(UnixStream),
     #[cfg(feature = "tls")]
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Timed>>),
 }
 
 impl Stream {
-    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
+    fn set_timeouts(&mut self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(read).and(s.set_write_timeout(write)),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_read_timeout(read).and(s.set_write_timeout(write)),
             #[cfg(feature = "tls")]
             Stream::Tls(s) => {
-                let s = s.get_ref();
-                s.set_read_timeout(read).and(s.set_write_timeout(write))
+                let s = s.get_mut();
+                s.deadline = None;
+                s.set(read, write)
             }
         }
     }
 
-    fn set_read_timeout(&self, read: Option<Duration>) -> io::Result<()> {
+    fn set_read_timeout(&mut self, read: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(read),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_read_timeout(read),
             #[cfg(feature = "tls")]
-            Stream::Tls(s) => s.get_ref().set_read_timeout(read),
+            Stream::Tls(s) => s.get_mut().set(read, None),
         }
+    }
+}
+
+impl Stream {
+    /// Under TLS, bound every read and write on the socket by `deadline`:
+    /// one read of decrypted bytes may take many reads of the socket (a
+    /// record dribbled byte by byte), and the handshake many of both.
+    fn set_deadline(&mut self, deadline: Instant) {
+        #[cfg(feature = "tls")]
+        if let Stream::Tls(s) = self {
+            s.get_mut().deadline = Some(deadline);
+        }
+        let _ = deadline;
+    }
+}
+
+/// The socket under a TLS session, whose every read and write ends by the
+/// deadline set (see [`Stream::set_deadline`]).
+#[cfg(feature = "tls")]
+pub(crate) struct Timed {
+    sock: TcpStream,
+    deadline: Option<Instant>,
+    /// The socket's timeouts as last set.
+    read: Option<Duration>,
+    write: Option<Duration>,
+}
+
+#[cfg(feature = "tls")]
+impl Timed {
+    fn new(sock: TcpStream) -> Timed {
+        Timed {
+            sock,
+            deadline: None,
+            read: None,
+            write: None,
+        }
+    }
+
+    /// Set the timeouts given (`None`: leave it).
+    fn set(&mut self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
+        if let Some(r) = read {
+            self.sock.set_read_timeout(Some(r))?;
+            self.read = Some(r);
+        }
+        if let Some(w) = write {
+            self.sock.set_write_timeout(Some(w))?;
+            self.write = Some(w);
+        }
+        Ok(())
+    }
+
+    /// The time left before the deadline, once it is shorter than the
+    /// timeout set (by more than a little: no system call when a reply
+    /// comes at once). An error once it has passed.
+    fn left(&self, set: Option<Duration>) -> io::Result<Option<Duration>> {
+        let Some(deadline) = self.deadline else {
+            return Ok(None);
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let shorter = set.is_none_or(|set| left + Duration::from_millis(5) < set);
+        Ok(shorter.then_some(left))
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(left) = self.left(self.read)? {
+            self.set(Some(left), None)?;
+        }
+        self.sock.read(buf)
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Write for Timed {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(left) = self.left(self.write)? {
+            self.set(None, Some(left))?;
+        }
+        self.sock.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.sock.flush()
     }
 }
 
@@ -339,7 +428,10 @@ impl Wire {
                 let session = rustls::ClientConnection::new(tls.config.clone(), name)
                     .map_err(|e| io::Error::other(e.to_string()))?;
                 let sock = tcp(host, *port, deadline)?;
-                Stream::Tls(Box::new(rustls::StreamOwned::new(session, sock)))
+                Stream::Tls(Box::new(rustls::StreamOwned::new(
+                    session,
+                    Timed::new(sock),
+                )))
             }
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => Stream::Unix(retry(|| UnixStream::connect(path))?),
@@ -359,6 +451,8 @@ impl Wire {
             return Err(io::Error::from(io::ErrorKind::TimedOut).into());
         }
         wire.stream.set_timeouts(Some(left), Some(left))?;
+        // The TLS handshake too, in the first send.
+        wire.stream.set_deadline(deadline);
         let mut hello = redis::pipe();
         if let Some(password) = settings.password() {
             let auth = hello.cmd("AUTH");
@@ -416,7 +510,7 @@ impl Wire {
             #[cfg(unix)]
             Stream::Unix(s) => Closer::Unix(s.try_clone()?),
             #[cfg(feature = "tls")]
-            Stream::Tls(s) => Closer::Tcp(s.get_ref().try_clone()?),
+            Stream::Tls(s) => Closer::Tcp(s.get_ref().sock.try_clone()?),
         })
     }
 
@@ -465,6 +559,7 @@ impl Wire {
             self.stream.set_read_timeout(Some(self.timeout))?;
             self.shortened = false;
         }
+        self.stream.set_deadline(Instant::now() + self.timeout);
         let r = if self.fresh {
             self.fresh = false;
             self.pong_owed = true;
@@ -579,6 +674,7 @@ impl Wire {
     /// stopped.
     fn read(&mut self, deadline: Instant, patient: bool) -> RedisResult<Value> {
         let mut first = true;
+        self.stream.set_deadline(deadline);
         loop {
             if let Some(reply) = self.take()? {
                 return Ok(reply);
@@ -1090,7 +1186,7 @@ mod tests {
 
         // Arriving after the reply was read: found before the next command
         // is sent, which is then never sent on that connection.
-        let (mut wire, mut server) = pair();
+        let (mut wire, server) = pair();
         let t = thread::spawn(move || {
             let mut s = answer(server, len, vec![b"$-1\r\n"]);
             thread::sleep(Duration::from_millis(50));
