@@ -9,7 +9,7 @@ VENV := target/venv-test
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node \
 	test-valkey test-valkey-run demo demo-run \
-	test-chaos chaos test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
+	test-chaos chaos fuzz test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
 
@@ -165,6 +165,12 @@ test-redlock-run:
 	$(CARGO) test --test fence --test c_api --test stats --test asynchronous redlock
 	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider -k redlock
 	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit --filter Redlock
+
+## make fuzz: the fuzzer's long campaign on the RESP2 framer and the reply
+## decoders (src/net/resp_fuzz.rs), release build, FUZZ_SECONDS (default 300)
+## shared among its properties: executions per second, every failure's minimal input
+fuzz:
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),300) $(CARGO) test --release --lib resp_fuzz -- --ignored --nocapture
 
 ## make test-stress: `make test` STRESS_RUNS times in a row (default 5) with
 ## both cores kept busy beside it; make test-stress-redlock: the Redlock

@@ -21,6 +21,8 @@ pub(crate) mod follow;
 pub(crate) mod hub;
 pub(crate) mod pool;
 pub(crate) mod resp;
+#[cfg(test)]
+mod resp_fuzz;
 pub(crate) mod retry;
 pub(crate) mod sentinel;
 #[cfg(feature = "tokio")]
