@@ -9,11 +9,16 @@
 /// at the last `@` (a password may hold an unescaped one), and when what
 /// comes before it is not plain user info (an `@` in a query value), all of
 /// it is hidden, more than needed but never less. A URL without `://` is
-/// hidden whole.
+/// hidden whole, and so is one whose part before `://` is not a plain
+/// scheme (`redis:user:secret@h://`).
 pub fn redact_url(url: &str) -> String {
     let Some(sep) = url.find("://") else {
         return "***".to_owned();
     };
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.');
+    if sep == 0 || !url[..sep].chars().all(plain) {
+        return "***".to_owned();
+    }
     let (scheme, mut rest) = url.split_at(sep + 3);
     let mut out = String::from(scheme);
     if let Some(at) = rest.rfind('@') {
@@ -75,6 +80,8 @@ mod tests {
             ),
             ("redis://h/0?x=a@b", "redis://***@b"),
             ("not a url s3cret", "***"),
+            ("redis:user:s3cret@127.0.0.1://", "***"),
+            ("redis:u:s3cret@h/0?tls_ca_file=file:///ca.pem", "***"),
         ];
         for (url, shown) in cases {
             assert_eq!(redact_url(url), shown, "{url}");
