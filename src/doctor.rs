@@ -5,9 +5,12 @@
 //! current master, every master of a cluster, every Redlock node), on fresh
 //! connections outside the pool, and then one lock cycle is run through the
 //! client as an application would. Only harmless commands are sent: `INFO`,
-//! `CONFIG GET`, `CLUSTER INFO`, `PING`, two scripts that read nothing,
-//! a `PUBLISH` to a channel nobody listens to, and the acquire and release
-//! of a lock named `redislock:doctor:<random>` (nothing stays behind).
+//! `CONFIG GET`, `CLUSTER INFO`, `PING`, three scripts that read nothing
+//! (one asks the ACL about the commands redislock sends, running none), a
+//! `PUBLISH` to a channel nobody listens to and a `SUBSCRIBE` and
+//! `UNSUBSCRIBE` of it, and the acquire and release of a lock named
+//! `redislock:doctor:<random>` (nothing stays behind: a refused release is
+//! followed by a `DEL` of that key).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -59,7 +62,7 @@ pub struct Finding {
     /// How much it matters.
     pub severity: Severity,
     /// Which check: `server`, `role`, `eviction`, `memory`, `scripting`,
-    /// `time`, `pubsub`, `persistence`, `replication`, `clients`,
+    /// `time`, `acl`, `pubsub`, `persistence`, `replication`, `clients`,
     /// `cluster`, `sentinel`, `redlock`, `latency`, `reach` or
     /// `lock-cycle`. Stable: match on it.
     pub check: &'static str,
@@ -156,8 +159,9 @@ impl Client {
     /// Check every server this client's locks may reach for what would make
     /// a lock unsafe or slow, and run one lock cycle (see the module docs
     /// of `doctor` in the repository's `docs/doctor.md`): the eviction
-    /// policy, scripting and `TIME` refused or renamed, pub/sub refused by
-    /// ACL, persistence, replicas without `min-replicas-to-write`,
+    /// policy, scripting and `TIME` refused or renamed, a command redislock
+    /// sends or `PUBLISH`/`SUBSCRIBE` refused by ACL (each named),
+    /// persistence, replicas without `min-replicas-to-write`,
     /// `maxclients` headroom, cluster state, Sentinel quorum, and the round
     /// trip. Sends only harmless commands and leaves nothing on the server.
     ///
@@ -220,7 +224,18 @@ impl Client {
         let started = Instant::now();
         let mut opts = AcquireOptions::new(Duration::from_secs(10));
         opts.wait = Wait::TryOnce;
-        let r = self.acquire_with(&name, opts).and_then(|l| l.release());
+        // A lock taken whose release is refused (a user without EVALSHA)
+        // would stay for its TTL: its key (a name only this call knows) is
+        // deleted with a plain DEL.
+        let mut left = String::new();
+        let r = self.acquire_with(&name, opts).and_then(|l| {
+            l.release().inspect_err(|_| {
+                left = match self.delete_everywhere(&name) {
+                    true => String::from(" (the lock's key was then deleted with DEL)"),
+                    false => String::from(" (the lock's key expires within 10 s)"),
+                };
+            })
+        });
         let server = self.addr();
         match r {
             Ok(()) => Finding {
@@ -237,13 +252,25 @@ impl Client {
                 severity: Severity::Unsafe,
                 check: "lock-cycle",
                 server,
-                message: format!("a lock could not be acquired and released: {e}"),
+                message: format!("a lock could not be acquired and released: {e}{left}"),
                 fix: String::from(
                     "see the findings above; the user must be allowed SET, EVAL, EVALSHA and the \
                      keys redislock:* and the lock names (ACL ~…)",
                 ),
             },
         }
+    }
+}
+
+impl Client {
+    /// `DEL key` on every server of the deployment; whether each took it.
+    fn delete_everywhere(&self, key: &[u8]) -> bool {
+        let mut all = true;
+        for pool in self.deployment().pools() {
+            let del = redis::cmd("DEL").arg(key).clone();
+            all &= pool.with(|con, _| del.query::<Value>(con)).is_ok();
+        }
+        all
     }
 }
 
@@ -526,41 +553,73 @@ fn sha(src: &str) -> String {
     redis::Script::new(src).get_hash().to_string()
 }
 
+/// Whether `e` is a refusal by ACL: `NOPERM` outside scripts; inside one,
+/// Redis 7.0 says `ERR … can't run this command` and Valkey `ERR ACL
+/// failure in script`.
+fn is_noperm(e: &redis::RedisError) -> bool {
+    let text = server_message(e);
+    e.code() == Some("NOPERM")
+        || text.contains("NOPERM")
+        || text.contains("ACL failure")
+        || text.contains("executing the script can't")
+}
+
 fn check_scripting(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
     const PROBE: &str = "return 1";
-    let eval = redis::cmd("EVAL").arg(PROBE).arg(0).query::<i64>(wire);
-    let refused = match eval {
-        Ok(_) => redis::cmd("EVALSHA")
-            .arg(sha(PROBE))
-            .arg(0)
-            .query::<i64>(wire)
-            .err()
-            .map(|e| ("EVALSHA", e)),
-        Err(e) => Some(("EVAL", e)),
-    };
-    if let Some((cmd, e)) = refused {
-        let text = server_message(&e);
-        let (why, fix) = if e.code() == Some("NOPERM") || text.contains("NOPERM") {
+    // Both are asked, so that a finding names every one refused. EVALSHA
+    // of a script the server does not hold (EVAL refused) answers
+    // NOSCRIPT: allowed to run.
+    let eval = redis::cmd("EVAL")
+        .arg(PROBE)
+        .arg(0)
+        .query::<i64>(wire)
+        .err();
+    let evalsha = redis::cmd("EVALSHA")
+        .arg(sha(PROBE))
+        .arg(0)
+        .query::<i64>(wire)
+        .err()
+        .filter(|e| e.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
+    let refused: Vec<(&str, redis::RedisError)> = [("EVAL", eval), ("EVALSHA", evalsha)]
+        .into_iter()
+        .filter_map(|(cmd, e)| e.map(|e| (cmd, e)))
+        .collect();
+    if !refused.is_empty() {
+        let names: Vec<&str> = refused.iter().map(|(cmd, _)| *cmd).collect();
+        let texts: Vec<String> = refused.iter().map(|(_, e)| server_message(e)).collect();
+        let (why, fix) = if refused.iter().any(|(_, e)| is_noperm(e)) {
+            let plus: Vec<String> = names
+                .iter()
+                .map(|n| format!("+{}", n.to_lowercase()))
+                .collect();
             (
                 "refused to this user by ACL",
-                "ACL SETUSER <user> +eval +evalsha (or +@scripting)",
+                format!("ACL SETUSER <user> {} (or +@scripting)", plus.join(" ")),
             )
-        } else if text.to_lowercase().contains("unknown command") {
+        } else if texts
+            .iter()
+            .any(|t| t.to_lowercase().contains("unknown command"))
+        {
             (
                 "renamed or disabled",
-                "remove rename-command EVAL and EVALSHA from redis.conf",
+                String::from("remove rename-command EVAL and EVALSHA from redis.conf"),
             )
         } else {
-            ("refused", "see the server's message")
+            ("refused", String::from("see the server's message"))
+        };
+        let (verb, subject) = match names.as_slice() {
+            [one] => ("is", one.to_string()),
+            _ => ("are", names.join(" and ")),
         };
         out.push(at(
             Severity::Unsafe,
             "scripting",
             format!(
-                "{cmd} is {why} ({text}): every release, renewal and contended acquire runs a \
-                 script, so they all fail"
+                "{subject} {verb} {why} ({}): every release, renewal and contended acquire runs \
+                 a script, so they all fail",
+                texts.join("; ")
             ),
-            fix,
+            &fix,
         ));
         return;
     }
@@ -600,41 +659,203 @@ fn check_scripting(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
             ));
         }
     }
+    check_acl(wire, at, out);
+}
+
+/// Asks the server's ACL (`redis.acl_check_cmd`, Redis 7 and Valkey) about
+/// each command in ARGV (its argument count, then its arguments), without
+/// running any: the names of those refused, or false where the server
+/// cannot tell.
+const ACL_PROBE: &str = r#"
+if not redis.acl_check_cmd then return false end
+local refused, i = {}, 1
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  local ok, allowed = pcall(redis.acl_check_cmd, unpack(ARGV, i + 1, i + n))
+  if ok and not allowed then table.insert(refused, ARGV[i + 1]) end
+  i = i + n + 1
+end
+return refused
+"#;
+
+/// The commands a lock, a semaphore and a waiter send (outside scripts
+/// and inside them; PUBLISH and SUBSCRIBE are the `pubsub` check's), on
+/// the keys of a lock and of a semaphore named `name`, as
+/// [`ACL_PROBE`]'s ARGV.
+fn acl_probe_args(name: &[u8]) -> Vec<Vec<u8>> {
+    use crate::protocol::{Kind, LockKeys};
+    let lock = LockKeys::new(name);
+    let [k, meta, queue, counter] = lock.all();
+    let sem = LockKeys::of(
+        name,
+        Kind::Semaphore {
+            limit: 1,
+            permits: 1,
+        },
+    );
+    let [set, info, sem_queue, _] = sem.all();
+    let x: &[u8] = b"x";
+    let commands: [&[&[u8]]; 30] = [
+        &[b"SET", k, x],
+        &[b"GET", k],
+        &[b"EXISTS", k],
+        &[b"TYPE", k],
+        &[b"PTTL", k],
+        &[b"PEXPIRE", k, b"1"],
+        &[b"DEL", k, meta],
+        &[b"SET", meta, x],
+        &[b"GET", meta],
+        &[b"RPUSH", queue, x],
+        &[b"LPOP", queue],
+        &[b"LREM", queue, b"1", x],
+        &[b"LPOS", queue, x],
+        &[b"LLEN", queue],
+        &[b"LINDEX", queue, b"0"],
+        &[b"SET", counter, x],
+        &[b"GET", counter],
+        &[b"TIME"],
+        &[b"ZADD", set, b"1", x],
+        &[b"ZREM", set, x],
+        &[b"ZRANGE", set, b"0", b"0"],
+        &[b"ZRANGEBYSCORE", set, b"0", b"1"],
+        &[b"ZREMRANGEBYSCORE", set, b"0", b"1"],
+        &[b"ZSCORE", set, x],
+        &[b"ZCOUNT", set, b"0", b"1"],
+        &[b"HSET", info, x, x],
+        &[b"HGET", info, x],
+        &[b"HDEL", info, x],
+        &[b"HGETALL", info],
+        &[b"HVALS", info],
+    ];
+    let mut args = Vec::new();
+    for c in commands {
+        args.push(c.len().to_string().into_bytes());
+        args.extend(c.iter().map(|a| a.to_vec()));
+    }
+    args.extend([b"2".to_vec(), b"EXISTS".to_vec(), sem_queue.to_vec()]);
+    args
+}
+
+/// The commands redislock sends, asked of the server's ACL for this user
+/// (Redis 7 and later, Valkey; nothing is said where the server cannot
+/// tell). A command refused inside a script stops the script where it
+/// stands: a release can fail half-way.
+fn check_acl(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
+    let mut name = b"redislock:doctor:".to_vec();
+    name.extend_from_slice(&crate::random_token());
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(ACL_PROBE).arg(0);
+    for a in acl_probe_args(&name) {
+        cmd.arg(a);
+    }
+    let refused = match cmd.query::<Option<Vec<String>>>(wire) {
+        Ok(Some(refused)) => refused,
+        // Older than Redis 7, or the probe itself refused: not known.
+        Ok(None) | Err(_) => return,
+    };
+    let mut names: Vec<String> = Vec::new();
+    for r in refused {
+        let r = r.to_uppercase();
+        if !names.contains(&r) {
+            names.push(r);
+        }
+    }
+    if names.is_empty() {
+        out.push(at(
+            Severity::Ok,
+            "acl",
+            String::from(
+                "this user may run every command redislock sends (asked of the ACL for the keys \
+                 of a lock named redislock:doctor:…)",
+            ),
+            "",
+        ));
+        return;
+    }
+    let plus: Vec<String> = names
+        .iter()
+        .map(|n| format!("+{}", n.to_lowercase()))
+        .collect();
+    out.push(at(
+        Severity::Unsafe,
+        "acl",
+        format!(
+            "this user may not run {} on the keys of a lock (ACL): locks, their releases, \
+             renewals and waits fail where they need it, and a script refused one half-way \
+             has already written what came before",
+            names.join(", ")
+        ),
+        &format!(
+            "ACL SETUSER <user> {} (and key patterns ~… that cover the lock names, their \
+             {{name}}:… companions and redislock:*)",
+            plus.join(" ")
+        ),
+    ));
 }
 
 fn check_pubsub(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
     let mut channel = b"redislock:w:doctor-".to_vec();
     channel.extend_from_slice(&crate::random_token());
-    match redis::cmd("PUBLISH")
+    let publish = redis::cmd("PUBLISH")
         .arg(&channel)
         .arg("")
         .query::<i64>(wire)
-    {
-        Ok(_) => out.push(at(
+        .err();
+    // A waiter's SUBSCRIBE, then UNSUBSCRIBE: the connection is a plain
+    // one again.
+    let subscribe = match redis::cmd("SUBSCRIBE").arg(&channel).query::<Value>(wire) {
+        Ok(_) => redis::cmd("UNSUBSCRIBE")
+            .arg(&channel)
+            .query::<Value>(wire)
+            .err(),
+        Err(e) => Some(e),
+    };
+    let refused: Vec<(&str, redis::RedisError)> = [("PUBLISH", publish), ("SUBSCRIBE", subscribe)]
+        .into_iter()
+        .filter_map(|(cmd, e)| e.map(|e| (cmd, e)))
+        .collect();
+    if refused.is_empty() {
+        out.push(at(
             Severity::Ok,
             "pubsub",
-            String::from("the waiters' channels redislock:w:* can be used"),
+            String::from("the waiters' channels redislock:w:* can be used (PUBLISH, SUBSCRIBE)"),
             "",
-        )),
-        Err(e) => {
-            let text = server_message(&e);
-            let fix = if e.code() == Some("NOPERM") || text.contains("NOPERM") {
-                "ACL SETUSER <user> &redislock:w:* (Redis 7 gives new users no channels: \
-                 acl-pubsub-default resetchannels)"
-            } else {
-                "allow PUBLISH and SUBSCRIBE (rename-command, ACL)"
-            };
-            out.push(at(
-                Severity::Unsafe,
-                "pubsub",
-                format!(
-                    "PUBLISH to a waiters' channel is refused ({text}): releases cannot hand \
-                     a lock over and waiters cannot wait"
-                ),
-                fix,
-            ));
-        }
+        ));
+        return;
     }
+    let names: Vec<&str> = refused.iter().map(|(cmd, _)| *cmd).collect();
+    let texts: Vec<String> = refused.iter().map(|(_, e)| server_message(e)).collect();
+    let channels = texts.iter().any(|t| t.contains("channel"));
+    let fix = if channels {
+        String::from(
+            "ACL SETUSER <user> &redislock:w:* (Redis 7 gives new users no channels: \
+             acl-pubsub-default resetchannels)",
+        )
+    } else if refused.iter().any(|(_, e)| is_noperm(e)) {
+        let plus: Vec<String> = names
+            .iter()
+            .map(|n| format!("+{}", n.to_lowercase()))
+            .collect();
+        format!("ACL SETUSER <user> {} &redislock:w:*", plus.join(" "))
+    } else {
+        String::from("allow PUBLISH and SUBSCRIBE (rename-command, ACL)")
+    };
+    let effect = match names.as_slice() {
+        ["PUBLISH"] => "releases cannot hand a lock over (the release scripts publish)",
+        ["SUBSCRIBE"] => "acquires cannot wait for a held lock",
+        _ => "releases cannot hand a lock over and acquires cannot wait",
+    };
+    out.push(at(
+        Severity::Unsafe,
+        "pubsub",
+        format!(
+            "{} on a waiters' channel {} refused to this user ({}): {effect}",
+            names.join(" and "),
+            if names.len() == 1 { "is" } else { "are" },
+            texts.join("; ")
+        ),
+        &fix,
+    ));
 }
 
 fn check_persistence(
@@ -933,6 +1154,25 @@ mod tests {
             text.ends_with("1 finding makes locks unsafe, 1 warning"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_acl_probe_arguments_are_counted_commands() {
+        let args = acl_probe_args(b"jobs");
+        let (mut i, mut names) = (0, Vec::new());
+        while i < args.len() {
+            let n: usize = std::str::from_utf8(&args[i]).unwrap().parse().unwrap();
+            assert!(n >= 1 && i + n < args.len(), "a count past the end at {i}");
+            names.push(String::from_utf8(args[i + 1].clone()).unwrap());
+            i += n + 1;
+        }
+        assert_eq!(i, args.len());
+        for c in [
+            "SET", "EXISTS", "LPOP", "RPUSH", "PEXPIRE", "TIME", "ZADD", "HVALS",
+        ] {
+            assert!(names.iter().any(|n| n == c), "{c} is not asked about");
+        }
+        assert!(args.iter().any(|a| a.as_slice() == b"{jobs}:queue"));
     }
 
     #[test]

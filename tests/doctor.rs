@@ -66,6 +66,7 @@ fn a_default_server_is_safe_and_nothing_is_left_on_it() {
         "eviction",
         "scripting",
         "time",
+        "acl",
         "pubsub",
         "clients",
         "latency",
@@ -185,6 +186,121 @@ fn scripting_or_pubsub_refused_by_acl_is_unsafe() {
     let p = expect(&r, "pubsub", Severity::Unsafe);
     assert!(p.fix.contains("&redislock:w:*"), "{}", p.fix);
     assert_eq!(cli(&url("nochannels")).0, 1);
+}
+
+/// Each permission an ACL user lacks is named: EVALSHA or EVAL (both when
+/// both), PUBLISH, SUBSCRIBE, and a command the scripts run (LPOP). The
+/// lock cycle of a user whose release is refused leaves no key.
+#[test]
+fn each_missing_permission_is_named() {
+    let srv = Server::start();
+    let mut raw = srv.raw();
+    for (user, minus) in [
+        ("noevalsha", vec!["-evalsha"]),
+        ("noscript", vec!["-eval", "-evalsha"]),
+        ("nopublish", vec!["-publish"]),
+        ("nosubscribe", vec!["-subscribe"]),
+        ("nolpop", vec!["-lpop"]),
+    ] {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg(&["on", ">pw", "~*", "&*", "+@all"][..])
+            .arg(&minus)
+            .query::<()>(&mut raw)
+            .unwrap();
+    }
+    let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}", srv.port);
+
+    let r = doctor(&url("noevalsha"));
+    let s = expect(&r, "scripting", Severity::Unsafe);
+    assert!(
+        s.message
+            .starts_with("EVALSHA is refused to this user by ACL"),
+        "{}",
+        s.message
+    );
+    assert!(s.message.contains("NOPERM"), "{}", s.message);
+    assert!(
+        s.fix.contains("+evalsha") && !s.fix.contains("+eval "),
+        "{}",
+        s.fix
+    );
+    let c = expect(&r, "lock-cycle", Severity::Unsafe);
+    assert!(c.message.contains("evalsha"), "{}", c.message);
+
+    let r = doctor(&url("noscript"));
+    let s = expect(&r, "scripting", Severity::Unsafe);
+    assert!(
+        s.message
+            .starts_with("EVAL and EVALSHA are refused to this user by ACL"),
+        "{}",
+        s.message
+    );
+    assert!(s.fix.contains("+eval +evalsha"), "{}", s.fix);
+    let c = expect(&r, "lock-cycle", Severity::Unsafe);
+    assert!(c.message.contains("deleted with DEL"), "{}", c.message);
+    // The plain SET of its acquire was taken, the release refused: the key
+    // was deleted all the same.
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("redislock:*")
+        .query(&mut raw)
+        .unwrap();
+    assert!(left.is_empty(), "doctor left {left:?}");
+
+    let r = doctor(&url("nopublish"));
+    let p = expect(&r, "pubsub", Severity::Unsafe);
+    assert!(
+        p.message
+            .starts_with("PUBLISH on a waiters' channel is refused"),
+        "{}",
+        p.message
+    );
+    assert!(p.message.contains("hand a lock over"), "{}", p.message);
+    assert!(
+        p.fix.contains("+publish") && !p.fix.contains("+subscribe"),
+        "{}",
+        p.fix
+    );
+    expect(&r, "acl", Severity::Ok);
+    expect(&r, "lock-cycle", Severity::Ok);
+
+    let r = doctor(&url("nosubscribe"));
+    let p = expect(&r, "pubsub", Severity::Unsafe);
+    assert!(
+        p.message
+            .starts_with("SUBSCRIBE on a waiters' channel is refused"),
+        "{}",
+        p.message
+    );
+    assert!(p.message.contains("cannot wait"), "{}", p.message);
+    assert!(p.fix.contains("+subscribe"), "{}", p.fix);
+    expect(&r, "lock-cycle", Severity::Ok);
+
+    let r = doctor(&url("nolpop"));
+    expect(&r, "scripting", Severity::Ok);
+    expect(&r, "pubsub", Severity::Ok);
+    let a = expect(&r, "acl", Severity::Unsafe);
+    assert!(
+        a.message.starts_with("this user may not run LPOP on"),
+        "{}",
+        a.message
+    );
+    assert!(a.fix.contains("+lpop"), "{}", a.fix);
+
+    for user in [
+        "noevalsha",
+        "noscript",
+        "nopublish",
+        "nosubscribe",
+        "nolpop",
+    ] {
+        let (code, out, _) = cli(&url(user));
+        assert_eq!(code, 1, "{user}: {out}");
+        assert!(!out.contains(":pw@"), "a password in the output: {out}");
+    }
+    let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
+    assert!(left.is_empty(), "doctor left {left:?}");
 }
 
 #[test]
