@@ -222,9 +222,19 @@ fn server_hint(message: &str) -> &'static str {
     if message.contains("uthentication") {
         return " (check the user name and password in the URL)";
     }
+    if message.contains("max number of clients") {
+        return " (the server's maxclients limit is reached: raise maxclients, or close idle \
+                 connections)";
+    }
     match code {
         "WRONGPASS" | "NOAUTH" => " (check the user name and password in the URL)",
-        "NOPERM" => " (the ACL user needs +get +set +del +incr +pexpire +pttl +zadd +zrem +zscore +zpopmin +time +publish +subscribe +evalsha +eval on these keys)",
+        "NOPERM" => {
+            " (the ACL user needs +set +get +exists +type +evalsha +eval +subscribe +ping, and \
+             inside scripts +del +pttl +pexpire +rpush +lpop +lrem +lpos +llen +lindex +publish \
+             +time and the sorted-set and hash commands, on the locks' keys and \
+             ~redislock:fence:*, with the channels &redislock:w:*; `redislock doctor` names what \
+             is missing)"
+        }
         "READONLY" => " (this is a replica: point the URL at the master)",
         "LOADING" => " (the server is loading its data set: retry shortly)",
         "BUSY" => " (a slow script blocks the server)",

@@ -301,8 +301,15 @@ while true do
   local m = redis.pcall('LPOP', q)
   if type(m) ~= 'string' then return 1 end
   local sep = string.find(m, ':', 51, true)
-  if sep and redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
-                        string.sub(m, 34, 49)) > 0 then
+  local heard = sep and redis.pcall('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
+                                    string.sub(m, 34, 49))
+  if type(heard) == 'table' then
+    redis.call('LPUSH', q, m)
+    local keep = redis.call('PTTL', q)
+    if keep > 0 then redis.call('SET', KEYS[2], '0:', 'PX', keep) end
+    return redis.error_reply('NOPERM this user may not PUBLISH to the waiters\' channels redislock:w:* (' .. heard.err .. '): the lock was released, but its waiters were left queued, unwoken')
+  end
+  if heard and heard > 0 then
     local ttl, tok = tonumber(string.sub(m, 51, sep - 1)), string.sub(m, sep + 1)
     redis.call('SET', KEYS[1], tok, 'PX', ttl)
     redis.call('SET', KEYS[2], '0:' .. tok, 'PX', math.max(ttl, redis.call('PTTL', q)))
@@ -327,8 +334,14 @@ while true do
     return 1
   end
   local sep = string.find(m, ':', 51, true)
-  if sep and redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
-                        string.sub(m, 34, 49)) > 0 then
+  local heard = sep and redis.pcall('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
+                                    string.sub(m, 34, 49))
+  if type(heard) == 'table' then
+    redis.call('LPUSH', KEYS[3], m)
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('NOPERM this user may not PUBLISH to the waiters\' channels redislock:w:* (' .. heard.err .. '): the lock was released, but its waiters were left queued, unwoken')
+  end
+  if heard and heard > 0 then
     redis.call('SET', KEYS[1], string.sub(m, sep + 1), 'PX',
                tonumber(string.sub(m, 51, sep - 1)))
     return 2
@@ -362,8 +375,13 @@ while true do
     return {removed, 0}
   end
   local sep = string.find(m, ':', 51, true)
-  if sep and redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
-                        string.sub(m, 34, 49)) > 0 then
+  local heard = sep and redis.pcall('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
+                                    string.sub(m, 34, 49))
+  if type(heard) == 'table' then
+    redis.call('LPUSH', KEYS[3], m)
+    return redis.error_reply('NOPERM this user may not PUBLISH to the waiters\' channels redislock:w:* (' .. heard.err .. '): the lock was removed, but its waiters were left queued, unwoken')
+  end
+  if heard and heard > 0 then
     local ttl, tok = tonumber(string.sub(m, 51, sep - 1)), string.sub(m, sep + 1)
     redis.call('SET', KEYS[1], tok, 'PX', ttl)
     redis.call('SET', KEYS[2], '0:' .. tok, 'PX', math.max(ttl, redis.call('PTTL', KEYS[3])))
@@ -399,11 +417,12 @@ return {f}
 /// (extended) or 0 (not owner).
 pub(crate) const EXTEND: &str = r#"
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  local r = redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if ARGV[3] ~= '0' then
     local t = math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[2]))
     redis.call('SET', KEYS[2], ARGV[3] .. ':' .. ARGV[1], 'PX', t)
   end
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return r
 end
 return 0
 "#;

@@ -177,6 +177,12 @@ impl<P: Transport> Single<P> {
     }
 }
 
+/// A refusal for memory: `OOM command not allowed when used memory >
+/// 'maxmemory'` (noeviction).
+fn is_oom(message: &str) -> bool {
+    message.starts_with("OOM")
+}
+
 /// The master has `have` replicas connected where `wait_replicas` asks for
 /// `n`; `done`: what became of the lock.
 fn short_of_replicas(keys: &LockKeys, have: u32, n: u32, done: &str) -> Error {
@@ -346,12 +352,15 @@ impl<P: Transport> Single<P> {
             let cmd = protocol::set_ifeq(&keys.lock, token, ttl_ms);
             let reply = self.pool.query(&cmd).await;
             if !caps.refused(Cap::IfEq, &reply) {
-                return match reply {
-                    Ok(Value::Okay) => Ok(true),
-                    Ok(Value::Nil) => Ok(false),
-                    Ok(other) => Err(self.unexpected("SET … IFEQ", &other)),
-                    Err(e) => Err(self.with_key(e, &keys.lock).await),
-                };
+                match reply {
+                    Ok(Value::Okay) => return Ok(true),
+                    Ok(Value::Nil) => return Ok(false),
+                    Ok(other) => return Err(self.unexpected("SET … IFEQ", &other)),
+                    // A full memory (noeviction) refuses SET, not PEXPIRE:
+                    // the EXTEND script below keeps the lock.
+                    Err(Error::Server { message, .. }) if is_oom(&message) => {}
+                    Err(e) => return Err(self.with_key(e, &keys.lock).await),
+                }
             }
         }
         let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
@@ -422,6 +431,16 @@ impl<P: Transport> Single<P> {
                 .collect(),
             Err(_) => vec![None; locks.len() - usize::from(alone.is_some())],
         };
+        // A renewal refused for memory (SET … IFEQ under OOM) is made again
+        // by the EXTEND script, whose PEXPIRE the server allows.
+        if ifeq {
+            let rest = (locks.iter().enumerate()).filter(|&(i, _)| Some(i) != alone.map(|a| a.0));
+            for (slot, (_, l)) in out.iter_mut().zip(rest) {
+                if slot.is_none() && l.fence == 0 && !l.keys.shared() {
+                    *slot = self.extend(l.keys, l.token, l.fence, l.ttl_ms).await.ok();
+                }
+            }
+        }
         if let Some((i, first)) = alone {
             out.insert(i, first);
         }

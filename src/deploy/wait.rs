@@ -191,17 +191,35 @@ pub(super) async fn acquire(
     }
     let stats = io.stats();
     let mut waiting = None;
+    let mut backoff = FIRST_RETRY;
     let ticket = loop {
         match io.register_waiter(&keys.lock).await {
             Err(Error::Connection { .. }) if outage.again(io, deadline, false).await => {}
+            // A server that refuses for a moment (a slow script: BUSY)
+            // refuses the SUBSCRIBE too: ask again while the wait allows,
+            // as for ENQUEUE below.
+            Err(Error::Unavailable { .. })
+                if deadline.is_none_or(|d| Instant::now() + backoff < d) =>
+            {
+                io.sleep(jitter(backoff)).await;
+                backoff = (backoff * 2).min(BUSY_RETRY);
+            }
+            Err(Error::Unavailable { addr, state, .. }) => {
+                return Err(Error::Unavailable {
+                    addr,
+                    state,
+                    waited: started.elapsed(),
+                    hint: String::from("; the wait ran out"),
+                })
+            }
             r => break r?,
         }
     };
+    backoff = FIRST_RETRY;
     let mut q = Queued::new(io, keys, token, ttl_ms, ticket);
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
-    let mut backoff = FIRST_RETRY;
     let tail = keys.tail_args(fenced);
     let enqueue = keys.scripts().enqueue;
     loop {

@@ -402,6 +402,10 @@ pub(crate) struct Wire {
     fresh: bool,
     /// The PONG of the first command's PING is still to come.
     pong_owed: bool,
+    /// The server answered that PING with an error: if it then closes the
+    /// connection, this error (`ERR max number of clients reached`, a
+    /// protected mode's `DENIED`) says why, not the end of the stream.
+    refusal: Option<redis::RedisError>,
     /// Subscribed: the server sends messages unasked.
     subscribed: bool,
 }
@@ -499,6 +503,7 @@ impl Wire {
             owed: 0,
             fresh: true,
             pong_owed: false,
+            refusal: None,
             subscribed: false,
         }
     }
@@ -606,6 +611,13 @@ impl Wire {
                 n => self.inbox.filled(n as usize),
             }
         }
+        // Before anything was ever sent: a server that refuses a
+        // connection says why in an error frame, then closes it.
+        if self.fresh {
+            if let Ok(Some(reply @ Value::ServerError(_))) = self.inbox.take() {
+                return Err(reply.extract_error().unwrap_err());
+            }
+        }
         let unread = &self.inbox.buf[self.inbox.start..self.inbox.end];
         Err(protocol(format!("{} {STALE}", abridged_bytes(unread))))
     }
@@ -624,9 +636,11 @@ impl Wire {
                 // to the PING: the command gets its own. (A frame sent
                 // unasked that was one is harmless: the PONG, taken for the
                 // command's reply, is not a reply any command accepts.)
-                if matches!(&reply, Value::SimpleString(s) if s == "PONG")
-                    || matches!(reply, Value::ServerError(_))
-                {
+                if matches!(&reply, Value::SimpleString(s) if s == "PONG") {
+                    continue;
+                }
+                if let Value::ServerError(_) = reply {
+                    self.refusal = reply.extract_error().err();
                     continue;
                 }
                 return Err(protocol(format!(
@@ -634,6 +648,9 @@ impl Wire {
                     abridged(&reply)
                 )));
             }
+            // The first command's reply came: the PING's error was no
+            // refusal of the connection.
+            self.refusal = None;
             if self.subscribed {
                 return Ok(Some(reply));
             }
@@ -695,12 +712,34 @@ impl Wire {
                     deadline,
                     shortened: &mut self.shortened,
                 }
-                .read(room)?
+                .read(room)
             } else {
-                self.stream.read(room)?
+                self.stream.read(room)
+            };
+            let n = match (n, self.refusal.take()) {
+                (Ok(n), refusal) => {
+                    self.refusal = refusal;
+                    n
+                }
+                // Reset after refusing the connection: the refusal says why.
+                (Err(e), Some(refusal))
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::BrokenPipe
+                    ) =>
+                {
+                    return Err(refusal)
+                }
+                (Err(e), _) => return Err(e.into()),
             };
             if n == 0 {
-                // The server closed the connection.
+                // The server closed the connection: after refusing it with
+                // an error, that error.
+                if let Some(e) = self.refusal.take() {
+                    return Err(e);
+                }
                 return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
             }
             self.inbox.filled(n);

@@ -46,6 +46,7 @@ macro_rules! sem_prelude_lua {
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+local unwoken = false
 if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   redis.call('HDEL', KEYS[2], unpack(dead))
@@ -120,6 +121,12 @@ while n > 0 do
     local mk = tonumber(string.sub(m, a + 1, b - 1)) or 1
     local ml = tonumber(string.sub(m, b + 1, c - 1)) or 1
     if used + mk > ml then break end
+    local mt = string.sub(m, c + 1)
+    if mt ~= me and redis.acl_check_cmd
+       and not redis.acl_check_cmd('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32), 'x') then
+      unwoken = true
+      break
+    end
     redis.call('LPOP', KEYS[3])
     n = n - 1
     local f
@@ -127,7 +134,6 @@ while n > 0 do
             fence_from_time_lua!(),
             r#"
     if type(f) == 'table' then f = '0' end
-    local mt = string.sub(m, c + 1)
     if mt == me or redis.call('PUBLISH', 'redislock:w:' .. string.sub(m, 1, 32),
                               string.sub(m, 34, 49) .. ':' .. f) > 0 then
       local mttl = tonumber(string.sub(m, 51, a - 1))
@@ -275,6 +281,9 @@ if n > 0 then
     r#"
 end
 if gone == 0 then return 0 end
+if unwoken then
+  return redis.error_reply('NOPERM this user may not PUBLISH to the waiters\' channels redislock:w:*: the permits were released, but the waiters they now fit were left queued, unwoken')
+end
 if served > 0 then return 2 end
 return 1
 "#
