@@ -65,15 +65,34 @@ function argError(Class, code, message) {
 }
 
 /**
- * `text` with every password in it replaced by `***`: the password of a URL
- * (`redis://user:***@host`, whatever the scheme) and a `password=` or
- * `sentinel_password=` parameter. Every message made here goes through it
- * (they may show a value the caller gave, such as a URL given where an
- * array was expected).
+ * `text` with every password in it replaced by `***`, by the rule of the
+ * core's redact_url: the user info of a URL (`redis://user:***@host`; user
+ * info without a `:` is taken for a password: `***@host`; it ends at the
+ * last `@` of the URL, since a password may hold one) and the value of any
+ * parameter whose name holds `pass`. A word with an `@` after a `:` that is
+ * not such a URL (`redis:user:secret@host://`) is hidden whole. Every
+ * message made here goes through it (they may show a value the caller
+ * gave, such as a URL given where an array was expected).
  */
 function redact(text) {
   return String(text)
-    .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^\s:/@'"`]*):[^\s'"`]*@/gi, '$1:***@')
+    .replace(/[^\s'"`]+/g, (word) => {
+      const url = /^([^:/]*?)([a-z][a-z0-9+.-]*:\/\/)(.*)$/is.exec(word);
+      if (url) {
+        let rest = url[3];
+        let shown = url[1] + url[2];
+        const at = rest.lastIndexOf('@');
+        if (at >= 0) {
+          const info = rest.slice(0, at);
+          const colon = info.indexOf(':');
+          shown += colon >= 0 && !/[/?#]/.test(info) ? `${info.slice(0, colon)}:***@` : '***@';
+          rest = rest.slice(at + 1);
+        }
+        return shown + rest.replace(/([?&][^=&]*pass[^=&]*=)[^&]*/gi, '$1***');
+      }
+      if (/:[^@]*@/.test(word)) return '***';
+      return word;
+    })
     .replace(/(\b(?:sentinel_)?password=)[^&\s'"`]*/gi, '$1***');
 }
 

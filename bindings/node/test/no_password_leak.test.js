@@ -98,6 +98,26 @@ test('the redaction itself is checked: a password in a rendering is caught', () 
   assert.throws(() => assertNoPassword('an escaped URL', [urlOf(0, true)]), /shows the password p%40ss-9x/);
 });
 
+test('a URL shown in an argument error never shows its password, however it is spelt', () => {
+  const forms = [
+    `redis://${PASSWORD}@127.0.0.1/0`, // user info that is only a password
+    `redis://user:${PASSWORD}@127.0.0.1/0?x=1`,
+    `redis:user:${PASSWORD}@127.0.0.1://`, // a "scheme" that is no scheme
+    `unix:///run/r.sock?pass=${PASSWORD}&db=1`,
+    `redis://user:${ESCAPED}@h/0`,
+  ];
+  for (const url of forms) {
+    let thrown;
+    try {
+      new Client({ url }); // eslint-disable-line no-new
+    } catch (e) {
+      thrown = e;
+    }
+    assert.ok(thrown instanceof TypeError, `${url}: ${thrown}`);
+    assertNoPassword(`the error for { url: ${url} }`, thrown);
+  }
+});
+
 test('clients of every kind of URL with a password', async () => {
   const dead = await freePort();
   const urls = {
