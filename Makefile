@@ -191,21 +191,26 @@ demo: deps wheel
 # The demo in a short mode, reusing test-python's virtualenv; fails when the
 # counter and the acquisitions disagree.
 test-demo:
-	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1 DEMO_NODE_BUILD=--debug
+	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1 DEMO_NODE_BUILD=--debug DEMO_PROFILE=debug
 
 DEMO_SECONDS ?= 5
 # The Node.js workers' addon: a release build for make demo; make test's
 # demo reuses test-node's debug build.
 DEMO_NODE_BUILD ?=
+# The library, the command line and the demo: a release build for make
+# demo; make test's demo reuses the debug build of test-rust (whose
+# `cargo test --all-targets` built them with the same features), sparing
+# the suite a release build of its own.
+DEMO_PROFILE ?= release
 # The library, the command line and the demo in one build: built apart, the
 # example's dev-dependencies change the library's features and each build
 # would redo the other.
 demo-run:
-	$(CARGO) build --release --quiet --lib --bins --example demo
-	scripts/install.sh $(CURDIR)/target/demo-prefix target/release >/dev/null
+	$(CARGO) build $(if $(filter release,$(DEMO_PROFILE)),--release) --quiet --lib --bins --example demo
+	scripts/install.sh $(CURDIR)/target/demo-prefix target/$(DEMO_PROFILE) >/dev/null
 	node bindings/node/build.js $(DEMO_NODE_BUILD) >/dev/null
-	target/release/examples/demo --seconds $(DEMO_SECONDS) \
-		--python $(VENV)/bin/python --prefix $(CURDIR)/target/demo-prefix --cli target/release/redislock
+	target/$(DEMO_PROFILE)/examples/demo --seconds $(DEMO_SECONDS) \
+		--python $(VENV)/bin/python --prefix $(CURDIR)/target/demo-prefix --cli target/$(DEMO_PROFILE)/redislock
 
 ## make bench: redislock against redis-py, python-redis-lock, pottery, predis, phpredis
 ## (not part of make test; `make bench-quick` for a short run)
