@@ -1275,6 +1275,149 @@ mod tests {
         t.join().unwrap();
     }
 
+    /// A CA and a server certificate for 127.0.0.1 (openssl), as PEM:
+    /// (CA, server certificate, server key).
+    #[cfg(feature = "tls")]
+    fn certs() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        run(&[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2"],
+            &[
+                "-subj",
+                "/CN=ca",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+            ],
+        ]
+        .concat());
+        run(&[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "s.key",
+                "-out",
+                "s.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat());
+        std::fs::write(dir.path().join("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "s.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "s.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext",
+        ]);
+        let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+        (read("ca.crt"), read("s.crt"), read("s.key"))
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_tls_record_dribbled_byte_by_byte_ends_at_the_command_timeout() {
+        use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+        let (ca, cert, key) = certs();
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from_pem_slice(&cert).unwrap()],
+            PrivateKeyDer::from_pem_slice(&key).unwrap(),
+        )
+        .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let server = thread::spawn(move || {
+            let (mut sock, _) = listener.accept().unwrap();
+            let mut tls = rustls::ServerConnection::new(std::sync::Arc::new(config)).unwrap();
+            // The handshake, then the command (with its PING).
+            let mut got = Vec::new();
+            while got.len() <= PING.len() || !matches!(resp::frame(&got[PING.len()..]), Ok(Some(_)))
+            {
+                tls.complete_io(&mut sock).unwrap();
+                let mut chunk = [0; 1024];
+                match tls.reader().read(&mut chunk) {
+                    Ok(n) => got.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            // The PONG and the reply in one record, sent a byte at a time.
+            tls.writer()
+                .write_all(b"+PONG\r\n$20\r\n01234567890123456789\r\n")
+                .unwrap();
+            let mut record = Vec::new();
+            tls.write_tls(&mut record).unwrap();
+            for b in record {
+                if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                if sock.write_all(&[b]).is_err() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let tls = Tls::new(Some(&ca)).unwrap();
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("rediss://127.0.0.1:{port}/"))
+                .unwrap();
+        let mut wire = Wire::connect(
+            &info,
+            Some(&tls),
+            Duration::from_secs(5),
+            Duration::from_millis(300),
+        )
+        .unwrap();
+        let started = Instant::now();
+        let e = wire
+            .req_packed_command(&packed(redis::cmd("GET").arg("k")))
+            .unwrap_err();
+        let took = started.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(e.is_timeout() || e.to_string().contains("timed out"), "{e}");
+        // The record (about 60 bytes) takes over a second to come whole:
+        // each read is quick, the whole is not.
+        assert!(took < Duration::from_millis(1000), "{took:?}");
+        drop(wire);
+        server.join().unwrap();
+    }
+
     #[test]
     fn a_dribbled_reply_ends_at_the_command_timeout() {
         let (mut wire, server) = pair();
