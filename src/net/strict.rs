@@ -40,6 +40,10 @@ pub(crate) struct Strict<S> {
     ping: &'static [u8],
     /// The PONG is still to come.
     pong_owed: bool,
+    /// The PING was answered with this error: if the server then closes
+    /// the connection (`ERR max number of clients reached`, protected
+    /// mode's `DENIED`), it says why.
+    refusal: Option<String>,
 }
 
 /// The PING written before the first command.
@@ -55,6 +59,7 @@ impl<S> Strict<S> {
             broken: None,
             ping: PING,
             pong_owed: true,
+            refusal: None,
         }
     }
 
@@ -75,10 +80,16 @@ impl<S> Strict<S> {
                         ));
                     }
                     self.pong_owed = false;
+                    if first == b'-' {
+                        let text = String::from_utf8_lossy(&self.replies[1..len - 2]);
+                        self.refusal = Some(text.into_owned());
+                    }
                     self.replies.drain(..len);
                     pong = len;
                 }
                 Ok(Some(len)) => {
+                    // A reply: the PING's error refused nothing.
+                    self.refusal = None;
                     if self.owed == 0 {
                         return Err(format!(
                             "{PROTOCOL} {} when no reply was owed",
@@ -115,8 +126,26 @@ impl<S: AsyncRead + Unpin> AsyncRead for Strict<S> {
                 return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, why.clone())));
             }
             let before = buf.filled().len();
-            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+            let read = ready!(Pin::new(&mut this.inner).poll_read(cx, buf));
             let now = buf.filled().len();
+            let ended = match &read {
+                Ok(()) => now == before,
+                Err(e) => matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ),
+            };
+            if ended {
+                // After refusing the connection: the server's words.
+                if let Some(why) = this.refusal.take() {
+                    // Not "refused" nor "dropped": their words would hide
+                    // the server's.
+                    return Poll::Ready(Err(io::Error::other(format!(
+                        "the server refused the connection: {why}"
+                    ))));
+                }
+            }
+            read?;
             if now == before {
                 return Poll::Ready(Ok(())); // the end of the stream
             }
@@ -345,6 +374,26 @@ mod tests {
         assert!(is_protocol(&e), "{e}");
         let url = serve(b"", b"$-1\r\n");
         assert_eq!(get(&url).unwrap(), redis::Value::Nil);
+    }
+
+    #[test]
+    fn a_refused_connection_is_named_by_the_server() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            // What Redis does at maxclients: an error, then the end.
+            s.write_all(b"-ERR max number of clients reached\r\n")
+                .unwrap();
+            let mut chunk = [0; 4096];
+            let _ = s.read(&mut chunk);
+        });
+        let e = get(&url).unwrap_err();
+        assert!(
+            e.to_string().contains("max number of clients reached"),
+            "{e}"
+        );
+        assert!(!is_protocol(&e), "{e}");
     }
 
     #[test]
