@@ -166,7 +166,7 @@ export interface DoctorFinding {
   severity: DoctorSeverity;
   /**
    * Which check: `server`, `role`, `eviction`, `memory`, `scripting`,
-   * `time`, `pubsub`, `persistence`, `replication`, `clients`, `cluster`,
+   * `time`, `pubsub`, `acl`, `persistence`, `replication`, `clients`, `cluster`,
    * `sentinel`, `redlock`, `latency`, `reach` or `lock-cycle`. Stable:
    * match on it.
    */

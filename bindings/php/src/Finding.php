@@ -12,7 +12,7 @@ final class Finding
     /**
      * @internal made by Report
      * @param string $severity how much it matters: 'ok', 'warning' or 'unsafe'
-     * @param string $check    which check (server, eviction, scripting, time, pubsub, persistence,
+     * @param string $check    which check (server, eviction, scripting, time, pubsub, acl, persistence,
      *                         replication, clients, cluster, sentinel, redlock, latency, lock-cycle, ...):
      *                         stable names, to match on
      * @param string $server   host:port or socket path (never credentials), or the deployment for

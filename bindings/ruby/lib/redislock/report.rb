@@ -6,7 +6,7 @@ module RedisLock
   # - severity: :ok, :warning or :unsafe (:unknown for a severity newer
   #   than this gem);
   # - check: which check ("server", "eviction", "scripting", "time",
-  #   "pubsub", "persistence", "replication", "clients", "cluster",
+  #   "pubsub", "acl", "persistence", "replication", "clients", "cluster",
   #   "sentinel", "redlock", "latency", "lock-cycle", ...): stable names,
   #   to match on;
   # - server: "host:port" or a socket path (never credentials), or the
