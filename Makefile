@@ -41,6 +41,9 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey (test-valkey-run)
 test: deps lint test-rust test-python test-php test-ruby test-node test-demo test-chaos test-valkey-run
+# The suite's wheel is a debug build (see `wheel`): the suite's time goes to
+# tests, not to optimising.
+test: WHEEL_DEV := 1
 
 ## make test-valkey: the suites against Valkey 8.1 alone
 test-valkey: deps python-env
@@ -66,16 +69,19 @@ lint:
 		ruby -wc $$f >/dev/null || exit 1; done
 	$(CARGO) clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
-	$(CARGO) clippy --all-targets --features python -- -D warnings
-	CARGO_TARGET_DIR=$(CURDIR)/target/node $(CARGO) clippy --lib --no-default-features --features node,tls -- -D warnings
+	$(CARGO) clippy --all-targets --features python,node -- -D warnings
 	for f in $$(git ls-files '*.js'); do node --check $$f || exit 1; done
 
 ## make wheel: build the Python wheel the way `pip install .` does (maturin, PEP 517)
+# With WHEEL_DEV set (make test) it is a debug build, made beside the Node.js
+# addon's debug build (target/node), whose dependencies are the same: they
+# compile once.
 wheel: deps
 	rm -rf $(VENV) target/wheels-test
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .
+	$(if $(WHEEL_DEV),MATURIN_PEP517_ARGS="--profile dev") CARGO_TARGET_DIR=$(CURDIR)/target/$(if $(WHEEL_DEV),node,python) \
+		$(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .
 
 # The wheel goes into a fresh virtualenv; pytest runs from tests/python so
 # that `import redislock` finds the installed wheel, never the source tree.
