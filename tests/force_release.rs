@@ -9,7 +9,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{assert_one_hand_off, wait_until, Server};
+use common::{wait_until, Server};
 use redislock::{AcquireOptions, Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
@@ -101,8 +101,19 @@ fn the_oldest_waiter_is_handed_the_lock_at_once() {
         client.inspect("stuck").unwrap().waiters == 1
     });
     lock.release().unwrap();
-    second.join().unwrap().unwrap().release().unwrap();
-    assert_one_hand_off(&client, &before, "the release after a forced one");
+    let second = second.join().unwrap().unwrap();
+    // The release handed it over (the waiter may notice by its message or
+    // by a retry that finds the lock already its own: that race is the
+    // waiter's, not the queue's).
+    let s = client.stats();
+    assert_eq!(s.handoffs_given - before.handoffs_given, 1, "{s:?}");
+    assert_eq!(
+        (s.acquired_handed_over + s.acquired_after_wait)
+            - (before.acquired_handed_over + before.acquired_after_wait),
+        1,
+        "{s:?}"
+    );
+    second.release().unwrap();
 }
 
 #[test]
