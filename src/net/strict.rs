@@ -17,7 +17,9 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::net::resp;
-use crate::net::wire::{abridged_bytes, Tls};
+#[cfg(feature = "tls")]
+use crate::net::wire::tls_for;
+use crate::net::wire::{abridged_bytes, config_error, Tls, NO_TLS};
 
 /// How the error of a broken rule starts (see [`is_protocol`]).
 const PROTOCOL: &str = "protocol error: the server sent";
@@ -235,14 +237,10 @@ pub(crate) async fn open(
             }
             #[cfg(feature = "tls")]
             ConnectionAddr::TcpTls { host, port, .. } => {
-                let Some(tls) = tls else {
-                    return Err(config_error("a rediss:// server needs TLS settings"));
-                };
-                let name = rustls::pki_types::ServerName::try_from(host.clone())
-                    .map_err(|_| config_error("the host name is not valid for TLS"))?;
+                let (tls, name) = tls_for(tls, host)?;
                 let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
                 s.set_nodelay(true)?;
-                let connector = tokio_rustls::TlsConnector::from(tls.client_config());
+                let connector = tokio_rustls::TlsConnector::from(tls);
                 mux(info, connector.connect(name, s).await?, config).await
             }
             #[cfg(unix)]
@@ -251,9 +249,7 @@ pub(crate) async fn open(
             }
             _ => {
                 let _ = tls;
-                Err(config_error(
-                    "this build of redislock has no TLS support (the `tls` feature)",
-                ))
+                Err(config_error(NO_TLS))
             }
         }
     };
@@ -277,10 +273,6 @@ where
     // It ends once every handle on the connection is dropped.
     tokio::spawn(driver);
     Ok(con)
-}
-
-fn config_error(what: &'static str) -> redis::RedisError {
-    redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, what))
 }
 
 #[cfg(test)]

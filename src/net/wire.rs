@@ -42,12 +42,6 @@ impl Tls {
         }
     }
 
-    /// The settings, for the async connections.
-    #[cfg(all(feature = "tls", feature = "tokio"))]
-    pub(crate) fn client_config(&self) -> std::sync::Arc<rustls::ClientConfig> {
-        self.config.clone()
-    }
-
     #[cfg(feature = "tls")]
     fn build(root_pem: Option<&[u8]>) -> Result<Tls, String> {
         use rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -424,12 +418,8 @@ impl Wire {
             ConnectionAddr::Tcp(host, port) => Stream::Tcp(tcp(host, *port, deadline)?),
             #[cfg(feature = "tls")]
             ConnectionAddr::TcpTls { host, port, .. } => {
-                let Some(tls) = tls else {
-                    return Err(config_error("a rediss:// server needs TLS settings"));
-                };
-                let name = rustls::pki_types::ServerName::try_from(host.clone())
-                    .map_err(|_| config_error("the host name is not valid for TLS"))?;
-                let session = rustls::ClientConnection::new(tls.config.clone(), name)
+                let (config, name) = tls_for(tls, host)?;
+                let session = rustls::ClientConnection::new(config, name)
                     .map_err(|e| io::Error::other(e.to_string()))?;
                 let sock = tcp(host, *port, deadline)?;
                 Stream::Tls(Box::new(rustls::StreamOwned::new(
@@ -441,9 +431,7 @@ impl Wire {
             ConnectionAddr::Unix(path) => Stream::Unix(retry(|| UnixStream::connect(path))?),
             _ => {
                 let _ = tls;
-                return Err(config_error(
-                    "this build of redislock has no TLS support (the `tls` feature)",
-                ));
+                return Err(config_error(NO_TLS));
             }
         };
         let settings = info.redis_settings();
@@ -1118,7 +1106,27 @@ fn cut(mut s: String) -> String {
     s
 }
 
-fn config_error(what: &'static str) -> redis::RedisError {
+/// What a rediss:// URL gets from a build without the `tls` feature.
+pub(crate) const NO_TLS: &str = "this build of redislock has no TLS support (the `tls` feature)";
+
+/// The TLS settings and the server name to check for `host`.
+#[cfg(feature = "tls")]
+pub(crate) fn tls_for(
+    tls: Option<&Tls>,
+    host: &str,
+) -> RedisResult<(
+    std::sync::Arc<rustls::ClientConfig>,
+    rustls::pki_types::ServerName<'static>,
+)> {
+    let Some(tls) = tls else {
+        return Err(config_error("a rediss:// server needs TLS settings"));
+    };
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|_| config_error("the host name is not valid for TLS"))?;
+    Ok((tls.config.clone(), name))
+}
+
+pub(crate) fn config_error(what: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, what))
 }
 
