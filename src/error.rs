@@ -278,7 +278,7 @@ impl Error {
     pub(crate) fn unexpected(addr: &str, what: &str, v: &redis::Value) -> Error {
         Error::Protocol {
             addr: addr.to_string(),
-            detail: format!("{} in answer to {what}", crate::net::wire::abridged(v)),
+            detail: format!("{} in answer to {what}", abridged(v)),
         }
     }
 }
@@ -311,6 +311,45 @@ pub(crate) fn show_key(key: &[u8]) -> String {
         out.push('"');
     }
     out
+}
+
+/// A reply the connection cannot take: what came, abridged. The caller
+/// adds which server sent it.
+pub(crate) fn protocol_error(what: String) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Parse,
+        "protocol error: the server sent",
+        what,
+    ))
+}
+
+/// A reply as people read it, cut short.
+pub(crate) fn abridged(v: &redis::Value) -> String {
+    cut(format!("{v:?}"))
+}
+
+/// Bytes as people read them (escaped), cut short.
+pub(crate) fn abridged_bytes(b: &[u8]) -> String {
+    let shown = &b[..b.len().min(64)];
+    let mut s = format!("\"{}\"", shown.escape_ascii());
+    if b.len() > shown.len() {
+        s.push_str(&format!("… ({} bytes)", b.len()));
+    }
+    s
+}
+
+fn cut(mut s: String) -> String {
+    const MAX: usize = 120;
+    if s.len() > MAX {
+        let mut end = MAX;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let len = s.len();
+        s.truncate(end);
+        s.push_str(&format!("… ({len} characters)"));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -668,8 +668,20 @@ pub(crate) fn set_ifeq(key: &[u8], token: &[u8], ttl_ms: u64) -> redis::Cmd {
 
 /// Whether a reply has the shape a command answers, checked by the
 /// transport before anything is taken from it: a reply of another shape
-/// closes the connection and fails the command (see `wire::protocol`).
+/// closes the connection and fails the command (see [`checked`]).
 pub(crate) type Accepts = fn(&Value) -> bool;
+
+/// `v` if `accepts` takes it as the reply to `what` (a command's or a
+/// script's name), else the protocol error that says what came instead.
+pub(crate) fn checked(v: Value, accepts: Accepts, what: &str) -> redis::RedisResult<Value> {
+    if accepts(&v) {
+        return Ok(v);
+    }
+    Err(crate::error::protocol_error(format!(
+        "{} in answer to {what}",
+        crate::error::abridged(&v)
+    )))
+}
 
 /// A Lua script with its SHA1, sent as EVALSHA with an EVAL fallback.
 pub(crate) struct Script {
@@ -706,14 +718,7 @@ impl Script {
     /// `v` if it is a reply this script gives, else the protocol error
     /// that says what came instead.
     pub(crate) fn checked(&self, v: Value) -> redis::RedisResult<Value> {
-        if (self.accepts)(&v) {
-            return Ok(v);
-        }
-        Err(crate::net::wire::protocol(format!(
-            "{} in answer to the {} script",
-            crate::net::wire::abridged(&v),
-            self.name
-        )))
+        checked(v, self.accepts, self.name)
     }
 
     /// The EVALSHA command for these keys and arguments.

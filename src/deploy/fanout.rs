@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::net::pool::{checked, Pool};
+use crate::net::pool::Pool;
 use crate::net::retry::{is_dead_connection, is_demoted, needs_rerun};
 use crate::net::wire::Wire;
-use crate::protocol::Accepts;
+use crate::protocol::{checked, Accepts};
 use crate::stats::Event;
 use crate::sync::{locked, pid, spawn_quiet};
 
@@ -321,7 +321,7 @@ impl Round {
         node.end(id);
         let r = r
             .and_then(|v| v.extract_error())
-            .and_then(|v| checked(v, job.accepts, &[job.name.as_bytes()]));
+            .and_then(|v| checked(v, job.accepts, job.name));
         match r {
             Ok(v) => {
                 node.pool.put_wire(wire);

@@ -31,7 +31,7 @@ use redis::Value;
 use super::fanout::{Decided, Job, Node, Outcome, Round};
 use super::{Deployment, Grant, Granted};
 use crate::error::{show_key, Error, Result};
-use crate::net::pool::{checked, Pool};
+use crate::net::pool::Pool;
 use crate::options::{Holder, Interrupt, LockInfo, SharedInfo, Wait};
 use crate::protocol::{self, scripts, Attempt, Kind, LockKeys, QUEUE_GRACE_MS};
 use crate::stats::{Counters, Gauge};
@@ -702,7 +702,7 @@ fn values(
         move |p: &Pool| {
             p.with(|con, _| {
                 let v = redis::cmd("GET").arg(&k).query(con)?;
-                checked(v, protocol::is_nil_or_string, &[b"GET"])
+                protocol::checked(v, protocol::is_nil_or_string, "GET")
             })
         },
     );

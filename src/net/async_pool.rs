@@ -24,13 +24,13 @@ use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, 
 use crate::error::{Error, Result};
 use crate::net::follow::{role_is_master, still_named};
 use crate::net::hub::{Delivery, Ticket};
-use crate::net::pool::checked;
+use crate::net::pool::command_name;
 use crate::net::pool::Pool;
 use crate::net::retry::{is_dead_connection, is_demoted, Failed, Transient};
 use crate::net::strict;
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::{Detached, Transport};
-use crate::protocol::{Accepts, Script};
+use crate::protocol::{checked, Accepts, Script};
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
@@ -424,7 +424,7 @@ async fn send(
         Request::Cmd(cmd) => cmd.query_async(&mut con).await,
         Request::Checked(args, accepts) => {
             let reply = crate::protocol::cmd_of(args).query_async(&mut con).await;
-            reply.and_then(|v| checked(v, *accepts, args))
+            reply.and_then(|v| checked(v, *accepts, &command_name(args)))
         }
         Request::Pipeline(pipe) => pipe
             .query_async::<Vec<Value>>(&mut con)

@@ -27,8 +27,8 @@ use crate::net::retry::{is_dead_connection, is_demoted, transient_state, Failed,
 use crate::net::sentinel::{Lease, Sentinel};
 use crate::net::target::{Endpoint, Target};
 use crate::net::transport::Transport;
-use crate::net::wire::{self, io_reason, is_auth_error, server_message, Wire, UNTRUSTED_HINT};
-use crate::protocol::{Accepts, Script};
+use crate::net::wire::{io_reason, is_auth_error, server_message, Wire, UNTRUSTED_HINT};
+use crate::protocol::{checked, Accepts, Script};
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
@@ -758,19 +758,10 @@ impl Pool {
     }
 }
 
-/// `v` if `accepts` takes it as the reply to the command `args`, else the
-/// protocol error that says what came instead.
-pub(crate) fn checked(v: Value, accepts: Accepts, args: &[&[u8]]) -> redis::RedisResult<Value> {
-    if accepts(&v) {
-        return Ok(v);
-    }
-    let name = args
-        .first()
-        .map_or(String::new(), |n| String::from_utf8_lossy(n).into_owned());
-    Err(wire::protocol(format!(
-        "{} in answer to {name}",
-        wire::abridged(&v)
-    )))
+/// A command's name, from its arguments, for errors.
+pub(crate) fn command_name(args: &[&[u8]]) -> String {
+    args.first()
+        .map_or(String::new(), |n| String::from_utf8_lossy(n).into_owned())
 }
 
 /// One command packed for the wire (see `protocol::pack`); an error reply
@@ -861,7 +852,7 @@ impl Transport for Arc<Pool> {
         let mut resent = false;
         let v = self.with(|con, retried| {
             resent |= retried;
-            send_packed(con, &packed).and_then(|v| checked(v, accepts, args))
+            send_packed(con, &packed).and_then(|v| checked(v, accepts, &command_name(args)))
         })?;
         Ok((v, resent))
     }

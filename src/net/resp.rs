@@ -162,9 +162,9 @@ fn length(line: &[u8]) -> Result<Option<usize>, &'static str> {
 
 /// `what` is wrong with the reply that starts `at` (shown abridged).
 fn malformed(what: &str, at: &[u8]) -> redis::RedisError {
-    crate::net::wire::protocol(format!(
+    crate::error::protocol_error(format!(
         "{what} (not RESP2): {}",
-        crate::net::wire::abridged_bytes(at)
+        crate::error::abridged_bytes(at)
     ))
 }
 

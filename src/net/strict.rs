@@ -16,10 +16,11 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::error::abridged_bytes;
 use crate::net::resp;
 #[cfg(feature = "tls")]
 use crate::net::wire::tls_for;
-use crate::net::wire::{abridged_bytes, config_error, Tls, NO_TLS};
+use crate::net::wire::{config_error, Tls, NO_TLS};
 
 /// How the error of a broken rule starts (see [`is_protocol`]).
 const PROTOCOL: &str = "protocol error: the server sent";

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, Value};
 
+use crate::error::{abridged, abridged_bytes, protocol_error as protocol};
 use crate::net::resp;
 
 /// TLS settings shared by every connection of a client: the roots to trust.
@@ -1062,48 +1063,9 @@ const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 /// had no effect, and goes again on a fresh connection (see [`is_stale`]).
 const STALE: &str = "waiting on a connection that owed no reply (found before sending a command)";
 
-/// A reply the connection cannot take: what came, abridged. The caller
-/// adds which server sent it.
-pub(crate) fn protocol(what: String) -> redis::RedisError {
-    redis::RedisError::from((
-        redis::ErrorKind::Parse,
-        "protocol error: the server sent",
-        what,
-    ))
-}
-
 /// A protocol error found before the command was sent (see [`STALE`]).
 pub(crate) fn is_stale(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Parse && e.detail().is_some_and(|d| d.ends_with(STALE))
-}
-
-/// A reply as people read it, cut short.
-pub(crate) fn abridged(v: &Value) -> String {
-    cut(format!("{v:?}"))
-}
-
-/// Bytes as people read them (escaped), cut short.
-pub(crate) fn abridged_bytes(b: &[u8]) -> String {
-    let shown = &b[..b.len().min(64)];
-    let mut s = format!("\"{}\"", shown.escape_ascii());
-    if b.len() > shown.len() {
-        s.push_str(&format!("… ({} bytes)", b.len()));
-    }
-    s
-}
-
-fn cut(mut s: String) -> String {
-    const MAX: usize = 120;
-    if s.len() > MAX {
-        let mut end = MAX;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        let len = s.len();
-        s.truncate(end);
-        s.push_str(&format!("… ({len} characters)"));
-    }
-    s
 }
 
 /// What a rediss:// URL gets from a build without the `tls` feature.
