@@ -6,16 +6,19 @@
 // section of docs/frameworks.md says:
 //
 //   opcache.enable=1
-//   opcache.preload=/path/to/bindings/php/preload.php
+//   opcache.preload=/path/to/vendor/redislock/redislock/preload.php
 //   ffi.enable=preload
 //   ; a master running as root also needs these two:
 //   opcache.preload_user=www-data
-//   ffi.preload=/path/to/redislock_preload.h
+//   ffi.preload=/etc/php/8.2/fpm/redislock.h
 //
 // (With opcache.preload_user, PHP runs this script as that user in a child
 // of the master, where FFI::load is refused: the declarations must then come
-// from ffi.preload.) The library comes from $REDISLOCK_LIB, the build tree,
-// or the system path (libredislock.so.0), as for FFI::cdef.
+// from ffi.preload, a header that `vendor/bin/redislock-preload-header`
+// prints.) The library is the one RedisLock\FFI::candidates() finds first:
+// $REDISLOCK_LIB, the package's lib/libredislock.so, the build tree, the
+// system's libredislock.so.0. Its version is checked at the first use in
+// each request (RedisLock\FFI::get), as without preloading.
 declare(strict_types=1);
 
 require __DIR__ . '/autoload.php';
@@ -29,9 +32,13 @@ require __DIR__ . '/autoload.php';
     }
     $errors = [];
     if (!$loaded) {
-        $header = file_get_contents(__DIR__ . '/redislock_preload.h');
         foreach (RedisLock\FFI::candidates() as $lib) {
-            $text = preg_replace('/^#define FFI_LIB ".*"$/m', '#define FFI_LIB "' . $lib . '"', $header);
+            $problem = RedisLock\FFI::problem($lib);
+            if ($problem !== null) {
+                $errors[] = "$lib: $problem";
+                continue;
+            }
+            $text = RedisLock\FFI::preloadHeader($lib);
             $file = sys_get_temp_dir() . '/redislock-preload-' . md5($text) . '.h';
             if (!is_file($file)) {
                 file_put_contents($file, $text);
@@ -52,8 +59,9 @@ require __DIR__ . '/autoload.php';
     }
     if (!$loaded) {
         $hint = str_contains(implode(' ', $errors), 'preload_user')
-            ? 'with opcache.preload_user (a master running as root), set ffi.preload to redislock_preload.h'
-            : 'build or install libredislock, or point REDISLOCK_LIB at it';
+            ? 'with opcache.preload_user (a master running as root), set ffi.preload to the header '
+                . 'vendor/bin/redislock-preload-header prints'
+            : 'reinstall the package (its lib/libredislock.so), install libredislock, or point REDISLOCK_LIB at it';
         error_log("redislock preload: the FFI declarations are not loaded ($hint; see docs/frameworks.md, php-fpm):\n  "
             . implode("\n  ", $errors));
     }
