@@ -103,10 +103,15 @@ declare(strict_types=1);
 require __DIR__ . '/vendor/autoload.php';
 
 [, $url, $version, $expected] = $argv;
-$client = new RedisLock\Client($url);
-$lock = $client->acquire('dist-check-php', ttlMs: 10000, waitMs: 5000);
-$fence = $lock->fence();
-$lock->release();
+try {
+    $client = new RedisLock\Client($url);
+    $lock = $client->acquire('dist-check-php', ttlMs: 10000, waitMs: 5000);
+    $fence = $lock->fence();
+    $lock->release();
+} catch (RedisLock\LockException $e) {
+    fwrite(STDERR, get_class($e) . ': ' . $e->getMessage() . "\n");
+    exit(1);
+}
 preg_match_all('~\S*libredislock\S*~', file_get_contents('/proc/self/maps'), $m);
 $mapped = array_values(array_unique($m[0]));
 $failures = [];

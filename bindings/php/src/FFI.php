@@ -156,8 +156,9 @@ final class FFI
 
     /**
      * Where the library is looked for, in order: $REDISLOCK_LIB alone when
-     * set; else the bundled lib/libredislock.so, the build tree of a
-     * checkout, the soname on the system's library path.
+     * set; else the bundled lib/libredislock.so (in a checkout, only when
+     * there), the build tree of a checkout, the soname on the system's
+     * library path.
      *
      * @return list<string>
      */
@@ -167,9 +168,12 @@ final class FFI
         if (is_string($env) && $env !== '') {
             return [$env];
         }
-        $found = [dirname(__DIR__) . '/lib/libredislock.so'];
+        $bundled = dirname(__DIR__) . '/lib/libredislock.so';
         $root = dirname(__DIR__, 3);
-        if (is_file("$root/Cargo.toml") && is_file("$root/include/redislock.h")) {
+        $checkout = is_file("$root/Cargo.toml") && is_file("$root/include/redislock.h");
+        // bindings/php in a checkout has no lib/ (the release tarball does): not worth naming there.
+        $found = $checkout && !is_file($bundled) ? [] : [$bundled];
+        if ($checkout) {
             foreach (['target/release', 'target/debug'] as $dir) {
                 if (is_file("$root/$dir/libredislock.so")) {
                     $found[] = "$root/$dir/libredislock.so";

@@ -28,11 +28,7 @@ final class LoaderTest extends TestCase
 
     public static function setUpBeforeClass(): void
     {
-        $lib = FFI::candidates()[0];
-        if (!str_contains($lib, '/') || !is_file($lib)) {
-            self::fail('run with REDISLOCK_LIB=/path/to/libredislock.so (make test-php)');
-        }
-        self::$lib = realpath($lib);
+        self::$lib = FFI::libraryFile(); // the library under test (REDISLOCK_LIB in make test-php)
         self::$dir = sys_get_temp_dir() . '/redislock-php-loader-' . bin2hex(random_bytes(6));
         mkdir(self::$dir);
         chmod(self::$dir, 0755);
