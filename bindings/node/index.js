@@ -5,23 +5,141 @@
 // error classes below; waiting, renewal and the wire protocol are the core's.
 
 const { Buffer } = require('node:buffer');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const { inspect } = require('node:util');
 
-const native = loadAddon();
-
+/**
+ * The native addon, from the first of these places that holds a file:
+ *   1. $REDISLOCK_NODE_ADDON, a path to a redislock .node file (explicit:
+ *      nothing else is tried when it is set);
+ *   2. the prebuilt addon of this platform, next to this file
+ *      (redislock.linux-x64-gnu.node in the npm package of `make dist`);
+ *   3. redislock.node next to this file, built from source (`make node`,
+ *      or the install script of the source package).
+ * Paths are absolute, from this file's directory, never from the working
+ * directory. A file that is there but cannot be loaded (truncated, another
+ * architecture, another version) is an error naming it, and the places
+ * tried before it: no other place is tried after it. The addon's version
+ * must be package.json's, so that a stale addon is caught, not used.
+ */
 function loadAddon() {
+  const candidates = [];
+  if (process.env.REDISLOCK_NODE_ADDON) {
+    candidates.push([path.resolve(process.env.REDISLOCK_NODE_ADDON), '$REDISLOCK_NODE_ADDON']);
+  } else {
+    const platform = platformName();
+    candidates.push([path.join(__dirname, `redislock.${platform}.node`), `the prebuilt addon for ${platform}`]);
+    candidates.push([path.join(__dirname, 'redislock.node'), 'built from source']);
+  }
+  const tried = [];
+  const failed = (file, cause) =>
+    new Error(`redislock: cannot load the native addon ${file}; tried:\n    ${tried.join('\n    ')}`, cause && { cause });
+  for (const [file, what] of candidates) {
+    if (!fs.existsSync(file)) {
+      tried.push(`${file} (${what}): no such file`);
+      continue;
+    }
+    let addon;
+    try {
+      checkElf(file);
+      addon = require(file);
+    } catch (e) {
+      // process.dlopen's message starts with the file's path already.
+      const message = e.message.startsWith(file) ? e.message.slice(file.length).replace(/^:\s*/, '') : e.message;
+      tried.push(`${file} (${what}): ${message}`);
+      throw failed(file, e);
+    }
+    const expected = require('./package.json').version;
+    const got = typeof addon.version === 'function' ? addon.version() : null;
+    if (got !== expected) {
+      const message =
+        got === null
+          ? `it reports no version (no version() function: built from older sources?), and this package (${__dirname}) is ${expected}`
+          : `it is version ${got}, and this package (${__dirname}) is ${expected}`;
+      tried.push(`${file} (${what}): ${message}`);
+      throw failed(file);
+    }
+    return addon;
+  }
+  throw new Error(
+    `redislock: no native addon found; tried:\n    ${tried.join('\n    ')}\n` +
+      'The npm package of `make dist` carries the addon for x86_64 Linux (glibc 2.17 or newer). ' +
+      'Elsewhere it is built from source: `make node` in the repository, or `npm rebuild redislock` ' +
+      'of the source package, with a Rust toolchain (cargo 1.88 or newer: https://rustup.rs).',
+  );
+}
+
+/** napi-rs's name of this platform: linux-x64-gnu, linux-arm64-musl, darwin-arm64, win32-x64-msvc... */
+function platformName() {
+  const { platform, arch } = process;
+  if (platform === 'win32') return `win32-${arch}-msvc`;
+  if (platform !== 'linux') return `${platform}-${arch}`;
+  let musl;
   try {
-    return require('./redislock.node');
-  } catch (e) {
-    if (e.code !== 'MODULE_NOT_FOUND') throw e;
-    throw new Error(
-      'redislock: the native addon redislock.node is not built. In the repository run ' +
-        '`make node`; in an installed package run `npm rebuild redislock` (it needs a Rust ' +
-        'toolchain, cargo 1.88 or newer: https://rustup.rs).',
-      { cause: e },
-    );
+    musl = fs.readFileSync('/usr/bin/ldd', 'latin1').includes('musl');
+  } catch {
+    musl = !process.report?.getReport?.().header?.glibcVersionRuntime;
+  }
+  return `linux-${arch}-${musl ? 'musl' : 'gnu'}`;
+}
+
+// ELF e_machine of each process.arch.
+const ELF_MACHINES = { ia32: 3, arm: 40, ppc: 20, ppc64: 21, s390x: 22, x64: 62, arm64: 183, riscv64: 243, loong64: 258 };
+
+/**
+ * On Linux, throw unless `file` is a whole ELF shared object for this
+ * process's architecture: dlopen says only "No such file or directory" for
+ * another architecture's, and maps a truncated one, which then crashes the
+ * process (SIGBUS) instead of failing.
+ */
+function checkElf(file) {
+  if (process.platform !== 'linux') return;
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    const read = (position, length) => {
+      const b = Buffer.alloc(length);
+      return fs.readSync(fd, b, 0, length, position) === length ? b : null;
+    };
+    const ident = read(0, 16);
+    if (!ident || ident.readUInt32BE(0) !== 0x7f454c46) throw new Error('not an ELF file (corrupt, or an unfinished download?)');
+    const bits = ident[4] === 2 ? 64 : 32;
+    const le = ident[5] === 1;
+    if (le !== (os.endianness() === 'LE')) throw new Error('it is an ELF file of the other byte order');
+    const header = read(0, bits === 64 ? 64 : 52);
+    if (!header) throw new Error(`truncated: ${size} bytes, less than its ELF header`);
+    const u16 = (b, at) => (le ? b.readUInt16LE(at) : b.readUInt16BE(at));
+    const word = (b, at) =>
+      bits === 64 ? Number(le ? b.readBigUInt64LE(at) : b.readBigUInt64BE(at)) : le ? b.readUInt32LE(at) : b.readUInt32BE(at);
+    const machine = u16(header, 18);
+    const want = ELF_MACHINES[process.arch];
+    if (want !== undefined && machine !== want) {
+      const name = Object.keys(ELF_MACHINES).find((a) => ELF_MACHINES[a] === machine);
+      throw new Error(`it is built for another architecture (ELF machine ${machine}${name ? `, ${name}` : ''}; this process is ${process.arch}, machine ${want})`);
+    }
+    const processBits = ['ia32', 'arm', 'ppc'].includes(process.arch) ? 32 : 64;
+    if (want !== undefined && bits !== processBits) throw new Error(`it is a ${bits}-bit ELF file; this process is ${processBits}-bit`);
+    // Every segment and the section header table must be in the file.
+    const [phoff, phentsize, phnum] = bits === 64 ? [word(header, 32), u16(header, 54), u16(header, 56)] : [word(header, 28), u16(header, 42), u16(header, 44)];
+    const [shoff, shentsize, shnum] = bits === 64 ? [word(header, 40), u16(header, 58), u16(header, 60)] : [word(header, 32), u16(header, 46), u16(header, 48)];
+    let end = Math.max(phoff + phentsize * phnum, shoff + shentsize * shnum);
+    const table = read(phoff, phentsize * phnum);
+    if (table) {
+      for (let i = 0; i < phnum; i++) {
+        const at = i * phentsize;
+        const [offset, filesz] = bits === 64 ? [word(table, at + 8), word(table, at + 32)] : [word(table, at + 4), word(table, at + 16)];
+        end = Math.max(end, offset + filesz);
+      }
+    }
+    if (size < end) throw new Error(`truncated: ${size} bytes, its ELF headers need ${end}`);
+  } finally {
+    fs.closeSync(fd);
   }
 }
+
+const native = loadAddon();
 
 /** Default time to live of an acquisition, in milliseconds. */
 const DEFAULT_TTL = 30000;
