@@ -119,7 +119,8 @@ run_check() {
 # takes seconds) unless asked, when python3's pip can install into another
 # interpreter (pip >= 22.3, --python): the same installation, quicker.
 outside_pip=
-if "$py" -m pip --help 2>/dev/null | grep -q -- '--python '; then outside_pip=1; fi
+pip_help=$("$py" -m pip --help 2>/dev/null || true)
+if grep -q -- '--python ' <<<"$pip_help"; then outside_pip=1; fi
 new_venv() {
   if [ -n "$outside_pip" ] && [ "${2:-}" != with-pip ]; then
     "$py" -m venv --without-pip "$1"
