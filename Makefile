@@ -9,7 +9,7 @@ VENV := target/venv-test
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node \
 	test-valkey test-valkey-run demo demo-run \
-	test-chaos chaos fuzz test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
+	test-chaos chaos fuzz dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
 
@@ -40,10 +40,38 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey (test-valkey-run)
-test: deps lint test-rust test-python test-php test-ruby test-node test-demo test-chaos test-valkey-run
-# The suite's wheel is a debug build (see `wheel`): the suite's time goes to
-# tests, not to optimising.
-test: WHEEL_DEV := 1
+test: deps lint dist-test test-rust test-python test-php test-ruby test-node test-demo test-dist test-chaos test-valkey-run
+# The suite tests the artifacts of `make dist`, built unoptimised
+# (dist-test): the Python suites run on its wheel, the Node.js suites on its
+# addon, and test-dist installs them all as users do.
+test: WHEEL_FROM_DIST := 1
+test: export NODE_ADDON := install -m 0755 target/dist-stage/node/redislock.node bindings/node/redislock.node
+
+## make dist: every release artifact into dist/: the Python wheel (manylinux
+## 2.17, abi3) and sdist, the npm package, the Ruby gem, the Composer package,
+## the .deb packages and a relocatable C tarball, with SHA256SUMS
+## (x86_64 Linux, glibc 2.17 or newer; zig from PyPI links them)
+dist: deps
+	scripts/dist.sh
+
+## make dist-check: install each artifact of dist/ as its users would (pip,
+## npm, gem, composer, apt-get) with no cargo on the PATH, take a lock with
+## each, then run the demo with the installed artifacts only
+dist-check: deps
+	test -f dist/SHA256SUMS || scripts/dist.sh
+	$(CARGO) build --quiet --example demo
+	scripts/dist-check.sh dist --demo target/debug/examples/demo
+
+# make test's artifacts: the same packaging, unoptimised (quicker to build).
+dist-test: deps
+	scripts/dist.sh --profile dist-test
+
+# make test's dist-check: the sdist builds unoptimised, in dist-test's
+# environment and cargo target, whose compiled dependencies it reuses.
+test-dist:
+	DIST_SDIST_CARGO_TARGET_DIR=$(CURDIR)/target/dist DIST_SDIST_PROFILE=dist-test \
+	DIST_SDIST_ENV=$(CURDIR)/target/dist/zig-env.sh \
+		scripts/dist-check.sh dist --demo target/debug/examples/demo
 
 ## make test-valkey: the suites against Valkey 8.1 alone
 test-valkey: deps python-env
@@ -63,6 +91,7 @@ test-valkey-run:
 
 # Vendored code (redis-objects' specs, node-redlock's tests) is not ours to lint.
 lint:
+	scripts/check-versions.sh
 	$(CARGO) fmt --all --check
 	for f in $$(git ls-files 'bindings/ruby/*.rb' 'bindings/ruby/*.gemspec' 'examples/*.rb' \
 			':(exclude)bindings/ruby/test/redis-objects/*'); do \
@@ -71,17 +100,16 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 	$(CARGO) clippy --all-targets --features python,node -- -D warnings
 	for f in $$(git ls-files '*.js'); do node --check $$f || exit 1; done
+	for f in $$(git ls-files '*.sh'); do bash -n $$f || exit 1; done
 
 ## make wheel: build the Python wheel the way `pip install .` does (maturin, PEP 517)
-# With WHEEL_DEV set (make test) it is a debug build, made beside the Node.js
-# addon's debug build (target/node), whose dependencies are the same: they
-# compile once.
+# With WHEEL_FROM_DIST set (make test) it is the wheel of dist/ (dist-test).
 wheel: deps
 	rm -rf $(VENV) target/wheels-test
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(if $(WHEEL_DEV),MATURIN_PEP517_ARGS="--profile dev") CARGO_TARGET_DIR=$(CURDIR)/target/$(if $(WHEEL_DEV),node,python) \
-		$(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .
+	$(if $(WHEEL_FROM_DIST),mkdir -p target/wheels-test && cp dist/redislock-*.whl target/wheels-test/, \
+		CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .)
 
 # The wheel goes into a fresh virtualenv; pytest runs from tests/python so
 # that `import redislock` finds the installed wheel, never the source tree.
@@ -135,10 +163,12 @@ test-node: deps python-env
 # own tests), from the npm registry.
 NODE_TOOLS := target/node-tools
 # Without rebuilding the wheel: test-valkey-run runs this again. The addon
-# is a debug build (quicker to compile; the same code).
+# is a debug build (quicker to compile; the same code); make test's is the
+# one of dist/ (NODE_ADDON).
+NODE_ADDON ?= node bindings/node/build.js --debug
 test-node-run:
 	$(CARGO) build
-	node bindings/node/build.js --debug
+	$(NODE_ADDON)
 	cd bindings/node && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		node --test --test-concurrency=1 test/*.test.js
 	test -x $(NODE_TOOLS)/node_modules/.bin/tsc -a -d $(NODE_TOOLS)/node_modules/ava -a -d $(NODE_TOOLS)/node_modules/ioredis \
@@ -197,12 +227,12 @@ demo: deps wheel
 # The demo in a short mode, reusing test-python's virtualenv; fails when the
 # counter and the acquisitions disagree.
 test-demo:
-	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1 DEMO_NODE_BUILD=--debug DEMO_PROFILE=debug
+	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=1 DEMO_NODE="$(NODE_ADDON)" DEMO_PROFILE=debug
 
 DEMO_SECONDS ?= 5
 # The Node.js workers' addon: a release build for make demo; make test's
-# demo reuses test-node's debug build.
-DEMO_NODE_BUILD ?=
+# demo reuses test-node's.
+DEMO_NODE ?= node bindings/node/build.js
 # The library, the command line and the demo: a release build for make
 # demo; make test's demo reuses the debug build of test-rust (whose
 # `cargo test --all-targets` built them with the same features), sparing
@@ -214,7 +244,7 @@ DEMO_PROFILE ?= release
 demo-run:
 	$(CARGO) build $(if $(filter release,$(DEMO_PROFILE)),--release) --quiet --lib --bins --example demo
 	scripts/install.sh $(CURDIR)/target/demo-prefix target/$(DEMO_PROFILE) >/dev/null
-	node bindings/node/build.js $(DEMO_NODE_BUILD) >/dev/null
+	$(DEMO_NODE) >/dev/null
 	target/$(DEMO_PROFILE)/examples/demo --seconds $(DEMO_SECONDS) \
 		--python $(VENV)/bin/python --prefix $(CURDIR)/target/demo-prefix --cli target/$(DEMO_PROFILE)/redislock
 
@@ -314,3 +344,4 @@ bench-stats: deps
 
 clean:
 	$(CARGO) clean
+	rm -rf dist

@@ -25,6 +25,15 @@
 //! addon is loaded from bindings/node, built there first); `--prefix`: where `scripts/install.sh` put the C
 //! library, which the PHP and Ruby workers load;
 //! `--cli`: the `redislock` binary. `make demo` prepares all three.
+//!
+//! `--installed` (make dist-check): the workers load the installed packages,
+//! never this repository: the Python one from `--python`'s environment, the
+//! PHP one from `$REDISLOCK_DEMO_AUTOLOAD` (a Composer project's
+//! vendor/autoload.php), the Ruby gem from `$GEM_HOME`, the Node.js package
+//! by `require('redislock')` (`$NODE_PATH`); no REDISLOCK_LIB is set for
+//! them. `--workers DIR`: where the worker scripts are (default
+//! examples/demo); `--c-worker EXE`: the C worker, already built (else it
+//! is built against `--prefix`).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -45,6 +54,9 @@ struct Args {
     node: String,
     prefix: PathBuf,
     cli: PathBuf,
+    installed: bool,
+    workers: PathBuf,
+    c_worker: Option<PathBuf>,
 }
 
 fn parse_args() -> Args {
@@ -57,10 +69,18 @@ fn parse_args() -> Args {
         node: "node".into(),
         prefix: root.join("target/demo-prefix"),
         cli: root.join("target/release/redislock"),
+        installed: false,
+        workers: root.join("examples/demo"),
+        c_worker: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < argv.len() {
+        if argv[i] == "--installed" {
+            a.installed = true;
+            i += 1;
+            continue;
+        }
         let v = argv
             .get(i + 1)
             .cloned()
@@ -73,6 +93,8 @@ fn parse_args() -> Args {
             "--node" => a.node = v,
             "--prefix" => a.prefix = v.into(),
             "--cli" => a.cli = v.into(),
+            "--workers" => a.workers = v.into(),
+            "--c-worker" => a.c_worker = Some(v.into()),
             other => panic!("unknown argument {other}"),
         }
         i += 2;
@@ -158,7 +180,10 @@ fn main() {
         common::family(&mut server.raw()),
         common::server_version(&mut server.raw())
     );
-    let c_worker = build_c_worker(&a.prefix);
+    let c_worker = match &a.c_worker {
+        Some(exe) => exe.clone(),
+        None => build_c_worker(&a.prefix),
+    };
     let lib = a.prefix.join("lib/libredislock.so");
 
     let redis_cli = common::redis_cli_bin();
@@ -312,6 +337,17 @@ struct Workers<'a> {
 }
 
 impl Workers<'_> {
+    /// Where a worker finds the library: `--prefix`'s (REDISLOCK_LIB), or
+    /// with `--installed` only where its package put it.
+    fn library<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        if self.a.installed {
+            cmd.env_remove("REDISLOCK_LIB")
+                .env("REDISLOCK_DEMO_INSTALLED", "1")
+        } else {
+            cmd.env("REDISLOCK_LIB", self.lib)
+        }
+    }
+
     /// Run them all: with `limit`, on the semaphore of that many permits.
     /// `run_args`: what `redislock run` takes before `--`; `script`: what
     /// it runs. The acquisitions of all, and the workers that had none.
@@ -321,7 +357,6 @@ impl Workers<'_> {
         run_args: &[&str],
         script: String,
     ) -> (Vec<Acq>, Vec<String>) {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut args = vec![self.port, self.secs];
         args.extend(limit);
         let mut children: Vec<(String, &'static str, Child)> = Vec::new();
@@ -335,8 +370,8 @@ impl Workers<'_> {
                 format!("python-{i}"),
                 "Python",
                 spawn(
-                    Command::new(&self.a.python)
-                        .arg(root.join("examples/demo/worker.py"))
+                    self.library(&mut Command::new(&self.a.python))
+                        .arg(self.a.workers.join("worker.py"))
                         .args(&args),
                 ),
             ));
@@ -344,28 +379,26 @@ impl Workers<'_> {
                 format!("php-{i}"),
                 "PHP",
                 spawn(
-                    Command::new(&self.a.php)
-                        .arg(root.join("examples/demo/worker.php"))
-                        .args(&args)
-                        .env("REDISLOCK_LIB", self.lib),
+                    self.library(&mut Command::new(&self.a.php))
+                        .arg(self.a.workers.join("worker.php"))
+                        .args(&args),
                 ),
             ));
             children.push((
                 format!("ruby-{i}"),
                 "Ruby",
                 spawn(
-                    Command::new(&self.a.ruby)
-                        .arg(root.join("examples/demo/worker.rb"))
-                        .args(&args)
-                        .env("REDISLOCK_LIB", self.lib),
+                    self.library(&mut Command::new(&self.a.ruby))
+                        .arg(self.a.workers.join("worker.rb"))
+                        .args(&args),
                 ),
             ));
             children.push((
                 format!("node-{i}"),
                 "Node.js",
                 spawn(
-                    Command::new(&self.a.node)
-                        .arg(root.join("examples/demo/worker.js"))
+                    self.library(&mut Command::new(&self.a.node))
+                        .arg(self.a.workers.join("worker.js"))
                         .args(&args),
                 ),
             ));

@@ -77,6 +77,20 @@ while IFS= read -r -d '' kv; do
 done <"$envdump/env"
 [ -n "${CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER:-}" ] || die "cargo-zigbuild set no linker for $triple"
 export CARGO_TARGET_DIR=$target
+# The same environment for make test's build of the sdist (its dependencies
+# are then these): scripts/dist/check-python.sh, DIST_SDIST_ENV.
+{
+  for k in $(compgen -e); do
+    case $k in
+      [A-Z]*_x86_64_unknown_linux_gnu | CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER | CARGO_ZIGBUILD_* | \
+        CARGO_TARGET_APPLIES_TO_HOST | CARGO_UNSTABLE_TARGET_APPLIES_TO_HOST | __CARGO_TEST_CHANNEL_OVERRIDE_DO_NOT_USE_THIS)
+        printf 'export %s=%q\n' "$k" "${!k}"
+        ;;
+    esac
+  done
+  printf 'export PATH=%q:"$PATH"\n' "$tools/bin"
+  printf 'DIST_TARGET=%q\n' "$triple"
+} >"$target/zig-env.sh"
 build() { # cargo build arguments
   cargo build --locked --quiet "${profile_args[@]}" --target "$triple" "$@"
 }

@@ -13,7 +13,10 @@
 const net = require('node:net');
 const path = require('node:path');
 
-const { Client } = require(path.join(__dirname, '..', '..', 'bindings', 'node'));
+// make dist-check: the installed package (NODE_PATH) instead.
+const { Client } = require(
+  process.env.REDISLOCK_DEMO_INSTALLED ? 'redislock' : path.join(__dirname, '..', '..', 'bindings', 'node'),
+);
 
 /**
  * The counter's connection: one command at a time, in RESP, with no client

@@ -10,7 +10,8 @@
 //   php worker.php REDIS_PORT SECONDS [LIMIT]
 declare(strict_types=1);
 
-require __DIR__ . '/../../bindings/php/autoload.php';
+// make dist-check: a Composer project's vendor/autoload.php (the installed package).
+require getenv('REDISLOCK_DEMO_AUTOLOAD') ?: __DIR__ . '/../../bindings/php/autoload.php';
 
 [$port, $seconds, $limit] = [(int)$argv[1], (float)$argv[2], (int)($argv[3] ?? 0)];
 $client = new RedisLock\Client("redis://127.0.0.1:$port");

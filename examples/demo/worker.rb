@@ -10,7 +10,8 @@
 # reported as 0.
 #
 #   ruby worker.rb REDIS_PORT SECONDS [LIMIT]
-$LOAD_PATH.unshift(File.expand_path("../../bindings/ruby/lib", __dir__))
+# make dist-check: the installed gem ($GEM_HOME) instead.
+$LOAD_PATH.unshift(File.expand_path("../../bindings/ruby/lib", __dir__)) unless ENV["REDISLOCK_DEMO_INSTALLED"]
 require "redis"
 require "redislock"
 

@@ -21,7 +21,10 @@
 #     Then the same import and lock. $DIST_SDIST_CARGO_TARGET_DIR: a cargo
 #     target directory kept across runs (spares a full rebuild);
 #     $DIST_SDIST_PROFILE: the cargo profile (e.g. dev; default: maturin's,
-#     release). DIST_SKIP_SDIST=1 skips (b), saying so. Give the sdist a
+#     release); $DIST_SDIST_ENV: a file of exports to build in (make test
+#     gives the zig environment scripts/dist.sh wrote, with its target
+#     directory: the sdist's build then reuses the dependencies the wheel's
+#     build compiled). DIST_SKIP_SDIST=1 skips (b), saying so. Give the sdist a
 #     target directory of its own, never one the repository's builds use:
 #     cargo hashes a path package by its path relative to the workspace,
 #     so the sdist's crate and the checkout's share artifacts there, and
@@ -198,12 +201,19 @@ if [ -n "${DIST_SDIST_CARGO_TARGET_DIR:-}" ]; then
   find "$DIST_SDIST_CARGO_TARGET_DIR" -type d -path '*/.fingerprint/redislock-*' -prune -exec rm -rf {} +
   build_env+=(CARGO_TARGET_DIR="$(cd "$DIST_SDIST_CARGO_TARGET_DIR" && pwd)")
 fi
-if [ -n "${DIST_SDIST_PROFILE:-}" ]; then build_env+=(MATURIN_PEP517_ARGS="--profile $DIST_SDIST_PROFILE"); fi
+maturin_args=${DIST_SDIST_PROFILE:+--profile $DIST_SDIST_PROFILE}
+if [ -n "${DIST_SDIST_ENV:-}" ]; then
+  [ -f "$DIST_SDIST_ENV" ] || die "python: DIST_SDIST_ENV=$DIST_SDIST_ENV: no such file"
+  # shellcheck disable=SC1090
+  DIST_TARGET=$(source "$DIST_SDIST_ENV" && echo "$DIST_TARGET")
+  maturin_args="$maturin_args --target $DIST_TARGET"
+fi
+[ -z "$maturin_args" ] || build_env+=(MATURIN_PEP517_ARGS="${maturin_args# }")
 svenv=$work/venv-sdist
 started=$(date +%s%N)
 new_venv "$svenv" || die "python: python3 -m venv $svenv failed"
 # Not --no-index: pip's build isolation fetches maturin (build-system.requires) from PyPI.
-(cd "$work/cwd" && export "${build_env[@]}" && pip_into "$svenv" install --no-cache-dir --disable-pip-version-check -q "$sdist") ||
+(cd "$work/cwd" && export "${build_env[@]}" && if [ -n "${DIST_SDIST_ENV:-}" ]; then source "$DIST_SDIST_ENV"; fi && pip_into "$svenv" install --no-cache-dir --disable-pip-version-check -q "$sdist") ||
   die "python: pip install $sdist (a build with cargo and maturin from PyPI) failed"
 built=$(elapsed "$started")
 seen=$(run_check "$svenv" "the sdist")

@@ -32,6 +32,14 @@ use crate::{
     AcquireOptions, Client, Error, ErrorKind, Histogram, Lock, Wait, BUCKET_BOUNDS, MAX_TTL,
 };
 
+/// The crate's version (Cargo.toml's; what `redislock_version()` of the C
+/// ABI returns): `index.js` refuses an addon whose version is not its
+/// package.json's, so a stale addon is caught, not silently used.
+#[napi]
+pub fn version() -> String {
+    crate::VERSION.to_string()
+}
+
 /// Why a call failed, as `index.js` receives it: `kind` names the error
 /// class (the core's error kinds, `OutOfRange` for a number out of its
 /// range, `Aborted` for a wait its AbortSignal ended).

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# make lint: one version. Cargo.toml's version is the source; every binding's
+# own literal, the PHP loader's soname, and every artifact name written in
+# README.md and docs/ must follow it (and the soname its [package.metadata.
+# redislock] abi). The Python package, the .pc file and the Debian control
+# files are generated from Cargo.toml and need no check here.
+source "$(dirname "$0")/dist/common.sh"
+cd "$root"
+bad=0
+expect() { # file what found
+  if [ "$3" != "$4" ]; then
+    echo "check-versions: $1: $2 is '${3}', Cargo.toml says '$4'" >&2
+    bad=1
+  fi
+}
+expect bindings/node/package.json version \
+  "$(node -p 'require("./bindings/node/package.json").version')" "$version"
+expect bindings/ruby/lib/redislock/version.rb VERSION \
+  "$(sed -n 's/^ *VERSION = "\(.*\)"/\1/p' bindings/ruby/lib/redislock/version.rb)" "$version"
+expect bindings/php/src/FFI.php VERSION \
+  "$(sed -n "s/^ *public const VERSION = '\(.*\)';/\1/p" bindings/php/src/FFI.php)" "$version"
+expect bindings/php/src/FFI.php SONAME \
+  "$(sed -n "s/^ *public const SONAME = '\(.*\)';/\1/p" bindings/php/src/FFI.php)" "libredislock.so.$abi"
+composer_version=$(php -r 'echo json_decode(file_get_contents("bindings/php/composer.json"), true)["version"] ?? "";')
+[ -z "$composer_version" ] || expect bindings/php/composer.json version "$composer_version" "$version"
+# Artifact names in the documentation: redislock-1.2.3…, libredislock0_1.2.3…, redislock_1.2.3…
+while IFS=: read -r file line name; do
+  found=$(grep -oE '[0-9]+\.[0-9]+\.[0-9]+' <<<"$name" | head -1)
+  expect "$file:$line" "the artifact name $name" "$found" "$version"
+done < <(git ls-files README.md 'docs/*.md' |
+  xargs grep -noE '\b(lib)?redislock[a-z0-9-]*[-_][0-9]+\.[0-9]+\.[0-9]+' || true)
+while IFS=: read -r file line name; do
+  expect "$file:$line" "the Debian runtime package's file $name" "${name%_}" "libredislock$abi"
+done < <(git ls-files README.md 'docs/*.md' | xargs grep -noE '\blibredislock[0-9]+_' || true)
+[ $bad = 0 ] || die "versions differ from Cargo.toml's $version (abi $abi): see above"
+echo "check-versions: every version is $version (abi $abi)"

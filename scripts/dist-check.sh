@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# make dist-check: install every artifact of dist/ the way its users do, in
+# fresh temporary directories, with no cargo or rustc on the PATH, no
+# REDISLOCK_LIB and no path into this repository; each takes a lock on a
+# throwaway loopback redis-server and checks its version against the
+# library it loaded (scripts/dist/check-*.sh). Then the cross-language demo
+# of `make demo` runs once more with the installed artifacts only: C (built
+# through the tarball's pkg-config file), Python (the wheel), PHP (the
+# Composer package), Ruby (the gem), Node.js (the npm package) and the CLI
+# (the .deb) on one lock.
+#
+#   scripts/dist-check.sh [DIST] [--demo DEMO_BINARY]
+#
+# DEMO_BINARY: the demo's driver (cargo build --example demo), copied away
+# before use; without it the demo is not run (make dist-check builds it).
+# DIST_SDIST_CARGO_TARGET_DIR, DIST_SDIST_PROFILE: passed to the sdist's
+# build (see scripts/dist/check-python.sh).
+source "$(dirname "$0")/dist/common.sh"
+
+dist=$root/dist
+demo=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --demo) demo=${2:?--demo DEMO_BINARY}; shift 2 ;;
+    *) dist=$1; shift ;;
+  esac
+done
+dist=$(cd "$dist" && pwd) || die "no $dist: run make dist first"
+started=$(date +%s)
+
+# Every artifact of the table, by its exact name; nothing else but SHA256SUMS.
+expected=(
+  "redislock-$version-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+  "redislock-$version.tar.gz"
+  "redislock-$version.tgz"
+  "redislock-$version-x86_64-linux.gem"
+  "redislock-php-$version.tar.gz"
+  "libredislock${abi}_$version-1_amd64.deb"
+  "libredislock-dev_$version-1_amd64.deb"
+  "redislock_$version-1_amd64.deb"
+  "libredislock-$version-x86_64-linux-gnu.tar.gz"
+)
+for f in "${expected[@]}" SHA256SUMS; do
+  [ -f "$dist/$f" ] || die "$dist/$f is missing (make dist)"
+done
+for f in "$dist"/*; do
+  name=${f##*/}
+  [ "$name" = SHA256SUMS ] || printf '%s\n' "${expected[@]}" | grep -qxF "$name" ||
+    die "$dist/$name is not an artifact of this version ($version): a stale file? (make dist empties dist/)"
+done
+(cd "$dist" && sha256sum --quiet --strict -c SHA256SUMS) || die "$dist/SHA256SUMS does not match the artifacts"
+[ "$(wc -l <"$dist/SHA256SUMS")" = ${#expected[@]} ] || die "$dist/SHA256SUMS does not list exactly the ${#expected[@]} artifacts"
+echo "dist-check: ${#expected[@]} artifacts, SHA256SUMS verified"
+
+# The sdist's build may use cargo: its check puts this PATH back for it.
+export DIST_CARGO_PATH=$PATH
+PATH=$(without_cargo)
+export PATH
+unset REDISLOCK_LIB
+! command -v cargo >/dev/null && ! command -v rustc >/dev/null ||
+  die "cargo or rustc is still on the PATH ($(command -v cargo rustc | tr '\n' ' '))"
+[ -x "$root/target/dist-tools/bin/auditwheel" ] && export DIST_TOOLS_BIN=$root/target/dist-tools/bin
+
+ensure_redis
+installed=$(scratch installed)
+for lang in python node ruby php c; do
+  t=$(date +%s)
+  mkdir "$installed/$lang"
+  (cd "$installed" && "$root/scripts/dist/check-$lang.sh" "$dist" "$installed/$lang") ||
+    die "the $lang artifact failed its check (above)"
+  echo "dist-check: $lang passed in $(($(date +%s) - t)) s"
+done
+
+if [ -n "$demo" ]; then
+  [ -x "$demo" ] || die "--demo $demo: no such program (cargo build --example demo)"
+  work=$(scratch demo)
+  cp "$demo" "$work/demo"
+  cp "$root"/examples/demo/worker.{c,py,php,rb,js} "$work/"
+  prefix=$installed/c/prefix
+  cli=$installed/c/cli-root/usr/bin/redislock
+  venv=$installed/python/venv
+  autoload=$installed/php/project/vendor/autoload.php
+  for f in "$prefix/lib/pkgconfig/redislock.pc" "$cli" "$venv/bin/python" "$autoload" \
+    "$installed/ruby/gems" "$installed/node/project/node_modules/redislock"; do
+    [ -e "$f" ] || die "the demo needs $f, which the checks should have left"
+  done
+  # The C worker through the tarball's pkg-config file only.
+  # shellcheck disable=SC2046
+  cc -O2 -std=c11 -Wall -Wextra -Werror -pedantic -o "$work/worker-c" "$work/worker.c" \
+    $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs redislock) -Wl,-rpath,"$prefix/lib" ||
+    die "the C worker did not build through $prefix/lib/pkgconfig/redislock.pc"
+  # The Python worker's own client library (redis-py), beside the wheel.
+  "$venv/bin/pip" install -q --disable-pip-version-check redis >/dev/null ||
+    die "pip could not install redis-py (the Python worker's counter) into $venv"
+  echo "dist-check: the demo with the installed artifacts"
+  (cd "$work" && REDISLOCK_DEMO_AUTOLOAD=$autoload GEM_HOME=$installed/ruby/gems \
+    NODE_PATH=$installed/node/project/node_modules \
+    ./demo --installed --seconds 1 --workers "$work" --c-worker "$work/worker-c" \
+      --python "$venv/bin/python" --cli "$cli") ||
+    die "the demo with the installed artifacts failed (above)"
+fi
+echo "dist-check: passed in $(($(date +%s) - started)) s"
