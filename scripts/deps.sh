@@ -60,6 +60,13 @@ have ruby && ruby -e "require 'active_support'" >/dev/null 2>&1 || need+=(ruby-a
 # TypeScript for the declarations' check).
 have node || need+=(nodejs)
 have npm  || need+=(npm)
+# make dist and make dist-check: the Debian packages (dpkg-shlibdeps,
+# lintian), ELF tools, Composer.
+have dpkg-shlibdeps || need+=(dpkg-dev)
+have lintian        || need+=(lintian)
+have objdump        || need+=(binutils)
+have file           || need+=(file)
+have composer       || need+=(composer)
 install "${need[@]+"${need[@]}"}"
 
 # Second pass: what depends on the versions installed above.

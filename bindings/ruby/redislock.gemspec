@@ -25,6 +25,8 @@ Gem::Specification.new do |spec|
   spec.authors = ["redislock developers"]
   spec.licenses = ["MIT", "Apache-2.0"]
   spec.files = Dir[File.join(__dir__, "lib", "**", "*.rb")].map { |f| f.delete_prefix("#{__dir__}/") }
+  # The licence texts, where they sit beside the gemspec (make dist puts them there).
+  spec.files += %w[LICENSE-MIT LICENSE-APACHE].select { |f| File.file?(File.join(__dir__, f)) }
   spec.require_paths = ["lib"]
   spec.required_ruby_version = ">= 2.7"
   spec.add_dependency "ffi", ">= 1.15"

@@ -47,6 +47,7 @@ cp "$root/bindings/ruby/redislock.gemspec" "$work/src/"
 (cd "$root/bindings/ruby/lib" && find . -name '*.rb' -exec cp --parents -t "$work/src/lib/" {} +) ||
   die "gem: could not copy bindings/ruby/lib"
 install -m 0755 "$so" "$work/src/lib/redislock/libredislock.so"
+install -m 0644 "$root/LICENSE-MIT" "$root/LICENSE-APACHE" "$work/src/"
 find "$work/src" -type d -exec chmod 0755 {} + && find "$work/src" -type f -name '*.rb' -exec chmod 0644 {} +
 chmod 0644 "$work/src/redislock.gemspec"
 

@@ -60,13 +60,14 @@ if (pkg.version !== version) {
 for (const key of ['scripts', 'dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies', 'bundleDependencies', 'bundledDependencies', 'gypfile']) {
   delete pkg[key];
 }
-pkg.files = ['index.js', 'index.d.ts', `redislock.${platform}.node`, 'README.md'];
+pkg.files = ['index.js', 'index.d.ts', `redislock.${platform}.node`, 'README.md', 'LICENSE-MIT', 'LICENSE-APACHE'];
 pkg.os = ['linux'];
 pkg.cpu = ['x64'];
 pkg.libc = ['glibc'];
 fs.writeFileSync(target, `${JSON.stringify(pkg, null, 2)}\n`);
 EOF
 
+install -m 0644 "$root/LICENSE-MIT" "$root/LICENSE-APACHE" "$pkg/"
 cat >"$pkg/README.md" <<EOF
 # redislock $version for Node.js
 
@@ -104,7 +105,7 @@ made=$(node -e 'const r = JSON.parse(process.argv[1]); console.log(r[0].filename
 
 # Read back from the tarball: the files, and no install script.
 listing=$(tar -tzf "$work/$made") || die "npm: $made is not a tar.gz"
-for f in index.js index.d.ts "redislock.$platform.node" package.json README.md; do
+for f in index.js index.d.ts "redislock.$platform.node" package.json README.md LICENSE-MIT LICENSE-APACHE; do
   grep -qx "package/$f" <<<"$listing" || die "npm: package/$f is missing from $made"
 done
 # shellcheck disable=SC2016 # JavaScript, not the shell's expansions
