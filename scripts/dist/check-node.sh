@@ -52,14 +52,7 @@ if grep -Eq '^package/(binding\.gyp|build\.js|crate/)' <<<"$listing"; then
 fi
 
 work=$(scratch node-check)
-if [ $# -eq 2 ]; then
-  mkdir -p "$2"
-  project=$(cd "$2" && pwd)/project
-  rm -rf "$project"
-else
-  project=$work/project
-fi
-mkdir -p "$project"
+project=$(kept project "$@")
 # The user's copy of the artifact (downloaded, or copied from dist/): the
 # project records where it came from, so not a path into the repository.
 cp "$tgz" "$project/"

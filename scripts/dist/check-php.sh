@@ -50,7 +50,6 @@ ensure_redis
 umask 022
 
 tmp=$(scratch php-check)
-on_exit "rm -rf '$tmp'" # scratch's own registration is lost in the $(...) subshell
 mkdir "$tmp/unpacked"
 tar -xzf "$tarball" -C "$tmp/unpacked"
 pkg=$tmp/unpacked/redislock-php-$version

@@ -24,17 +24,7 @@ gemfile=$(cd "$1" && pwd)/redislock-$version-x86_64-linux.gem
 [ -f "$gemfile" ] || die "ruby: no $gemfile (make dist)"
 
 tmp=$(scratch ruby)
-# scratch runs in the $(...) subshell, whose exit trap is not the script's:
-# remove the directory from here (again, harmlessly, if scratch learns to).
-on_exit "rm -rf '$tmp'"
-if [ $# -eq 2 ]; then
-  mkdir -p "$2"
-  home=$(cd "$2" && pwd)/gems
-  rm -rf "$home"
-else
-  home=$tmp/gems
-fi
-mkdir -p "$home"
+home=$(kept gems "$@")
 
 # Nothing of the caller's Ruby setup leaks in.
 unset RUBYLIB RUBYOPT GEM_HOME GEM_PATH BUNDLE_GEMFILE

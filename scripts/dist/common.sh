@@ -12,6 +12,10 @@
 #                       unless REDIS_URL is set; sets REDIS_PORT and REDIS_URL,
 #                       stops the server when the calling shell exits
 #   scratch NAME        a fresh temporary directory, removed when the script exits
+#   kept NAME [ARGS]    where a check installs: with a second argument (its
+#                       INSTALL_DIR), INSTALL_DIR/NAME, emptied; else a scratch one
+#   shipped_elf WHO FILE   FILE is an x86_64 shared object, stripped
+#   source_date_epoch   export SOURCE_DATE_EPOCH (default: the last commit's time)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -53,6 +57,43 @@ _dist_tmp=$(mktemp -d "${TMPDIR:-/tmp}/redislock-dist.XXXXXX")
 on_exit "rm -rf '$_dist_tmp'"
 scratch() {
   mktemp -d "$_dist_tmp/${1:-dist}.XXXXXX"
+}
+
+kept() {
+  local name=$1 dir
+  shift
+  if [ $# -ge 2 ]; then
+    mkdir -p "$2"
+    dir=$(cd "$2" && pwd)/$name
+    rm -rf "$dir"
+  else
+    dir=$(scratch "$name")/$name
+  fi
+  mkdir -p "$dir"
+  echo "$dir"
+}
+
+# (readelf's output in a variable first: `readelf | grep -q` fails under
+# pipefail when grep stops reading early.)
+shipped_elf() {
+  local who=$1 file=$2 out
+  [ -f "$file" ] || die "$who: no $file (scripts/dist.sh makes the stage)"
+  command -v readelf >/dev/null || die "$who: no readelf (apt-get install binutils)"
+  out=$(readelf -h "$file") || die "$who: $file is not an ELF file"
+  grep -q 'Machine:.*X86-64' <<<"$out" || die "$who: $file is not built for x86_64"
+  grep -q 'Type:.*DYN' <<<"$out" || die "$who: $file is not a shared object"
+  out=$(readelf -SW "$file")
+  if grep -Eq ' \.(symtab|debug_[a-z]+) ' <<<"$out"; then
+    die "$who: $file is not stripped (scripts/dist.sh strips the stage)"
+  fi
+}
+
+source_date_epoch() {
+  if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+    SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct 2>/dev/null) ||
+      die "no git history and no SOURCE_DATE_EPOCH: set SOURCE_DATE_EPOCH"
+  fi
+  export SOURCE_DATE_EPOCH
 }
 
 ensure_redis() {

@@ -27,14 +27,9 @@ lib=$stage/lib/libredislock.so
 name=redislock-php-$version
 out=$dist/$name.tar.gz
 
-[ -f "$lib" ] || die "composer: $lib is missing (scripts/dist.sh makes the stage)"
-file -bL "$lib" | grep -q 'ELF 64-bit LSB shared object, x86-64' ||
-  die "composer: $lib is not an x86-64 shared library: $(file -bL "$lib")"
-if readelf -S "$lib" | grep -qE '\.(symtab|debug_info)\b'; then
-  die "composer: $lib is not stripped"
-fi
-readelf -d "$lib" | grep -q "Library soname: \[libredislock.so.$abi\]" ||
-  die "composer: $lib has no SONAME libredislock.so.$abi"
+shipped_elf composer "$lib"
+sonames=$(readelf -d "$lib")
+grep -q "Library soname: \[libredislock.so.$abi\]" <<<"$sonames" || die "composer: $lib has no SONAME libredislock.so.$abi"
 for f in composer.json autoload.php preload.php redislock.h redislock_preload.h bin/redislock-preload-header src/FFI.php; do
   [ -f "$php/$f" ] || die "composer: bindings/php/$f is missing"
 done
@@ -43,7 +38,6 @@ const=$(sed -n "s/^ *public const VERSION = '\(.*\)';/\1/p" "$php/src/FFI.php")
 mkdir -p "$dist"
 
 tmp=$(scratch composer)
-on_exit "rm -rf '$tmp'" # scratch's own registration is lost in the $(...) subshell
 pkg=$tmp/$name
 mkdir -p "$pkg/lib" "$pkg/bin"
 cp -R "$php/src" "$pkg/src"
@@ -75,7 +69,8 @@ grep -q "\"version\": \"$version\"" "$pkg/composer.json" || die "composer: no ve
 
 find "$pkg" -type d -exec chmod 0755 {} +
 find "$pkg" -type f ! -path "$pkg/bin/*" -exec chmod 0644 {} +
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}
+source_date_epoch
+epoch=$SOURCE_DATE_EPOCH
 tar --format=ustar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner \
   -C "$tmp" -cf - "$name" | gzip -9n >"$out.tmp"
 mv "$out.tmp" "$out"

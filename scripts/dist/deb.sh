@@ -28,9 +28,8 @@ done
 stage=$(cd "$stage" && pwd)
 mkdir -p "$dist"
 dist=$(cd "$dist" && pwd)
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || true)}
-[ -n "$epoch" ] || die "deb: no git history and no SOURCE_DATE_EPOCH: set SOURCE_DATE_EPOCH"
-export SOURCE_DATE_EPOCH=$epoch
+source_date_epoch
+epoch=$SOURCE_DATE_EPOCH
 
 debversion=$version-1
 arch=amd64

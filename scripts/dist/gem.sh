@@ -21,27 +21,14 @@ name=redislock-$version-x86_64-linux.gem
 
 [ -f "$so" ] || die "gem: no $so (scripts/dist.sh makes the stage)"
 command -v gem >/dev/null || die "gem: no gem command (apt-get install ruby)"
-command -v readelf >/dev/null || die "gem: no readelf (apt-get install binutils)"
 
 # What goes in must be what the name says: x86_64, the ABI's soname, stripped.
-header=$(readelf -h "$so") || die "gem: $so is not an ELF file"
-grep -q 'Machine:.*X86-64' <<<"$header" || die "gem: $so is not an x86_64 library"
-grep -q 'Type:.*DYN' <<<"$header" || die "gem: $so is not a shared library"
-readelf -d "$so" | grep -q "(SONAME).*\[libredislock\.so\.$abi\]" ||
-  die "gem: $so has no soname libredislock.so.$abi"
-if readelf -SW "$so" | grep -Eq ' \.(symtab|debug_[a-z]+) '; then
-  die "gem: $so is not stripped (scripts/dist.sh strips the stage)"
-fi
-
-if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
-  SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct 2>/dev/null || stat -c %Y "$root/Cargo.toml")
-fi
-export SOURCE_DATE_EPOCH
+shipped_elf gem "$so"
+sonames=$(readelf -d "$so")
+grep -q "(SONAME).*\[libredislock\.so\.$abi\]" <<<"$sonames" || die "gem: $so has no soname libredislock.so.$abi"
+source_date_epoch
 
 work=$(scratch gem)
-# scratch runs in the $(...) subshell, whose exit trap is not the script's:
-# remove the directory from here (again, harmlessly, if scratch learns to).
-on_exit "rm -rf '$work'"
 mkdir -p "$work/src/lib"
 cp "$root/bindings/ruby/redislock.gemspec" "$work/src/"
 (cd "$root/bindings/ruby/lib" && find . -name '*.rb' -exec cp --parents -t "$work/src/lib/" {} +) ||

@@ -26,18 +26,9 @@ name=redislock-$version.tgz
 [ -f "$addon" ] || die "npm: no $addon (scripts/dist.sh makes the stage)"
 [ -d "$dist" ] || die "npm: no directory $dist"
 command -v npm >/dev/null || die "npm: no npm command (apt-get install npm, or Node.js from nodejs.org)"
-command -v readelf >/dev/null || die "npm: no readelf (apt-get install binutils)"
 
 # What goes in must be what its name says: x86_64, a shared object, stripped.
-header=$(readelf -h "$addon") || die "npm: $addon is not an ELF file"
-grep -q 'Machine:.*X86-64' <<<"$header" || die "npm: $addon is not an x86_64 addon"
-grep -q 'Type:.*DYN' <<<"$header" || die "npm: $addon is not a shared object"
-# (readelf's output in a variable first: `readelf | grep -q` fails under
-# pipefail when grep stops reading early.)
-sections=$(readelf -SW "$addon")
-if grep -Eq ' \.(symtab|debug_[a-z]+) ' <<<"$sections"; then
-  die "npm: $addon is not stripped (scripts/dist.sh strips the stage)"
-fi
+shipped_elf npm "$addon"
 symbols=$(readelf -W --dyn-syms "$addon")
 grep -q ' napi_register_module_v1$' <<<"$symbols" ||
   die "npm: $addon is not a Node.js addon (no napi_register_module_v1)"

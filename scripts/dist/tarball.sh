@@ -26,8 +26,8 @@ done
 stage=$(cd "$stage" && pwd)
 mkdir -p "$dist"
 dist=$(cd "$dist" && pwd)
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || true)}
-[ -n "$epoch" ] || die "tarball: no git history and no SOURCE_DATE_EPOCH: set SOURCE_DATE_EPOCH"
+source_date_epoch
+epoch=$SOURCE_DATE_EPOCH
 
 name=libredislock-$version-x86_64-linux-gnu
 out=$dist/$name.tar.gz
