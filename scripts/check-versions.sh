@@ -28,7 +28,7 @@ while IFS=: read -r file line name; do
   found=$(grep -oE '[0-9]+\.[0-9]+\.[0-9]+' <<<"$name" | head -1)
   expect "$file:$line" "the artifact name $name" "$found" "$version"
 done < <(git ls-files README.md 'docs/*.md' |
-  xargs grep -noE '\b(lib)?redislock[a-z0-9-]*[-_][0-9]+\.[0-9]+\.[0-9]+' || true)
+  xargs grep -noE '\b(lib)?redislock[a-z0-9-]*[-_:][0-9]+\.[0-9]+\.[0-9]+' || true)
 while IFS=: read -r file line name; do
   expect "$file:$line" "the Debian runtime package's file $name" "${name%_}" "libredislock$abi"
 done < <(git ls-files README.md 'docs/*.md' | xargs grep -noE '\blibredislock[0-9]+_' || true)
