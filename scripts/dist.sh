@@ -76,6 +76,7 @@ while IFS= read -r -d '' kv; do
   esac
 done <"$envdump/env"
 [ -n "${CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER:-}" ] || die "cargo-zigbuild set no linker for $triple"
+mkdir -p "$target"
 export CARGO_TARGET_DIR=$target
 # The same environment for make test's build of the sdist (its dependencies
 # are then these): scripts/dist/check-python.sh, DIST_SDIST_ENV.
