@@ -23,6 +23,11 @@ expect bindings/php/src/FFI.php SONAME \
   "$(sed -n "s/^ *public const SONAME = '\(.*\)';/\1/p" bindings/php/src/FFI.php)" "libredislock.so.$abi"
 composer_version=$(php -r 'echo json_decode(file_get_contents("bindings/php/composer.json"), true)["version"] ?? "";')
 [ -z "$composer_version" ] || expect bindings/php/composer.json version "$composer_version" "$version"
+# The Debian shlibs (a template: @ABI@ is filled in): a minimum no newer
+# than this version.
+shlib_min=$(grep -v '^#' packaging/debian/shlibs | sed -n 's/.*(>= *\([^)]*\)).*/\1/p' | head -1)
+[ -n "$shlib_min" ] && [ "$(printf '%s\n%s\n' "$shlib_min" "$version" | sort -V | tail -1)" = "$version" ] ||
+  expect packaging/debian/shlibs "the minimum version (at most Cargo.toml's)" "$shlib_min" "$version"
 # Artifact names in the documentation: redislock-1.2.3…, libredislock0_1.2.3…, redislock_1.2.3…
 while IFS=: read -r file line name; do
   found=$(grep -oE '[0-9]+\.[0-9]+\.[0-9]+' <<<"$name" | head -1)
