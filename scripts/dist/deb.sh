@@ -208,7 +208,8 @@ for pkg in "$runtime" "$dev" "$cli"; do
   find "$t/DEBIAN" -type f -exec chmod 0644 {} +
   find "$t" -exec touch -h -d "@$epoch" {} +
   out=$dist/${pkg}_${debversion}_$arch.deb
-  dpkg-deb --root-owner-group -Zxz --build "$t" "$out.tmp" >/dev/null
+  # shellcheck disable=SC2086 # DIST_DEB_COMPRESSION is several options
+  dpkg-deb --root-owner-group ${DIST_DEB_COMPRESSION:--Zxz} --build "$t" "$out.tmp" >/dev/null
   mv "$out.tmp" "$out"
   echo "dist: $(basename "$out") ($(du -h "$out" | cut -f1))"
 done

@@ -100,6 +100,6 @@ EOF
 chmod 0644 "$doc/README"
 
 tar --sort=name --format=gnu --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
-  -C "$work" -cf - "$name" | gzip -9n >"$out.tmp"
+  -C "$work" -cf - "$name" | gzip "${DIST_GZIP_LEVEL:--9}" -n >"$out.tmp"
 mv "$out.tmp" "$out"
 echo "dist: $(basename "$out") ($(du -h "$out" | cut -f1))"
