@@ -16,6 +16,9 @@
 #                       INSTALL_DIR), INSTALL_DIR/NAME, emptied; else a scratch one
 #   shipped_elf WHO FILE   FILE is an x86_64 shared object, stripped
 #   source_date_epoch   export SOURCE_DATE_EPOCH (default: the last commit's time)
+#   packaging WHO STAGE DIST FILE...   a packaging script's arguments: the
+#                       stage's FILEs exist; sets $stage and $dist (absolute,
+#                       dist made) and SOURCE_DATE_EPOCH
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -94,6 +97,20 @@ source_date_epoch() {
       die "no git history and no SOURCE_DATE_EPOCH: set SOURCE_DATE_EPOCH"
   fi
   export SOURCE_DATE_EPOCH
+}
+
+packaging() {
+  local who=$1 f
+  stage=${2:?usage: scripts/dist/$who.sh STAGE DIST}
+  dist=${3:?usage: scripts/dist/$who.sh STAGE DIST}
+  shift 3
+  for f in "$@"; do
+    [ -f "$stage/$f" ] || die "$who: $stage/$f is missing (scripts/dist.sh makes the stage)"
+  done
+  stage=$(cd "$stage" && pwd)
+  mkdir -p "$dist"
+  dist=$(cd "$dist" && pwd)
+  source_date_epoch
 }
 
 ensure_redis() {

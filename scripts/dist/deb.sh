@@ -17,18 +17,10 @@
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
 
-stage=${1:?usage: scripts/dist/deb.sh STAGE DIST}
-dist=${2:?usage: scripts/dist/deb.sh STAGE DIST}
-for f in "$stage/lib/libredislock.so" "$stage/lib/libredislock.a" "$stage/bin/redislock"; do
-  [ -f "$f" ] || die "deb: $f is missing (scripts/dist.sh makes the stage)"
-done
+packaging deb "$@" lib/libredislock.so lib/libredislock.a bin/redislock
 for tool in dpkg-deb dpkg-shlibdeps; do
   command -v $tool >/dev/null || die "deb: no $tool (apt-get install dpkg-dev)"
 done
-stage=$(cd "$stage" && pwd)
-mkdir -p "$dist"
-dist=$(cd "$dist" && pwd)
-source_date_epoch
 epoch=$SOURCE_DATE_EPOCH
 
 debversion=$version-1

@@ -18,15 +18,7 @@
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
 
-stage=${1:?usage: scripts/dist/tarball.sh STAGE DIST}
-dist=${2:?usage: scripts/dist/tarball.sh STAGE DIST}
-for f in "$stage/lib/libredislock.so" "$stage/lib/libredislock.a"; do
-  [ -f "$f" ] || die "tarball: $f is missing (scripts/dist.sh makes the stage)"
-done
-stage=$(cd "$stage" && pwd)
-mkdir -p "$dist"
-dist=$(cd "$dist" && pwd)
-source_date_epoch
+packaging tarball "$@" lib/libredislock.so lib/libredislock.a
 epoch=$SOURCE_DATE_EPOCH
 
 name=libredislock-$version-x86_64-linux-gnu
