@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -25,13 +24,15 @@ N = 20
 
 
 @pytest.fixture(scope="module")
-def celery_env():
+def celery_env(tmp_path_factory):
     server = RedisServer()
     old = os.environ.get("REDISLOCK_CELERY_TEST_URL")
     os.environ["REDISLOCK_CELERY_TEST_URL"] = server.url
     sys.modules.pop("celery_app", None)
     celery_app = importlib.import_module("celery_app")
-    logdir = tempfile.mkdtemp(prefix="redislock-celery-")
+    # pytest's own temporary directory: kept for the last few runs (the
+    # workers' logs of a failure), removed after.
+    logdir = str(tmp_path_factory.mktemp("celery-logs"))
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     workers = []
     try:
