@@ -26,7 +26,7 @@ composer_version=$(php -r 'echo json_decode(file_get_contents("bindings/php/comp
 # The Debian shlibs (a template: @ABI@ is filled in): a minimum no newer
 # than this version.
 shlib_min=$(grep -v '^#' packaging/debian/shlibs | sed -n 's/.*(>= *\([^)]*\)).*/\1/p' | head -1)
-[ -n "$shlib_min" ] && [ "$(printf '%s\n%s\n' "$shlib_min" "$version" | sort -V | tail -1)" = "$version" ] ||
+[ -n "$shlib_min" ] && version_le "$shlib_min" "$version" ||
   expect packaging/debian/shlibs "the minimum version (at most Cargo.toml's)" "$shlib_min" "$version"
 # Artifact names in the documentation: redislock-1.2.3…, libredislock0_1.2.3…, redislock_1.2.3…
 while IFS=: read -r file line name; do

@@ -28,7 +28,6 @@ if [ "${1:-}" = --profile ]; then profile=${2:?--profile release|dist-test}; fi
 case $profile in release | dist-test) ;; *) die "unknown profile $profile (release or dist-test)" ;; esac
 outdir=$profile
 
-glibc_floor=2.17
 triple=x86_64-unknown-linux-gnu
 [ "$(uname -m)" = x86_64 ] || die "the artifacts are x86_64 Linux; this machine is $(uname -m) (build from the sdist instead)"
 tools=$root/target/dist-tools
@@ -132,11 +131,9 @@ done
 # Every shared object that ships: no glibc symbol newer than the floor.
 check_floor() { # file label
   local top
-  top=$(objdump -T "$1" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+  top=$(highest_glibc "$1")
   [ -n "$top" ] || die "$2: no glibc symbols found in $1"
-  if [ "$(printf '%s\n%s\n' "$top" "$glibc_floor" | sort -V | tail -1)" != "$glibc_floor" ]; then
-    die "$2 needs glibc $top, above the floor $glibc_floor"
-  fi
+  version_le "$top" "$glibc_floor" || die "$2 needs glibc $top, above the floor $glibc_floor"
   echo "dist: $2: highest glibc symbol $top, $(file -b "$1" | grep -o 'stripped\|not stripped')"
 }
 check_floor "$stage/lib/libredislock.so" libredislock.so

@@ -34,7 +34,6 @@ source "$(dirname "$0")/common.sh"
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then die "usage: scripts/dist/check-python.sh DIST [INSTALL_DIR]"; fi
 dist=$(cd "$1" && pwd) || die "python: no directory $1"
-glibc_floor=2.17
 
 # What a user's machine has: no Rust toolchain, no override of the library.
 if command -v cargo >/dev/null; then die "python: cargo is on the PATH ($(command -v cargo)): run with PATH=\$(without_cargo)"; fi
@@ -167,9 +166,9 @@ objects=("$unzipped"/redislock/*.so)
 shopt -u nullglob
 [ ${#objects[@]} -eq 1 ] || die "python: ${#objects[@]} shared objects in redislock/ of $wheel, expected one"
 symbols=$(objdump -T "${objects[0]}") || die "python: objdump -T ${objects[0]} failed"
-top=$(grep -o 'GLIBC_[0-9.]*' <<<"$symbols" | sed 's/GLIBC_//' | sort -uV | tail -1)
+top=$(highest_glibc "${objects[0]}")
 [ -n "$top" ] || die "python: no glibc symbol in the wheel's $(basename "${objects[0]}")"
-[ "$(printf '%s\n%s\n' "$top" "$glibc_floor" | sort -V | tail -1)" = "$glibc_floor" ] ||
+version_le "$top" "$glibc_floor" ||
   die "python: the wheel's $(basename "${objects[0]}") needs glibc $top, above $glibc_floor: $(grep "GLIBC_$top" <<<"$symbols" | awk '{print $NF}' | tr '\n' ' ')"
 echo "python: the wheel's $(basename "${objects[0]}") ($(stat -c %s "${objects[0]}") bytes): highest glibc symbol $top (floor $glibc_floor)"
 

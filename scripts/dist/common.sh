@@ -16,6 +16,9 @@
 #                       INSTALL_DIR), INSTALL_DIR/NAME, emptied; else a scratch one
 #   shipped_elf WHO FILE   FILE is an x86_64 shared object, stripped
 #   source_date_epoch   export SOURCE_DATE_EPOCH (default: the last commit's time)
+#   glibc_floor         the oldest glibc every shipped object runs on (2.17)
+#   highest_glibc FILE...   the newest GLIBC_ symbol version the files use
+#   version_le A B      A is at most B (sort -V)
 #   packaging WHO STAGE DIST FILE...   a packaging script's arguments: the
 #                       stage's FILEs exist; sets $stage and $dist (absolute,
 #                       dist made) and SOURCE_DATE_EPOCH
@@ -97,6 +100,18 @@ source_date_epoch() {
       die "no git history and no SOURCE_DATE_EPOCH: set SOURCE_DATE_EPOCH"
   fi
   export SOURCE_DATE_EPOCH
+}
+
+glibc_floor=2.17
+
+highest_glibc() {
+  local f
+  for f in "$@"; do objdump -T "$f" || die "objdump -T $f failed"; done |
+    grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1
+}
+
+version_le() {
+  [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" = "$2" ]
 }
 
 packaging() {

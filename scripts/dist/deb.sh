@@ -125,10 +125,9 @@ shlibdeps() { # package file...
   [ -n "$line" ] || die "deb: dpkg-shlibdeps found no dependency for $pkg"
   minver=$(echo "$line" | sed -n 's/.*libc6 (>= \([0-9.]*\)).*/\1/p')
   if [ -n "$minver" ]; then
-    floor=$(for f in "${files[@]}"; do objdump -T "$work/$f"; done | grep -o 'GLIBC_[0-9][0-9.]*' |
-      sed 's/GLIBC_//' | sort -uV | tail -1)
+    floor=$(highest_glibc "${files[@]/#/$work/}")
     [ -n "$floor" ] || die "deb: no glibc symbol versions in $pkg's files"
-    if [ "$minver" != "$floor" ] && [ "$(printf '%s\n%s\n' "$minver" "$floor" | sort -V | tail -1)" = "$minver" ]; then
+    if [ "$minver" != "$floor" ] && version_le "$floor" "$minver"; then
       line=${line/libc6 (>= $minver)/libc6 (>= $floor)}
     fi
   fi
