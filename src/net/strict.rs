@@ -221,6 +221,59 @@ pub(crate) fn is_protocol(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Io && e.to_string().contains(PROTOCOL)
 }
 
+/// A connected socket whose readiness another event loop reports (the
+/// Node.js addon's: see [`LocalLoop`]).
+pub(crate) trait LocalStream: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<S: AsyncRead + AsyncWrite + Send + Unpin> LocalStream for S {}
+
+/// An event loop on this thread that drives the async connections opened
+/// on it, in place of tokio's runtime: the Node.js addon's (its calls run on
+/// the JavaScript thread, and a reply completes them there without a hop to
+/// the runtime's thread and back). The loop reports the socket's readiness
+/// and polls the connection's driver; the bytes, the framing rules, the
+/// timeouts and everything above them stay the core's.
+///
+/// A future that finds a loop here is one that loop polls, always on this
+/// thread: the loop's own futures are never moved to another.
+pub(crate) trait LocalLoop: Send + Sync {
+    /// `fd`, a connected stream socket set non-blocking, read and written
+    /// on this thread with its readiness from the loop.
+    fn adopt(&self, fd: std::os::fd::OwnedFd) -> io::Result<Box<dyn LocalStream>>;
+    /// Run `driver` on this thread until it ends.
+    fn spawn(&self, driver: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
+}
+
+/// How connections opened on a thread are driven when not by tokio.
+type Local = Option<std::sync::Arc<dyn LocalLoop>>;
+
+thread_local! {
+    static LOCAL: std::cell::RefCell<Local> = const { std::cell::RefCell::new(None) };
+}
+
+/// Connections opened on this thread from now on are driven by `local`
+/// (None: by tokio's runtime again).
+#[cfg_attr(not(feature = "node"), allow(dead_code))]
+pub(crate) fn set_local_loop(local: Local) {
+    LOCAL.with(|l| *l.borrow_mut() = local);
+}
+
+fn local_loop() -> Local {
+    LOCAL.with(|l| l.borrow().clone())
+}
+
+/// `s` handed to this thread's loop, if it has one.
+fn adopted<S>(
+    local: &Local,
+    s: S,
+    into_fd: impl FnOnce(S) -> io::Result<std::os::fd::OwnedFd>,
+) -> io::Result<Result<Box<dyn LocalStream>, S>> {
+    match local {
+        Some(l) => Ok(Ok(l.adopt(into_fd(s)?)?)),
+        None => Ok(Err(s)),
+    }
+}
+
 /// A multiplexed connection to `info`'s server over a [`Strict`] stream,
 /// handshake included, within `connect_timeout`.
 pub(crate) async fn open(
@@ -229,12 +282,17 @@ pub(crate) async fn open(
     connect_timeout: Duration,
     config: AsyncConnectionConfig,
 ) -> RedisResult<MultiplexedConnection> {
+    let local = local_loop();
+    let tcp_fd = |s: tokio::net::TcpStream| Ok(s.into_std()?.into());
     let opening = async {
         match info.addr() {
             ConnectionAddr::Tcp(host, port) => {
                 let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
                 s.set_nodelay(true)?;
-                mux(info, s, config).await
+                match adopted(&local, s, tcp_fd)? {
+                    Ok(s) => mux(info, s, config, &local).await,
+                    Err(s) => mux(info, s, config, &local).await,
+                }
             }
             #[cfg(feature = "tls")]
             ConnectionAddr::TcpTls { host, port, .. } => {
@@ -242,11 +300,19 @@ pub(crate) async fn open(
                 let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
                 s.set_nodelay(true)?;
                 let connector = tokio_rustls::TlsConnector::from(tls);
-                mux(info, connector.connect(name, s).await?, config).await
+                match adopted(&local, s, tcp_fd)? {
+                    Ok(s) => mux(info, connector.connect(name, s).await?, config, &local).await,
+                    Err(s) => mux(info, connector.connect(name, s).await?, config, &local).await,
+                }
             }
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => {
-                mux(info, tokio::net::UnixStream::connect(path).await?, config).await
+                let s = tokio::net::UnixStream::connect(path).await?;
+                let unix_fd = |s: tokio::net::UnixStream| Ok(s.into_std()?.into());
+                match adopted(&local, s, unix_fd)? {
+                    Ok(s) => mux(info, s, config, &local).await,
+                    Err(s) => mux(info, s, config, &local).await,
+                }
             }
             _ => {
                 let _ = tls;
@@ -264,6 +330,7 @@ async fn mux<S>(
     info: &ConnectionInfo,
     stream: S,
     config: AsyncConnectionConfig,
+    local: &Local,
 ) -> RedisResult<MultiplexedConnection>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -272,7 +339,10 @@ where
     let (con, driver) =
         MultiplexedConnection::new_with_config(info.redis_settings(), strict, config).await?;
     // It ends once every handle on the connection is dropped.
-    tokio::spawn(driver);
+    match local {
+        Some(l) => l.spawn(Box::pin(driver)),
+        None => drop(tokio::spawn(driver)),
+    }
     Ok(con)
 }
 

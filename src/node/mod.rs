@@ -24,6 +24,10 @@ use napi::{Env, Status};
 use napi_derive::napi;
 use tokio::sync::oneshot;
 
+mod evloop;
+
+use evloop::Executor;
+
 use crate::client::shared::semaphore_kind;
 use crate::protocol::Kind;
 use crate::runtime::{runtime, sole};
@@ -81,22 +85,60 @@ impl From<Error> for Failure {
 
 type Outcome<T> = std::result::Result<T, Failure>;
 
-/// A Promise of `work`'s outcome, run on the runtime and settled on the
-/// JavaScript thread.
+/// A Promise of `work`'s outcome: polled at once on the JavaScript thread
+/// and settled there (see `evloop`), or, where the event loop's libuv
+/// cannot be reached, run on the runtime and settled through a
+/// threadsafe function.
 fn promise<'env, T, F>(env: &'env Env, work: F) -> napi::Result<Object<'env>>
 where
     T: ToNapiValue + Send + 'static,
     F: Future<Output = Outcome<T>> + Send + 'static,
 {
-    let (deferred, promise) = env.create_deferred()?;
-    runtime().spawn(async move {
+    let work = evloop::caught(work, |panic| {
+        Err(Failure::new(
+            "Internal",
+            format!("redislock panicked: {panic}"),
+        ))
+    });
+    let Some(exec) = Executor::current(env.raw()) else {
+        let (deferred, promise) = env.create_deferred()?;
+        runtime().spawn(async move {
+            let outcome = match work.await {
+                Ok(v) => Either::A(v),
+                Err(f) => Either::B(f),
+            };
+            deferred.resolve(move |_| Ok(outcome));
+        });
+        return Ok(promise);
+    };
+    let raw = env.raw();
+    let (mut deferred, mut promise) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: a napi call on the calling environment.
+    let status = unsafe { napi::sys::napi_create_promise(raw, &mut deferred, &mut promise) };
+    if status != napi::sys::Status::napi_ok {
+        return Err(napi::Error::new(
+            Status::GenericFailure,
+            "napi_create_promise failed",
+        ));
+    }
+    exec.run_call(async move {
         let outcome = match work.await {
             Ok(v) => Either::A(v),
             Err(f) => Either::B(f),
         };
-        deferred.resolve(move |_| Ok(outcome));
+        // SAFETY: settled on the environment's thread, inside the call or
+        // inside the handle and callback scopes of a run from the loop.
+        unsafe {
+            match ToNapiValue::to_napi_value(raw, outcome) {
+                Ok(v) => napi::sys::napi_resolve_deferred(raw, deferred, v),
+                Err(e) => {
+                    let error = napi::JsError::from(e).into_value(raw);
+                    napi::sys::napi_reject_deferred(raw, deferred, error)
+                }
+            };
+        }
     });
-    Ok(promise)
+    Ok(Object::from_raw(raw, promise))
 }
 
 /// A TTL in milliseconds: a whole number from 1 to 30 days (the core's
