@@ -33,7 +33,10 @@ export interface AcquireOptions {
    * it is released. Default false; `using` always renews.
    */
   autoRenew?: boolean;
-  /** Draw the fencing number in the acquisition (default true): see {@link Lock.fence}. */
+  /**
+   * Draw the fencing number in the acquisition. Default false: it is drawn
+   * on first use, by {@link Lock.drawFence} (see {@link Lock.fence}).
+   */
   fenced?: boolean;
   /**
    * The caller's own token (a request id, or the token of a lock it holds
@@ -77,8 +80,9 @@ export declare class Client {
    * `wait` (ms; omitted or negative: as long as it takes, 0: try once),
    * `signal` (an AbortSignal that ends the wait: the Promise rejects with
    * its reason), `autoRenew` (renew in the background until released),
-   * `fenced` (draw the fencing number in the acquisition, default true).
-   * Rejects with LockTimeoutError when the wait runs out.
+   * `fenced` (draw the fencing number in the acquisition; by default it is
+   * drawn on first use: see Lock#drawFence). Rejects with LockTimeoutError
+   * when the wait runs out.
    */
   acquire(name: LockName, opts?: AcquireOptions | null): Promise<Lock>;
 
@@ -285,15 +289,23 @@ export declare class Lock implements AsyncDisposable {
   readonly token: Buffer;
 
   /**
-   * The fencing number drawn while the lock was held, also after its
-   * release. Semaphores, read-write locks and plain locks acquired with
-   * `fenced: true` (the default) have one from the acquisition on. A plain
-   * lock acquired with `fenced: false` has none: `null` while it is held;
-   * once it is released or found lost, reading it throws LockNotOwnedError
-   * ("released before its fence was drawn"), never a null that could pass
-   * for a number not drawn yet.
+   * The fencing number: a number once drawn, also after the release. It is
+   * drawn on first use, by `await lock.drawFence()` (one round trip, which
+   * checks the lock is still held), or in the acquisition with
+   * `fenced: true` (semaphores and read-write locks always draw it there).
+   * Reading it before it was drawn throws, never returns a null that could
+   * pass for a fence: LockError while the lock is held (draw it first),
+   * LockNotOwnedError once it was released or found lost ("released before
+   * its fence was drawn").
    */
-  readonly fence: number | null;
+  readonly fence: number;
+
+  /**
+   * A Promise of the fencing number: drawn now if it was not yet (one round
+   * trip; rejects with LockNotOwnedError if the lock is no longer held),
+   * the same number on every later call, also after the release.
+   */
+  drawFence(): Promise<number>;
 
   /** True once renewal, an extend or a release found the lock gone. */
   readonly lost: boolean;

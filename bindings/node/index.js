@@ -278,8 +278,39 @@ function acquireOptions(opts, defaultWait) {
     signal,
     token,
     autoRenew: checkBoolean(opts.autoRenew, 'autoRenew'),
-    fenced: opts.fenced === undefined ? true : checkBoolean(opts.fenced, 'fenced'),
+    fenced: checkBoolean(opts.fenced, 'fenced'),
+    kind: KIND_LOCK,
+    limit: 0,
+    permits: 0,
   };
+}
+
+// The kinds of lock and the acquisition's flags, as the addon numbers them.
+const KIND_LOCK = 0;
+const KIND_SEMAPHORE = 1;
+const KINDS = { read: 2, write: 3 };
+const OR_NULL = 1;
+const AUTO_RENEW = 2;
+const FENCED = 4;
+
+/** A Promise rejected with what `fn` throws, else fn's Promise: the methods that return one never throw. */
+function rejecting(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
+/** `r`, an addon call's value, or its failure thrown. */
+function value(r) {
+  if (r instanceof native.Failure) throw fromFailure(r);
+  return r;
+}
+
+/** Nothing, or the addon call's failure thrown. */
+function nothing(r) {
+  if (r instanceof native.Failure) throw fromFailure(r);
 }
 
 const kNative = Symbol('redislock.native');
@@ -315,16 +346,17 @@ class Client {
    * `wait` (ms; omitted or negative: as long as it takes, 0: try once),
    * `signal` (an AbortSignal that ends the wait: the Promise rejects with
    * its reason), `autoRenew` (renew in the background until released),
-   * `fenced` (draw the fencing number in the acquisition, default true).
-   * Rejects with LockTimeoutError when the wait runs out.
+   * `fenced` (draw the fencing number in the acquisition; by default it is
+   * drawn on first use: see Lock#drawFence). Rejects with LockTimeoutError
+   * when the wait runs out.
    */
-  async acquire(name, opts) {
-    return this.#acquire(name, acquireOptions(opts, -1), false);
+  acquire(name, opts) {
+    return rejecting(() => this.#acquire(name, acquireOptions(opts, -1), false));
   }
 
   /** One attempt (or a wait of `opts.wait` ms): the Lock, or null when another owner holds it. */
-  async tryAcquire(name, opts) {
-    return this.#acquire(name, acquireOptions(opts, 0), true);
+  tryAcquire(name, opts) {
+    return rejecting(() => this.#acquire(name, acquireOptions(opts, 0), true));
   }
 
   /**
@@ -341,7 +373,7 @@ class Client {
     if (opts === null || typeof opts !== 'object') throw typeError('options', 'an object with a limit', opts);
     const orNull = checkBoolean(opts.tryAcquire, 'tryAcquire');
     const o = acquireOptions(opts, orNull ? 0 : -1);
-    o.kind = 'semaphore';
+    o.kind = KIND_SEMAPHORE;
     o.limit = checkCount(opts.limit, 'limit');
     o.permits = opts.permits === undefined ? 1 : checkCount(opts.permits, 'permits');
     return this.#acquire(name, o, orNull);
@@ -364,7 +396,7 @@ class Client {
   async #shared(name, opts, kind) {
     const orNull = checkBoolean(opts?.tryAcquire, 'tryAcquire');
     const o = acquireOptions(opts, orNull ? 0 : -1);
-    o.kind = kind;
+    o.kind = KINDS[kind];
     return this.#acquire(name, o, orNull);
   }
 
@@ -458,39 +490,40 @@ class Client {
     return `Client <${this.#native.addr}>`;
   }
 
-  async #acquire(name, o, orNull) {
+  /** The acquisition `o` of `name`: a Promise of its Lock (or null: `orNull`). */
+  #acquire(name, o, orNull) {
     checkName(name);
     const { signal } = o;
-    if (signal?.aborted) throw signal.reason;
-    let cancel = null;
-    let onAbort;
-    if (signal) {
-      cancel = new native.Cancel();
-      onAbort = () => cancel.cancel();
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
+    if (signal) return this.#abortable(name, o, orNull);
+    const flags = (orNull ? OR_NULL : 0) | (o.autoRenew ? AUTO_RENEW : 0) | (o.fenced ? FENCED : 0);
+    return this.#native
+      .acquire(bufferOf(name), o.ttl, o.wait, flags, o.kind, o.limit, o.permits, o.token, null)
+      .then((r) => lockOf(r, name, o.ttl));
+  }
+
+  /** #acquire with an AbortSignal, which ends the wait: the Promise rejects with its reason. */
+  async #abortable(name, o, orNull) {
+    const { signal } = o;
+    if (signal.aborted) throw signal.reason;
+    const cancel = new native.Cancel();
+    const onAbort = () => cancel.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
-      const args = {
-        ttl: o.ttl,
-        wait: o.wait,
-        orNull,
-        autoRenew: o.autoRenew,
-        fenced: o.fenced,
-        kind: o.kind || 'lock',
-        limit: o.limit || 0,
-        permits: o.permits || 0,
-        token: o.token,
-      };
-      const r = await this.#native.acquire(bufferOf(name), args, cancel);
-      if (r instanceof native.Failure) {
-        if (r.kind === 'Aborted') throw signal.reason;
-        throw fromFailure(r);
-      }
-      return r === null ? null : new Lock(kCreate, name, o.ttl, r);
+      const flags = (orNull ? OR_NULL : 0) | (o.autoRenew ? AUTO_RENEW : 0) | (o.fenced ? FENCED : 0);
+      const r = await this.#native.acquire(bufferOf(name), o.ttl, o.wait, flags, o.kind, o.limit, o.permits, o.token, cancel);
+      if (r instanceof native.Failure && r.kind === 'Aborted') throw signal.reason;
+      return lockOf(r, name, o.ttl);
     } finally {
-      if (signal) signal.removeEventListener('abort', onAbort);
+      signal.removeEventListener('abort', onAbort);
     }
   }
+}
+
+/** The Lock of an acquisition's outcome (null stays null), or its failure thrown. */
+function lockOf(r, name, ttl) {
+  if (r === null) return null;
+  if (r instanceof native.Failure) throw fromFailure(r);
+  return new Lock(kCreate, name, ttl, r);
 }
 
 /** A held lock (from Client#acquire). Release it, or it is released when collected. */
@@ -503,7 +536,6 @@ class Lock {
     if (key !== kCreate) throw new TypeError('a Lock comes from Client#acquire');
     this.#name = name;
     this.#ttl = ttl;
-    this.#token = handle.token;
     this[kNative] = handle;
   }
 
@@ -514,26 +546,47 @@ class Lock {
 
   /** This acquisition's token (a Buffer): what the key holds while it is ours. */
   get token() {
+    this.#token ??= this[kNative].token;
     return this.#token;
   }
 
   /**
-   * The fencing number drawn while the lock was held: a number, also after
-   * the release. `null` while a lock acquired with `fenced: false` is held
-   * (no number was drawn); once it is released or found lost, reading it
-   * throws LockNotOwnedError instead, since no number can be drawn then.
+   * The fencing number: a number once drawn, also after the release. It is
+   * drawn on first use, by `await lock.drawFence()` (one round trip, which
+   * checks the lock is still held), or in the acquisition with
+   * `fenced: true` (semaphores and read-write locks always draw it there).
+   * Reading it before it was drawn throws, never returns a null that could
+   * pass for a fence: LockError while the lock is held (draw it first), and
+   * LockNotOwnedError once it was released or found lost (no number can be
+   * drawn then).
    */
   get fence() {
     const handle = this[kNative];
     const fence = handle.fence;
     if (fence !== null) return fence;
-    if (!handle.held) {
-      throw new LockNotOwnedError(`lock ${inspect(this.#name)} was released before its fence was drawn (it was acquired with fenced: false)`);
-    }
-    if (handle.lost) {
-      throw new LockNotOwnedError(`lock ${inspect(this.#name)} was lost before its fence was drawn (it was acquired with fenced: false)`);
-    }
-    return null;
+    throw this.#undrawn(handle);
+  }
+
+  /**
+   * A Promise of the fencing number: drawn now if it was not yet (one round
+   * trip; rejects with LockNotOwnedError if the lock is no longer held),
+   * the same number on every later call, also after the release.
+   */
+  drawFence() {
+    const handle = this[kNative];
+    const fence = handle.fence;
+    if (fence !== null) return Promise.resolve(fence);
+    if (!handle.held) return Promise.reject(this.#undrawn(handle));
+    return handle.drawFence().then(value);
+  }
+
+  /** Why the fence cannot be read: it was never drawn. */
+  #undrawn(handle) {
+    const name = inspect(this.#name);
+    const how = '`await lock.drawFence()` draws it while the lock is held; `fenced: true` draws it in the acquisition';
+    if (!handle.held) return new LockNotOwnedError(`lock ${name} was released before its fence was drawn (${how})`);
+    if (handle.lost) return new LockNotOwnedError(`lock ${name} was lost before its fence was drawn (${how})`);
+    return new LockError(`lock ${name}: its fence is not drawn yet (it is drawn on first use: ${how})`);
   }
 
   /** True once renewal, an extend or a release found the lock gone. */
@@ -542,14 +595,16 @@ class Lock {
   }
 
   /** Set the remaining time to live to `ttl` ms (default: the acquisition's). */
-  async extend(ttl = this.#ttl) {
-    checkNumber(ttl, 'ttl');
-    await settle(this[kNative].extend(ttl));
+  extend(ttl = this.#ttl) {
+    return rejecting(() => {
+      checkNumber(ttl, 'ttl');
+      return this[kNative].extend(ttl).then(nothing);
+    });
   }
 
   /** Release the lock. Rejects with LockNotOwnedError when it was lost (or already released). */
-  async release() {
-    await settle(this[kNative].release());
+  release() {
+    return this[kNative].release().then(nothing);
   }
 
   /** Whether the server still names this handle the owner. */

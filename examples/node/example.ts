@@ -35,8 +35,7 @@ class ReportStore {
   #lastFence = 0;
   readonly reports = new Map<string, string>();
 
-  async write(name: string, body: string, fence: number | null): Promise<void> {
-    if (fence === null) throw new Error(`${name}: a fenced lock is needed to write`);
+  async write(name: string, body: string, fence: number): Promise<void> {
     if (fence <= this.#lastFence) throw new Error(`${name}: stale writer (fence ${fence} <= ${this.#lastFence})`);
     this.#lastFence = fence;
     this.reports.set(name, body);
@@ -47,7 +46,7 @@ class ReportStore {
 function describeLock(lock: Lock): string {
   const name: LockName = lock.name;
   const shown = typeof name === 'string' ? name : Buffer.from(name).toString('hex');
-  return `${shown} token=${lock.token.toString()} fence=${lock.fence ?? 'none'} lost=${lock.lost}`;
+  return `${shown} token=${lock.token.toString()} lost=${lock.lost}`;
 }
 
 /** What to tell the operator about a failed call. */
@@ -81,7 +80,7 @@ async function nightly(client: Client, store: ReportStore): Promise<void> {
   const lock = await client.acquire('reports:nightly', opts);
   try {
     console.log('nightly:', describeLock(lock));
-    await store.write('nightly', `built at ${new Date().toISOString()}`, lock.fence);
+    await store.write('nightly', `built at ${new Date().toISOString()}`, await lock.drawFence());
   } finally {
     await lock.release();
   }

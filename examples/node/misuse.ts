@@ -32,8 +32,10 @@ export async function misuse(client: Client, lock: Lock): Promise<void> {
   if (lock.lost()) return;
   // @ts-expect-error token is a Buffer, not a string
   const token: string = lock.token;
-  // @ts-expect-error the fence may be null (fenced: false)
-  const fence: number = lock.fence;
+  // @ts-expect-error the fence is a number (reading one not drawn yet throws), never a string
+  const fence: string = lock.fence;
+  // @ts-expect-error drawFence is a Promise of the number
+  const drawn: number = lock.drawFence();
   // @ts-expect-error read-only
   lock.fence = 1;
   // @ts-expect-error extend takes milliseconds
@@ -84,7 +86,7 @@ export async function misuse(client: Client, lock: Lock): Promise<void> {
     // @ts-expect-error a token is a string or bytes
     token: 42,
   };
-  void [token, fence, held, s, released, fake, timeout, opts, slot, readSide];
+  void [token, fence, drawn, held, s, released, fake, timeout, opts, slot, readSide];
 }
 
 // The error tree: an unconfirmed release is a LockNotOwnedError, every one a LockError and an Error.

@@ -182,51 +182,38 @@ fn bytes(v: Either<String, Buffer>) -> Vec<u8> {
     }
 }
 
-/// What an acquisition takes, as `index.js` passes it.
-#[napi(object)]
-pub struct AcquireArgs {
-    /// Milliseconds.
-    pub ttl: f64,
-    /// Milliseconds; negative: forever.
-    pub wait: f64,
-    /// Resolve with null (not a failure) when the wait runs out.
-    pub or_null: bool,
-    pub auto_renew: bool,
-    pub fenced: bool,
-    /// "lock", "semaphore", "read" or "write".
-    pub kind: String,
-    /// A semaphore's limit and this holder's permits.
-    pub limit: f64,
-    pub permits: f64,
-    /// The caller's own token; none: 128 random bits.
-    pub token: Option<Either<String, Buffer>>,
-}
+/// An acquisition's flags, as `index.js` passes them (one number, not an
+/// object: every call reads it).
+const OR_NULL: u32 = 1;
+const AUTO_RENEW: u32 = 2;
+const FENCED: u32 = 4;
 
-impl AcquireArgs {
-    fn kind(&self) -> Outcome<Kind> {
-        match self.kind.as_str() {
-            "lock" => Ok(Kind::Lock),
-            "read" => Ok(Kind::Read),
-            "write" => Ok(Kind::Write),
-            "semaphore" => {
-                let count = |v: f64, what: &str| {
-                    if v.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&v) {
-                        Ok(v as u32)
-                    } else {
-                        Err(Failure::new(
-                            "OutOfRange",
-                            format!("{what} must be a whole number, got {v}"),
-                        ))
-                    }
-                };
-                semaphore_kind(count(self.limit, "limit")?, count(self.permits, "permits")?)
-                    .map_err(|e| Failure::new("OutOfRange", e.to_string()))
-            }
-            other => Err(Failure::new(
-                "InvalidArgument",
-                format!("no kind of lock {other:?}"),
-            )),
+/// The kind of lock, as `index.js` numbers it: 0 a lock, 1 a semaphore's
+/// permits (`limit`, `permits`), 2 a read-write lock's read side, 3 its
+/// write side.
+fn kind_arg(kind: u32, limit: f64, permits: f64) -> Outcome<Kind> {
+    match kind {
+        0 => Ok(Kind::Lock),
+        2 => Ok(Kind::Read),
+        3 => Ok(Kind::Write),
+        1 => {
+            let count = |v: f64, what: &str| {
+                if v.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&v) {
+                    Ok(v as u32)
+                } else {
+                    Err(Failure::new(
+                        "OutOfRange",
+                        format!("{what} must be a whole number, got {v}"),
+                    ))
+                }
+            };
+            semaphore_kind(count(limit, "limit")?, count(permits, "permits")?)
+                .map_err(|e| Failure::new("OutOfRange", e.to_string()))
         }
+        other => Err(Failure::new(
+            "InvalidArgument",
+            format!("no kind of lock numbered {other}"),
+        )),
     }
 }
 
@@ -394,26 +381,36 @@ impl NativeClient {
     }
 
     /// A Promise of a lock, a semaphore's permits or a read-write lock's
-    /// side (`null` when `args.or_null` and it stayed held by others).
+    /// side (`null` when `OR_NULL` is set and it stayed held by others).
+    /// `ttl` and `wait` in milliseconds (`wait` negative: forever);
+    /// `flags`: `OR_NULL | AUTO_RENEW | FENCED`; `kind`: see `kind_arg`;
+    /// `token`: the caller's own (none: 128 random bits).
+    #[allow(clippy::too_many_arguments)]
     #[napi(ts_return_type = "Promise<NativeLock | null | Failure>")]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
         name: Either<String, Buffer>,
-        mut args: AcquireArgs,
+        ttl: f64,
+        wait: f64,
+        flags: u32,
+        kind: u32,
+        limit: f64,
+        permits: f64,
+        token: Option<Either<String, Buffer>>,
         cancel: Option<&Cancel>,
     ) -> napi::Result<Object<'env>> {
         let client = self.client.clone();
         let name = bytes(name);
-        let token = args.token.take().map(bytes);
+        let token = token.map(bytes);
         let stopped = cancel.map(Cancel::stopped);
         promise(env, async move {
-            let kind = args.kind()?;
-            let mut opts = AcquireOptions::new(ttl_arg(args.ttl)?)
-                .wait(wait_arg(args.wait)?)
-                .auto_renew(args.auto_renew)
+            let kind = kind_arg(kind, limit, permits)?;
+            let mut opts = AcquireOptions::new(ttl_arg(ttl)?)
+                .wait(wait_arg(wait)?)
+                .auto_renew(flags & AUTO_RENEW != 0)
                 // The shared kinds always draw theirs (as in Python).
-                .fenced(args.fenced || kind != Kind::Lock);
+                .fenced(flags & FENCED != 0 || kind != Kind::Lock);
             if let Some(token) = token {
                 opts = opts.token(token);
             }
@@ -427,7 +424,9 @@ impl NativeClient {
             };
             match acquired {
                 Ok(lock) => Ok(Either::A(NativeLock::new(lock))),
-                Err(e) if args.or_null && e.kind() == ErrorKind::NotAcquired => Ok(Either::B(Null)),
+                Err(e) if flags & OR_NULL != 0 && e.kind() == ErrorKind::NotAcquired => {
+                    Ok(Either::B(Null))
+                }
                 Err(e) => Err(e.into()),
             }
         })
@@ -512,7 +511,8 @@ impl NativeClient {
 pub struct NativeLock {
     held: Mutex<Option<Arc<Lock>>>,
     token: Vec<u8>,
-    fence: Option<i64>,
+    /// The fencing number once drawn (kept after the release).
+    drawn: Arc<Mutex<Option<i64>>>,
     /// Told whether the lock was lost (true) or let go (false), for
     /// `whenLost()`.
     lost_tx: Arc<Mutex<Option<oneshot::Sender<bool>>>>,
@@ -524,7 +524,9 @@ impl NativeLock {
     fn new(lock: Lock) -> NativeLock {
         NativeLock {
             token: lock.token().to_vec(),
-            fence: lock.fence_if_drawn().and_then(|f| i64::try_from(f).ok()),
+            drawn: Arc::new(Mutex::new(
+                lock.fence_if_drawn().and_then(|f| i64::try_from(f).ok()),
+            )),
             held: Mutex::new(Some(Arc::new(lock))),
             lost_tx: Arc::default(),
             lost_at_release: Arc::default(),
@@ -552,11 +554,17 @@ impl NativeLock {
         self.token.clone().into()
     }
 
-    /// The fencing number drawn when the lock was taken (null when the
-    /// acquisition was not fenced).
+    /// The fencing number if one was drawn (by the acquisition, or by
+    /// `draw_fence`, or by the core meanwhile), else null.
     #[napi(getter)]
     pub fn fence(&self) -> Option<i64> {
-        self.fence
+        let mut drawn = locked(&self.drawn);
+        if drawn.is_none() {
+            if let Some(lock) = locked(&self.held).as_ref() {
+                *drawn = lock.fence_if_drawn().and_then(|f| i64::try_from(f).ok());
+            }
+        }
+        *drawn
     }
 
     /// True once renewal, an extend or a release found the lock gone.
@@ -600,6 +608,27 @@ impl NativeLock {
                 let _ = tx.send(released.is_err());
             }
             Ok(released?)
+        })
+    }
+
+    /// The fencing number, drawn now if the acquisition did not draw it
+    /// (one round trip, which checks that the lock is still held:
+    /// `NotOwner` otherwise); the same number on every later call, also
+    /// after the release.
+    #[napi(ts_return_type = "Promise<number | Failure>")]
+    pub fn draw_fence<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
+        let lock = self.current();
+        let known = *locked(&self.drawn);
+        let drawn = self.drawn.clone();
+        promise(env, async move {
+            if let Some(f) = known {
+                return Ok(f);
+            }
+            let f = lock?.fence_async().await?;
+            let f = i64::try_from(f)
+                .map_err(|_| Failure::new("Internal", format!("fence {f} is beyond 2^63")))?;
+            *locked(&drawn) = Some(f);
+            Ok(f)
         })
     }
 

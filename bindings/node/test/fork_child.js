@@ -8,7 +8,7 @@ const client = new Client(url);
 process.on('message', async (m) => {
   if (m === 'try') process.send(String((await client.tryAcquire(key)) === null));
   if (m === 'take') {
-    const lock = await client.acquire(key, { wait: 60000 });
+    const lock = await client.acquire(key, { wait: 60000, fenced: true });
     process.send(`took ${lock.fence}`);
     await lock.release();
     process.disconnect();

@@ -49,35 +49,41 @@ test('names may be Buffers with any bytes, tokens are 128 random bits', async ()
 
 test('fences are numbers that grow with each owner, also through a hand-off', async () => {
   const key = keyFor();
+  // The default: drawn on first use.
   const first = await client.acquire(key);
-  assert.equal(typeof first.fence, 'number');
-  assert.ok(Number.isSafeInteger(first.fence));
+  const firstFence = await first.drawFence();
+  assert.ok(Number.isSafeInteger(firstFence));
+  assert.equal(first.fence, firstFence, 'the getter has it once drawn');
+  assert.equal(await first.drawFence(), firstFence, 'drawn once');
   const other = new Client(server.url);
-  const waiting = other.acquire(key, { wait: 30000 });
+  const waiting = other.acquire(key, { wait: 30000, fenced: true });
   await waitUntil('the waiter to queue', async () => (await server.raw.call('LLEN', `{${key}}:queue`)) === 1);
   await first.release();
   const second = await waiting;
-  assert.ok(second.fence > first.fence, `${second.fence} > ${first.fence}`);
+  assert.ok(second.fence > firstFence, `${second.fence} > ${firstFence}`);
   await second.release();
   const third = await client.acquire(key);
-  assert.ok(third.fence > second.fence);
+  assert.ok((await third.drawFence()) > second.fence);
   await third.release();
-  const plain = await client.acquire(key, { fenced: false });
-  assert.equal(plain.fence, null);
-  await plain.release();
-  assert.throws(() => plain.fence, LockNotOwnedError);
 });
 
 test('a fence read after the release is the one drawn while held, never a silent null', async () => {
   const key = keyFor();
-  // Fenced (the default): the number drawn in the acquisition, before and after.
-  const fenced = await client.acquire(key);
+  // Drawn in the acquisition: the same number before and after.
+  const fenced = await client.acquire(key, { fenced: true });
   const drawn = fenced.fence;
   assert.ok(Number.isSafeInteger(drawn));
   await fenced.release();
   assert.equal(fenced.fence, drawn);
+  assert.equal(await fenced.drawFence(), drawn);
+  // Drawn on first use, then released: the same.
+  const lazy = await client.acquire(key);
+  const lazyFence = await lazy.drawFence();
+  assert.ok(lazyFence > drawn);
+  await lazy.release();
+  assert.equal(lazy.fence, lazyFence);
   // Also when the release found the lock gone.
-  const taken = await client.acquire(key, { ttl: 5000 });
+  const taken = await client.acquire(key, { ttl: 5000, fenced: true });
   const takenFence = taken.fence;
   await server.raw.call('SET', key, 'someone-else');
   await assert.rejects(taken.release(), LockNotOwnedError);
@@ -96,12 +102,17 @@ test('a fence read after the release is the one drawn while held, never a silent
   }
 });
 
-test('an unfenced lock: fence is null while held, and throws LockNotOwnedError once released or lost', async () => {
+test('a fence not drawn: reading it throws (LockError while held, LockNotOwnedError once released or lost), drawFence draws it', async () => {
   const key = keyFor();
-  const lock = await client.acquire(key, { fenced: false });
-  assert.equal(lock.fence, null, 'held, and no number was drawn');
-  assert.equal(lock.fence, null, 'reading it draws nothing');
-  assert.equal(await server.raw.call('GET', key).then(String), lock.token.toString());
+  const lock = await client.acquire(key);
+  for (let i = 0; i < 2; i++) {
+    assert.throws(
+      () => lock.fence,
+      (e) => e instanceof LockError && !(e instanceof LockNotOwnedError) && /fence is not drawn yet.*drawFence/.test(e.message),
+      'held, and no number was drawn: reading it draws nothing',
+    );
+  }
+  assert.equal(await server.raw.call('GET', key).then(String), lock.token.toString(), 'the key holds the token alone');
   await lock.release();
   for (let i = 0; i < 2; i++) {
     assert.throws(
@@ -109,15 +120,27 @@ test('an unfenced lock: fence is null while held, and throws LockNotOwnedError o
       (e) => e instanceof LockNotOwnedError && /was released before its fence was drawn/.test(e.message),
     );
   }
+  await assert.rejects(lock.drawFence(), (e) => e instanceof LockNotOwnedError && /was released before its fence was drawn/.test(e.message));
   assert.match(require('node:util').inspect(lock), /fence=none held=false/, 'inspecting it does not throw');
+  // fenced: false is the same (the number is drawn on first use).
+  const explicit = await client.acquire(key, { fenced: false });
+  assert.throws(() => explicit.fence, /fence is not drawn yet/);
+  assert.ok(Number.isSafeInteger(await explicit.drawFence()));
+  await explicit.release();
   // A release that found the lock taken over.
-  const taken = await client.acquire(key, { fenced: false, ttl: 5000 });
+  const taken = await client.acquire(key, { ttl: 5000 });
   await server.raw.call('SET', key, 'someone-else');
   await assert.rejects(taken.release(), LockNotOwnedError);
   assert.throws(() => taken.fence, /was released before its fence was drawn/);
+  // Taken over while held: drawing it finds it gone.
+  await server.raw.call('DEL', key);
+  const gone = await client.acquire(key, { ttl: 5000 });
+  await server.raw.call('SET', key, 'someone-else');
+  await assert.rejects(gone.drawFence(), LockNotOwnedError);
+  await assert.rejects(gone.release(), LockNotOwnedError);
   // Found lost by an extend, not released yet.
   await server.raw.call('DEL', key);
-  const lost = await client.acquire(key, { fenced: false, ttl: 5000 });
+  const lost = await client.acquire(key, { ttl: 5000 });
   await server.raw.call('SET', key, 'someone-else');
   await assert.rejects(lost.extend(5000), LockNotOwnedError);
   assert.equal(lost.lost, true);

@@ -51,7 +51,7 @@ test('npm pack, then npm install of the tarball builds the addon from source', {
     const { Client } = require('redislock');
     (async () => {
       const lock = await new Client(${JSON.stringify(server.url)}).acquire(${JSON.stringify(keyFor('npm'))});
-      console.log(typeof lock.fence);
+      console.log(typeof (await lock.drawFence()));
       await lock.release();
     })();
   `;

@@ -196,7 +196,7 @@ test('a worker terminated while holding and while waiting leaves nothing held', 
 
 test('a child from child_process.fork opens its own connections and shares the lock', async () => {
   const key = keyFor('fork');
-  const lock = await client.acquire(key);
+  const lock = await client.acquire(key, { fenced: true });
   const child = fork(path.join(__dirname, 'fork_child.js'), [server.url, key]);
   const messages = [];
   child.on('message', (m) => messages.push(m));
