@@ -319,12 +319,22 @@ bench-c:
 
 ## make bench-node: the Node.js addon against node-redlock 5.0.0-beta.2 and a
 ## hand-written ioredis helper (bench/node/): uncontended cycle and its server
-## cost, hand-off, 8 contending processes (about 2 minutes; BENCH_NODE_ARGS=--quick
-## for under a minute). npm installs the two into target/bench-node.
+## cost, hand-off, hand-off to a Node.js and to a C waiter process, the event
+## loop while 1,000 waits are pending, 8 contending processes (about 3 minutes;
+## BENCH_NODE_ARGS=--quick for about one). npm installs the two into
+## target/bench-node; the C waiter (bench/c/handoff_waiter.c) is built there
+## against the release library, found at run time under its soname in
+## target/bench-node/lib.
 BENCH_NODE := target/bench-node
 BENCH_NODE_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 bench-node: deps
 	node bindings/node/build.js
+	$(CARGO) build --release
+	@command -v $(CC) >/dev/null 2>&1 || { echo "bench-node: no C compiler ($(CC)) for bench/c/handoff_waiter.c: apt-get install gcc, or set CC" >&2; exit 1; }
+	mkdir -p $(BENCH_NODE)/lib
+	ln -sf $(CURDIR)/target/release/libredislock.so $(BENCH_NODE)/lib/libredislock.so.0
+	$(CC) $(BENCH_CFLAGS) -Iinclude bench/c/handoff_waiter.c \
+		-o $(BENCH_NODE)/handoff_waiter -Ltarget/release -lredislock -Wl,-rpath,$(CURDIR)/$(BENCH_NODE)/lib
 	cmp -s bench/node/package.json $(BENCH_NODE)/package.json && test -d $(BENCH_NODE)/node_modules/redlock \
 		|| { mkdir -p $(BENCH_NODE) && cp bench/node/package.json $(BENCH_NODE)/package.json \
 			&& npm install --loglevel=error --no-audit --no-fund --prefix $(BENCH_NODE) \

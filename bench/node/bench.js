@@ -5,30 +5,55 @@
 // loopback port:
 //
 //   node bench/node/bench.js [--quick] [--rounds N] [--batch N] [--calibrate N]
-//        [--handoff-batches N] [--handoff-rounds N] [--contended-rounds N]
-//        [--seconds S] [--workers N] [--hold-ms MS] [--poll-ms MS]
-//        [--parts uncontended,handoff,contended] [--out PATH]
+//        [--handoff-batches N] [--handoff-rounds N]
+//        [--xhandoff-batches N] [--xhandoff-rounds N] [--c-waiter PATH]
+//        [--loop-rounds N] [--loop-seconds S] [--loop-waiters N]
+//        [--contended-rounds N] [--seconds S] [--workers N] [--hold-ms MS]
+//        [--poll-ms MS] [--parts uncontended,handoff,xhandoff,loopdelay,contended]
+//        [--out PATH]
 //
-// 1. uncontended  one process, one key per implementation, acquire + release
-//    of a free lock; rounds (--rounds, 30) of one batch (--batch, 200 cycles)
-//    per implementation, the order rotated every round. Per batch: the p50
-//    and mean µs per cycle, and the server's side from INFO cpu and INFO
-//    commandstats read before and after it (calls and usec per command per
-//    cycle; commands run inside a script are counted under their own names
-//    too, and a script's usec already holds theirs, so "command time" and
-//    "requests" count only what clients sent: the share of each name's calls
-//    that ran inside a script or MULTI comes from --calibrate cycles per
-//    implementation watched with MONITOR before the timed rounds, as in
-//    bench/c/cost.c). Ratios ours / theirs are taken inside each round.
+// 1. uncontended  one process, one key per implementation, one attempt on a
+//    free lock + release (redislock: client.tryAcquire(key, { ttl }), the
+//    options a new user writes first; redislock-fenced adds fenced: true;
+//    node-redlock's acquire; the helper's single SET NX PX); rounds
+//    (--rounds, 30) of one batch (--batch, 200 cycles) per implementation,
+//    the order rotated every round. Per batch: the p50 and mean µs per
+//    cycle, the process's CPU per cycle (process.cpuUsage() around the
+//    batch), and the server's side from INFO cpu and INFO commandstats read
+//    before and after it (calls and usec per command per cycle; commands run
+//    inside a script are counted under their own names too, and a script's
+//    usec already holds theirs, so "command time" and "requests" count only
+//    what clients sent: the share of each name's calls that ran inside a
+//    script or MULTI comes from --calibrate cycles per implementation
+//    watched with MONITOR before the timed rounds, as in bench/c/cost.c).
+//    Ratios ours / theirs are taken inside each round; goals: speed >= 1.0x
+//    node-redlock's and >= 0.95x the helper's, process CPU <= the helper's.
 // 2. hand-off  a holder and a waiter (two clients of one implementation in
-//    this process) on one key: the waiter's acquire is called, the holder
-//    releases after a random 5-25 ms, and the figure is the time from just
-//    before the release call to the waiter's acquire resolving (one process
-//    clock). Batches (--handoff-batches, 8) of --handoff-rounds (16) rounds
-//    per implementation, the order rotated; median and p90 over all rounds,
+//    this process, lock() waiting: redislock's client.acquire(key, { ttl }))
+//    on one key: the waiter's acquire is called, the holder releases after a
+//    random 5-25 ms, and the figure is the time from just before the release
+//    call to the waiter's acquire resolving (one process clock). Batches
+//    (--handoff-batches, 8) of --handoff-rounds (16) rounds per
+//    implementation, the order rotated; median and p90 over all rounds,
 //    ratios of the batch medians taken inside each batch; the loopback round
-//    trip (PING p50) before each batch.
-// 3. contended  --workers (8) processes (worker.js) loop acquire, GET a
+//    trip (PING p50) before each batch, and each batch's p50 in round trips
+//    (goal: <= 3).
+// 3. xhandoff  hand-off between processes: this process holds (a redislock
+//    Client), the waiter is another process, handoff_waiter.js (Node.js) or
+//    bench/c/handoff_waiter.c (the C API; make bench-node builds it into
+//    target/bench-node). The holder takes the lock, tells the waiter to wait,
+//    polls LLEN of the lock's queue until it is queued, sleeps 5-25 ms,
+//    stamps CLOCK_MONOTONIC and releases; the figure is the waiter's stamp
+//    when its acquire returned minus the holder's. Batches
+//    (--xhandoff-batches, 8) of --xhandoff-rounds (16) per waiter, rotated;
+//    p50 / p90, p50 in round trips, Node.js / C inside each batch (goal: <= 1).
+// 4. loopdelay  one client holds a lock, --loop-waiters (1,000) waiting
+//    acquires of another client wait for it; meanwhile that client runs
+//    tryAcquire / release cycles on a free key for --loop-seconds (2): the
+//    synchronous time of each call and monitorEventLoopDelay's figures,
+//    against the same cycles with no waits pending; then the held lock is
+//    released and the chain of waiters timed. --loop-rounds (3), rotated.
+// 5. contended  --workers (8) processes (worker.js) loop acquire, GET a
 //    counter, hold --hold-ms (1), SET it + 1, release, on one key for
 //    --seconds (3); --contended-rounds (5) rounds of one run per
 //    implementation, the order rotated. Per run: acquisitions per worker
@@ -38,27 +63,30 @@
 //    server commands per acquisition.
 //
 // It prints Markdown tables (medians over rounds, and the median (min-max)
-// of the ratios) and writes them with the summary and every batch's or
-// run's record as one JSON document to --out (default
-// bench/results/DATE/node.json, DATE-quick with --quick; rewritten: not a
-// .jsonl, which bench/run.py clears from DATE/ when it starts). --quick: a
-// smoke run of under a minute.
+// of the ratios, and the goals of issue 53 met or not) and writes them with
+// the summary and every batch's or run's record as one JSON document to
+// --out (default bench/results/DATE/node.json, DATE-quick with --quick;
+// rewritten: not a .jsonl, which bench/run.py clears from DATE/ when it
+// starts). --quick: a smoke run of under a minute.
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
+const { monitorEventLoopDelay } = require('node:perf_hooks');
 const readline = require('node:readline');
 
-const { KINDS, OURS, ioredis, open, sleep, ROOT } = require('./impls');
+const { KINDS, OURS, TTL, ioredis, open, sleep, ROOT, redislock } = require('./impls');
 
 const HERE = __dirname;
 const now = () => process.hrtime.bigint();
 const THEIRS = KINDS.filter((k) => !OURS.includes(k));
-const CONTENDED_KINDS = ['redislock', 'redislock-unfenced', 'redlock', 'helper'];
+const CONTENDED_KINDS = ['redislock', 'redislock-fenced', 'redlock', 'helper'];
 
 // ---------------------------------------------------------------- arguments
+
+const PARTS = ['uncontended', 'handoff', 'xhandoff', 'loopdelay', 'contended'];
 
 function parseArgs(argv) {
   const a = {
@@ -68,12 +96,18 @@ function parseArgs(argv) {
     calibrate: 100,
     handoffBatches: 8,
     handoffRounds: 16,
+    xhandoffBatches: 8,
+    xhandoffRounds: 16,
+    loopRounds: 3,
+    loopSeconds: 2,
+    loopWaiters: 1000,
     contendedRounds: 5,
     seconds: 3,
     workers: 8,
     holdMs: 1,
     pollMs: 10,
-    parts: ['uncontended', 'handoff', 'contended'],
+    parts: PARTS,
+    cWaiter: null,
     out: null,
   };
   const set = {};
@@ -90,7 +124,7 @@ function parseArgs(argv) {
     const value = m[2] !== undefined ? m[2] : argv[++i];
     if (value === undefined) throw new Error(`--${m[1]} needs a value`);
     if (name === 'parts') a.parts = value.split(',').filter(Boolean);
-    else if (name === 'out') a.out = value;
+    else if (name === 'out' || name === 'cWaiter') a[name] = value;
     else {
       a[name] = Number(value);
       if (!Number.isFinite(a[name]) || a[name] <= 0) throw new Error(`--${m[1]} must be a positive number`);
@@ -98,11 +132,14 @@ function parseArgs(argv) {
     set[name] = true;
   }
   if (a.quick) {
-    const quick = { rounds: 8, calibrate: 50, handoffBatches: 3, handoffRounds: 6, contendedRounds: 1, seconds: 1.5 };
+    const quick = {
+      rounds: 8, calibrate: 50, handoffBatches: 3, handoffRounds: 6, xhandoffBatches: 3, xhandoffRounds: 6,
+      loopRounds: 1, loopSeconds: 1, contendedRounds: 1, seconds: 1.5,
+    };
     for (const [k, v] of Object.entries(quick)) if (!set[k]) a[k] = v;
   }
   for (const p of a.parts) {
-    if (!['uncontended', 'handoff', 'contended'].includes(p)) throw new Error(`unknown part ${p}`);
+    if (!PARTS.includes(p)) throw new Error(`unknown part ${p} (have ${PARTS.join(', ')})`);
   }
   return a;
 }
@@ -138,6 +175,27 @@ function fmt(v, digits = 0, unit = '') {
 
 function fmtRatio(r) {
   return r ? `${r.median.toFixed(2)} (${r.min.toFixed(2)}-${r.max.toFixed(2)})` : '-';
+}
+
+/**
+ * A goal of issue 53: `r` (a ratios() result: its median counts, or a plain
+ * number) against `target`. `counted` false: printed for information only.
+ */
+function goal(figure, r, op, target, { counted = true, unit = '' } = {}) {
+  const v = r && typeof r === 'object' ? r.median : r;
+  const met = v === null || v === undefined || !Number.isFinite(v) ? null : op === '<=' ? v <= target : v >= target;
+  return { figure, value: r && typeof r === 'object' ? r : v, op, target, unit, met, counted };
+}
+
+function printGoals(goals) {
+  const out = ['Goals (issue 53; a ratio is the median of the ratios inside each round or batch, min-max beside it):', ''];
+  for (const g of goals) {
+    const v = g.value && typeof g.value === 'object' ? fmtRatio(g.value) : fmt(g.value, 2, g.unit);
+    const mark = g.met === null ? 'no figure' : g.met ? 'met' : 'NOT met';
+    out.push(`- ${g.figure}: ${v}, goal ${g.op === '<=' ? '≤' : '≥'} ${g.target}${g.unit}: ` +
+      (g.counted ? `**${mark}**` : `${mark} (for information)`));
+  }
+  return out;
 }
 
 /** The round's order: KINDS rotated by the round, reversed every other round. */
@@ -299,9 +357,9 @@ async function calibrate(port, admin, impls, n) {
       current = { marker: `bench-node:${kind}:`, events: [], capturing: false, firstEnd: 0, resolve };
     });
     await admin.echo(`${current.marker}begin`);
-    await impl.unlock(await impl.lock(key));
+    await cycle(impl, key);
     await admin.echo(`${current.marker}first`);
-    for (let i = 1; i < n; i++) await impl.unlock(await impl.lock(key));
+    for (let i = 1; i < n; i++) await cycle(impl, key);
     await admin.echo(`${current.marker}end`);
     await done;
     const { events, firstEnd } = current;
@@ -341,13 +399,20 @@ async function calibrate(port, admin, impls, n) {
   return result;
 }
 
+/** One uncontended cycle: one attempt on a free key (never null there), release. */
+async function cycle(impl, key) {
+  const h = await impl.tryLock(key);
+  if (h === null) throw new Error(`${impl.kind}: the free key ${key} was found held`);
+  await impl.unlock(h);
+}
+
 async function uncontended(port, args, emit) {
   const admin = await ioredis(port);
   const impls = {};
   for (const kind of KINDS) impls[kind] = await open(kind, port, { pollMs: args.pollMs });
   const keyOf = (kind) => `bench:node:cycle:${kind}`;
   for (const kind of KINDS) {
-    for (let i = 0; i < 50; i++) await impls[kind].unlock(await impls[kind].lock(keyOf(kind)));
+    for (let i = 0; i < 50; i++) await cycle(impls[kind], keyOf(kind));
   }
   log(`uncontended: MONITOR over ${args.calibrate} cycles per implementation (never timed)`);
   const calib = await calibrate(port, admin, impls, args.calibrate);
@@ -362,13 +427,15 @@ async function uncontended(port, args, emit) {
       const n = args.batch;
       const lat = new Array(n);
       const s0 = await snapshot(admin);
+      const c0 = process.cpuUsage();
       const t0 = now();
       for (let i = 0; i < n; i++) {
         const t = now();
-        await impl.unlock(await impl.lock(key));
+        await cycle(impl, key);
         lat[i] = Number(now() - t) / 1000;
       }
       const wall = Number(now() - t0) / 1000;
+      const c1 = process.cpuUsage(c0);
       const s1 = await snapshot(admin);
       const perCommand = {};
       let cmdUs = 0;
@@ -393,6 +460,7 @@ async function uncontended(port, args, emit) {
         cycles: n,
         p50_us: percentile(sortedNum(lat), 50),
         mean_us: wall / n,
+        cpu_us: (c1.user + c1.system) / n,
         server_cpu_us: (s1.cpu - s0.cpu) / n,
         cmd_us: cmdUs,
         requests,
@@ -411,7 +479,7 @@ async function uncontended(port, args, emit) {
   admin.disconnect();
 
   // Summary: medians over rounds, ratios inside each round.
-  const FIG = ['p50_us', 'mean_us', 'server_cpu_us', 'cmd_us', 'requests', 'commands'];
+  const FIG = ['p50_us', 'mean_us', 'cpu_us', 'server_cpu_us', 'cmd_us', 'requests', 'commands'];
   const impl = {};
   for (const kind of KINDS) {
     const m = {};
@@ -428,35 +496,47 @@ async function uncontended(port, args, emit) {
     m.inner_share = calib[kind].inner_share;
     impl[kind] = m;
   }
+  // ours / theirs of each figure, and the speed (theirs' mean time per
+  // cycle over ours: above 1 = ours faster), inside each round.
+  const pairRatios = (ours, theirs) => {
+    const r = Object.fromEntries(
+      ['p50_us', 'mean_us', 'cpu_us', 'server_cpu_us', 'cmd_us'].map((f) => [
+        f,
+        ratios(recs[ours].map((x) => x[f]), recs[theirs].map((x) => x[f])),
+      ]),
+    );
+    r.speed = ratios(recs[theirs].map((x) => x.mean_us), recs[ours].map((x) => x.mean_us));
+    return r;
+  };
   const rat = {};
+  for (const ours of OURS) for (const theirs of THEIRS) rat[`${ours}/${theirs}`] = pairRatios(ours, theirs);
+  rat['redislock/redislock-fenced'] = pairRatios('redislock', 'redislock-fenced');
+  // Issue 53's goals for the default (tryAcquire with { ttl } only); the
+  // fenced variant's figures beside them, for information.
+  const goals = [];
   for (const ours of OURS) {
-    for (const theirs of THEIRS) {
-      rat[`${ours}/${theirs}`] = Object.fromEntries(
-        ['p50_us', 'mean_us', 'server_cpu_us', 'cmd_us'].map((f) => [
-          f,
-          ratios(recs[ours].map((r) => r[f]), recs[theirs].map((r) => r[f])),
-        ]),
-      );
-    }
+    const o = { counted: ours === 'redislock' };
+    goals.push(
+      goal(`${ours}: cycle speed / node-redlock's`, rat[`${ours}/redlock`].speed, '>=', 1.0, o),
+      goal(`${ours}: cycle speed / the helper's`, rat[`${ours}/helper`].speed, '>=', 0.95, o),
+      goal(`${ours}: process CPU per cycle / the helper's`, rat[`${ours}/helper`].cpu_us, '<=', 1.0, o),
+    );
   }
-  rat['redislock/redislock-unfenced'] = Object.fromEntries(
-    ['p50_us', 'mean_us', 'server_cpu_us', 'cmd_us'].map((f) => [
-      f,
-      ratios(recs.redislock.map((r) => r[f]), recs['redislock-unfenced'].map((r) => r[f])),
-    ]),
-  );
-  return { rounds: args.rounds, batch: args.batch, calibrate: args.calibrate, impls: impl, ratios: rat };
+  return { rounds: args.rounds, batch: args.batch, calibrate: args.calibrate, impls: impl, ratios: rat, goals };
 }
 
 function printUncontended(s) {
   const out = [];
   out.push(`### 1. Uncontended cycle (acquire + release of a free lock)`, '');
   out.push(`${s.rounds} rounds of ${s.batch} cycles per implementation, order rotated; medians over rounds. ` +
+    `One attempt per cycle: redislock \`client.tryAcquire(key, { ttl })\` (redislock-fenced adds \`fenced: true\`), ` +
+    `node-redlock \`acquire\`, the helper one SET NX PX; then release. Process CPU: process.cpuUsage() ` +
+    `(user + system, every thread) around each batch, per cycle. ` +
     `Server figures per cycle from INFO deltas around each batch (one INFO of the batch included in CPU).`, '');
-  out.push('| implementation | cycle p50 | cycle mean | server CPU | command time | requests | commands | one cycle (MONITOR) |');
-  out.push('|---|---|---|---|---|---|---|---|');
+  out.push('| implementation | cycle p50 | cycle mean | process CPU | server CPU | command time | requests | commands | one cycle (MONITOR) |');
+  out.push('|---|---|---|---|---|---|---|---|---|');
   for (const [kind, m] of Object.entries(s.impls)) {
-    out.push(`| ${kind} | ${fmt(m.p50_us, 0, ' µs')} | ${fmt(m.mean_us, 0, ' µs')} | ${fmt(m.server_cpu_us, 1, ' µs')} ` +
+    out.push(`| ${kind} | ${fmt(m.p50_us, 0, ' µs')} | ${fmt(m.mean_us, 0, ' µs')} | ${fmt(m.cpu_us, 1, ' µs')} | ${fmt(m.server_cpu_us, 1, ' µs')} ` +
       `| ${fmt(m.cmd_us, 2, ' µs')} | ${fmt(m.requests, 2)} | ${fmt(m.commands, 2)} | \`${m.one_cycle}\` |`);
   }
   out.push('', 'INFO commandstats per cycle, calls / usec (medians over rounds; a script\'s usec includes the commands it ran, which are also counted under their own names):', '');
@@ -467,11 +547,14 @@ function printUncontended(s) {
     );
     out.push(`| ${kind} | ${cells.join('; ')} |`);
   }
-  out.push('', 'ours / theirs, median (min-max) of the ratios inside each round (below 1: ours is faster or cheaper):', '');
-  out.push('| pair | cycle p50 | cycle mean | server CPU | command time |', '|---|---|---|---|---|');
+  out.push('', 'ours / theirs, median (min-max) of the ratios inside each round (below 1: ours is faster or cheaper; ' +
+    'speed is theirs / ours of the mean time per cycle, above 1: ours is faster):', '');
+  out.push('| pair | speed | cycle p50 | cycle mean | process CPU | server CPU | command time |', '|---|---|---|---|---|---|---|');
   for (const [pair, r] of Object.entries(s.ratios)) {
-    out.push(`| ${pair} | ${fmtRatio(r.p50_us)} | ${fmtRatio(r.mean_us)} | ${fmtRatio(r.server_cpu_us)} | ${fmtRatio(r.cmd_us)} |`);
+    out.push(`| ${pair} | ${fmtRatio(r.speed)} | ${fmtRatio(r.p50_us)} | ${fmtRatio(r.mean_us)} | ${fmtRatio(r.cpu_us)} ` +
+      `| ${fmtRatio(r.server_cpu_us)} | ${fmtRatio(r.cmd_us)} |`);
   }
+  out.push('', ...printGoals(s.goals));
   return out.join('\n');
 }
 
@@ -525,7 +608,7 @@ async function handoff(port, args, emit) {
       emit(rec);
     }
     log(`hand-off: batch ${b + 1} of ${args.handoffBatches} (RTT ${fmt(rtt)} µs): ` +
-      KINDS.map((k) => `${k} ${fmt(recs[k][b].p50_us)} µs`).join(', '));
+      KINDS.map((k) => `${k} ${fmt(recs[k][b].p50_us)} µs = ${fmt(recs[k][b].p50_us / rtt, 1)} RTT`).join(', '));
   }
   for (const kind of KINDS) {
     await pairs[kind].holder.close();
@@ -540,6 +623,8 @@ async function handoff(port, args, emit) {
       p50_us: percentile(all, 50),
       p90_us: percentile(all, 90),
       p50_rtt: median(recs[kind].map((r) => r.p50_us / r.rtt_us)),
+      p50_rtt_range: ratios(recs[kind].map((r) => r.p50_us), recs[kind].map((r) => r.rtt_us)),
+      p50_rtt_by_batch: recs[kind].map((r) => r.p50_us / r.rtt_us),
       early: recs[kind].reduce((n, r) => n + r.early, 0),
     };
   }
@@ -552,12 +637,17 @@ async function handoff(port, args, emit) {
       };
     }
   }
+  const goals = OURS.map((ours) =>
+    goal(`${ours}: hand-off p50 in loopback round trips (each batch's p50 over its RTT)`, impl[ours].p50_rtt_range,
+      '<=', 3, { counted: ours === 'redislock', unit: ' round trips' }));
   return {
     batches: args.handoffBatches,
     rounds_per_batch: args.handoffRounds,
     rtt_us: median(recs[KINDS[0]].map((r) => r.rtt_us)),
+    rtt_by_batch_us: recs[KINDS[0]].map((r) => r.rtt_us),
     impls: impl,
     ratios: rat,
+    goals,
   };
 }
 
@@ -567,17 +657,438 @@ function printHandoff(s) {
   out.push(`${s.batches} batches of ${s.rounds_per_batch} rounds per implementation, order rotated; a holder ` +
     `releases 5-25 ms after a waiter (another client, same process) called acquire. Loopback RTT p50 ` +
     `${fmt(s.rtt_us)} µs (median of batches).`, '');
-  out.push('| implementation | hand-off p50 | hand-off p90 | p50 in RTT | rounds | waiter early |', '|---|---|---|---|---|---|');
+  out.push('| implementation | hand-off p50 | hand-off p90 | p50 in RTT, median (min-max) of the batches | per batch | rounds | waiter early |',
+    '|---|---|---|---|---|---|---|');
   for (const [kind, m] of Object.entries(s.impls)) {
-    out.push(`| ${kind} | ${fmt(m.p50_us, 0, ' µs')} | ${fmt(m.p90_us, 0, ' µs')} | ${fmt(m.p50_rtt, 1)} | ${m.rounds} | ${m.early} |`);
+    out.push(`| ${kind} | ${fmt(m.p50_us, 0, ' µs')} | ${fmt(m.p90_us, 0, ' µs')} | ${fmtRatio(m.p50_rtt_range)} ` +
+      `| ${m.p50_rtt_by_batch.map((x) => fmt(x, 1)).join(' ')} | ${m.rounds} | ${m.early} |`);
   }
+  out.push('', `Loopback RTT per batch: ${s.rtt_by_batch_us.map((x) => fmt(x)).join(' ')} µs.`);
   out.push('', 'ours / theirs, median (min-max) of the ratios of the batch figures, inside each batch:', '');
   out.push('| pair | hand-off p50 | hand-off p90 |', '|---|---|---|');
   for (const [pair, r] of Object.entries(s.ratios)) out.push(`| ${pair} | ${fmtRatio(r.p50_us)} | ${fmtRatio(r.p90_us)} |`);
+  out.push('', ...printGoals(s.goals));
   return out.join('\n');
 }
 
-// ---------------------------------------------------------------- 3. contended
+// ---------------------------------------------------------------- 3. hand-off between processes
+
+const XKINDS = ['node', 'c'];
+
+/** The C waiter that `make bench-node` builds (bench/c/handoff_waiter.c). */
+function cWaiterPath(args) {
+  if (args.cWaiter) return path.resolve(args.cWaiter);
+  const deps = path.resolve(ROOT, process.env.BENCH_NODE_DIR || path.join('target', 'bench-node'));
+  return path.join(deps, 'handoff_waiter');
+}
+
+/** Start one waiter process (handoff_waiter.js or the C one) and wait for its "ready". */
+async function startWaiter(kind, port, key, args) {
+  const rest = [String(port), key, String(TTL), String(XWAIT_MS)];
+  let cmd;
+  let argv;
+  if (kind === 'node') {
+    cmd = process.execPath;
+    argv = [path.join(HERE, 'handoff_waiter.js'), ...rest];
+  } else {
+    cmd = cWaiterPath(args);
+    argv = rest;
+    if (!fs.existsSync(cmd)) {
+      throw new Error(`the C waiter ${cmd} is missing: \`make bench-node\` builds it from bench/c/handoff_waiter.c ` +
+        '(or pass --c-waiter PATH, or leave xhandoff out of --parts)');
+    }
+  }
+  const p = spawn(cmd, argv, { stdio: ['pipe', 'pipe', 'inherit'] });
+  children.add(p);
+  p.on('exit', () => children.delete(p));
+  p.on('error', () => {});
+  const next = lineReader(p.stdout);
+  let l;
+  try {
+    l = await next(60000);
+  } catch (e) {
+    l = `nothing (${e.message})`;
+  }
+  if (l !== 'ready') throw new Error(`hand-off between processes: the ${kind} waiter failed to start (said ${JSON.stringify(l)})`);
+  return {
+    kind,
+    p,
+    next,
+    async stop() {
+      if (p.exitCode === null && p.signalCode === null) {
+        const exited = new Promise((resolve) => p.once('exit', resolve));
+        p.stdin.end('quit\n');
+        const timer = setTimeout(() => p.kill('SIGKILL'), 5000); // only our own waiter, by its handle
+        await exited;
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+/** The waiter queue of the lock `name` (the protocol's `{NAME}:queue`, or `NAME:queue` for a hash-tagged name). */
+function queueKey(name) {
+  return /\{[^}]+\}/.test(name) ? `${name}:queue` : `{${name}}:queue`;
+}
+
+/** Poll LLEN of `qkey` until it reaches `n` (every `everyMs`), or throw after `timeoutMs`. */
+async function waitQueued(admin, qkey, n, timeoutMs, everyMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const len = await admin.llen(qkey);
+    if (len >= n) return len;
+    if (Date.now() > deadline) {
+      throw new Error(`${what}: ${qkey} holds ${len} waiters after ${timeoutMs} ms, not ${n} ` +
+        '(has the protocol\'s queue key changed?)');
+    }
+    await sleep(everyMs);
+  }
+}
+
+const XWAIT_MS = 30000;
+
+async function xhandoff(port, args, emit) {
+  const admin = await ioredis(port);
+  const holder = new redislock.Client(`redis://127.0.0.1:${port}`);
+  const keyOf = (kind) => `bench:node:xhandoff:${kind}`;
+  const waiters = {};
+  try {
+    for (const kind of XKINDS) waiters[kind] = await startWaiter(kind, port, keyOf(kind), args);
+    for (let i = 0; i < 3; i++) await (await holder.acquire('bench:node:xhandoff:warm', { ttl: TTL })).release();
+    const round = async (kind) => {
+      const key = keyOf(kind);
+      const w = waiters[kind];
+      const h = await holder.acquire(key, { ttl: TTL });
+      w.p.stdin.write('wait\n');
+      await waitQueued(admin, queueKey(key), 1, 10000, 1, `hand-off between processes (${kind} waiter)`);
+      await sleep(5 + Math.random() * 20);
+      const t0 = now();
+      await h.release();
+      const l = await w.next(XWAIT_MS + 10000);
+      if (l === null || !/^\d+$/.test(l)) throw new Error(`the ${kind} waiter said ${JSON.stringify(l)}`);
+      return Number(BigInt(l) - t0) / 1000;
+    };
+    for (const kind of XKINDS) for (let i = 0; i < 2; i++) await round(kind); // warm-up
+    const recs = {};
+    for (const kind of XKINDS) recs[kind] = [];
+    for (let b = 0; b < args.xhandoffBatches; b++) {
+      const rtt = await rttUs(admin);
+      for (const kind of order(XKINDS, b)) {
+        const samples = [];
+        for (let i = 0; i < args.xhandoffRounds; i++) samples.push(await round(kind));
+        const s = sortedNum(samples);
+        const rec = {
+          bench: 'node-xhandoff',
+          impl: kind,
+          batch: b,
+          rounds: samples.length,
+          rtt_us: rtt,
+          p50_us: percentile(s, 50),
+          p90_us: percentile(s, 90),
+          early: samples.filter((x) => x < 0).length,
+          samples_us: samples.map((x) => Math.round(x * 10) / 10),
+        };
+        recs[kind].push(rec);
+        emit(rec);
+      }
+      log(`hand-off between processes: batch ${b + 1} of ${args.xhandoffBatches} (RTT ${fmt(rtt)} µs): ` +
+        XKINDS.map((k) => `${k} waiter ${fmt(recs[k][b].p50_us)} µs = ${fmt(recs[k][b].p50_us / rtt, 1)} RTT`).join(', '));
+    }
+    const impl = {};
+    for (const kind of XKINDS) {
+      const all = sortedNum(recs[kind].flatMap((r) => r.samples_us));
+      impl[kind] = {
+        rounds: all.length,
+        p50_us: percentile(all, 50),
+        p90_us: percentile(all, 90),
+        p50_rtt: median(recs[kind].map((r) => r.p50_us / r.rtt_us)),
+        p50_rtt_range: ratios(recs[kind].map((r) => r.p50_us), recs[kind].map((r) => r.rtt_us)),
+        early: recs[kind].reduce((n, r) => n + r.early, 0),
+      };
+    }
+    const rat = {
+      'node/c': {
+        p50_us: ratios(recs.node.map((r) => r.p50_us), recs.c.map((r) => r.p50_us)),
+        p90_us: ratios(recs.node.map((r) => r.p90_us), recs.c.map((r) => r.p90_us)),
+      },
+    };
+    return {
+      batches: args.xhandoffBatches,
+      rounds_per_batch: args.xhandoffRounds,
+      rtt_us: median(recs.node.map((r) => r.rtt_us)),
+      rtt_by_batch_us: recs.node.map((r) => r.rtt_us),
+      c_waiter: path.relative(ROOT, cWaiterPath(args)),
+      impls: impl,
+      ratios: rat,
+      goals: [goal('hand-off p50 to a Node.js waiter / to a C waiter (inside each batch)', rat['node/c'].p50_us, '<=', 1.0)],
+    };
+  } finally {
+    for (const w of Object.values(waiters)) await w.stop();
+    admin.disconnect();
+  }
+}
+
+function printXhandoff(s) {
+  const out = [];
+  out.push('### 3. Hand-off between processes: a Node.js waiter against a C waiter', '');
+  out.push(`The holder is this process (a redislock Client, \`acquire(key, { ttl })\`); the waiter is another ` +
+    `process: \`bench/node/handoff_waiter.js\` (\`client.acquire(key, { ttl, wait })\`) or \`${s.c_waiter}\` ` +
+    `(bench/c/handoff_waiter.c, \`redislock_acquire\` with a wait, the release library). Per round the holder takes the lock, ` +
+    `tells the waiter to wait, polls LLEN of the lock's queue until the waiter is queued, sleeps 5-25 ms, ` +
+    `stamps CLOCK_MONOTONIC and releases; the figure is the waiter's CLOCK_MONOTONIC stamp when its acquire returned ` +
+    `minus the holder's. ${s.batches} batches of ${s.rounds_per_batch} rounds per waiter, order rotated. ` +
+    `Loopback RTT p50 ${fmt(s.rtt_us)} µs (median of batches; per batch ${s.rtt_by_batch_us.map((x) => fmt(x)).join(' ')}).`, '');
+  out.push('| waiter | hand-off p50 | hand-off p90 | p50 in RTT, median (min-max) of the batches | rounds | waiter early |',
+    '|---|---|---|---|---|---|');
+  for (const [kind, m] of Object.entries(s.impls)) {
+    out.push(`| ${kind} | ${fmt(m.p50_us, 0, ' µs')} | ${fmt(m.p90_us, 0, ' µs')} | ${fmtRatio(m.p50_rtt_range)} ` +
+      `| ${m.rounds} | ${m.early} |`);
+  }
+  out.push('', 'Node.js / C, median (min-max) of the ratios of the batch figures, inside each batch (below 1: the Node.js waiter is quicker):', '');
+  out.push('| pair | hand-off p50 | hand-off p90 |', '|---|---|---|');
+  for (const [pair, r] of Object.entries(s.ratios)) out.push(`| ${pair} | ${fmtRatio(r.p50_us)} | ${fmtRatio(r.p90_us)} |`);
+  out.push('', ...printGoals(s.goals));
+  return out.join('\n');
+}
+
+// ---------------------------------------------------------------- 4. event loop while waits are pending
+
+const CALL_GOAL_US = 10; // "a call blocks the event loop for at most a few µs"
+
+/**
+ * `seconds` of cycles try(key) / release(handle) on the free `key`: the
+ * synchronous time of each call (from just before it to its return of the
+ * Promise), the event loop's delay meanwhile (monitorEventLoopDelay,
+ * resolution 1 ms), process CPU per cycle.
+ */
+async function loopPhase(tryLock, unlock, key, seconds) {
+  const acq = [];
+  const rel = [];
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  const c0 = process.cpuUsage();
+  const t0 = now();
+  const end = t0 + BigInt(Math.round(seconds * 1e9));
+  h.enable();
+  while (now() < end) {
+    let t = now();
+    const p = tryLock(key);
+    acq.push(Number(now() - t) / 1000);
+    const lock = await p;
+    if (lock === null) throw new Error(`event loop: the free key ${key} was found held`);
+    t = now();
+    const q = unlock(lock);
+    rel.push(Number(now() - t) / 1000);
+    await q;
+  }
+  h.disable();
+  const wall = Number(now() - t0) / 1000;
+  const c1 = process.cpuUsage(c0);
+  const a = sortedNum(acq);
+  const r = sortedNum(rel);
+  const us = (ns) => ns / 1000;
+  return {
+    cycles: acq.length,
+    cycle_mean_us: wall / acq.length,
+    cpu_us: (c1.user + c1.system) / acq.length,
+    acquire_call_us: { p50: percentile(a, 50), p99: percentile(a, 99), max: a[a.length - 1] },
+    release_call_us: { p50: percentile(r, 50), p99: percentile(r, 99), max: r[r.length - 1] },
+    loop_delay_us: {
+      p50: us(h.percentile(50)),
+      p99: us(h.percentile(99)),
+      max: us(h.max),
+      mean: us(h.mean),
+      count: h.count,
+    },
+  };
+}
+
+/** The time of an empty measurement (two clock reads), the floor of the call figures. */
+function clockFloorUs() {
+  const v = [];
+  for (let i = 0; i < 10000; i++) {
+    const t = now();
+    v.push(Number(now() - t) / 1000);
+  }
+  return percentile(sortedNum(v), 50);
+}
+
+async function loopdelay(port, args, emit) {
+  const url = `redis://127.0.0.1:${port}`;
+  const admin = await ioredis(port);
+  const holder = new redislock.Client(url);
+  const waiting = new redislock.Client(url);
+  const heldKey = 'bench:node:loop:held';
+  const freeKey = 'bench:node:loop:free';
+  const n = args.loopWaiters;
+  const ours = [(key) => waiting.tryAcquire(key, { ttl: TTL }), (lock) => lock.release()];
+  // The reference: the same figures of the hand-written ioredis helper
+  // (SET NX PX, EVALSHA), whose calls also write to the socket inside.
+  const helper = await open('helper', port);
+  const helperKey = 'bench:node:loop:helper';
+  const theirs = [(key) => helper.tryLock(key), (h) => helper.unlock(h)];
+  for (let i = 0; i < 200; i++) {
+    await ours[1](await ours[0](freeKey)); // warm-up
+    await theirs[1](await theirs[0](helperKey));
+  }
+  const floor = clockFloorUs();
+  const recs = [];
+  try {
+    for (let round = 0; round < args.loopRounds; round++) {
+      const rec = { bench: 'node-loopdelay', round, waiters: n, seconds: args.loopSeconds, clock_floor_us: floor };
+      const baseline = async () => {
+        rec.baseline = await loopPhase(...ours, freeKey, args.loopSeconds);
+      };
+      const reference = async () => {
+        rec.helper = await loopPhase(...theirs, helperKey, args.loopSeconds / 2); // a reference: half the window
+      };
+      const pending = async () => {
+        const h = await holder.acquire(heldKey, { ttl: 60000 });
+        let got = 0;
+        const errors = {};
+        const count = (what) => (e) => {
+          const k = `${what} ${(e && e.name) || 'Error'}: ${String(e && e.message).slice(0, 100)}`;
+          errors[k] = (errors[k] || 0) + 1;
+        };
+        const tq = now();
+        const all = [];
+        for (let i = 0; i < n; i++) {
+          all.push(waiting.acquire(heldKey, { ttl: TTL, wait: 60000 }).then(
+            (l) => {
+              got += 1;
+              return l.release().catch(count('release:'));
+            },
+            count('acquire:'),
+          ));
+        }
+        await waitQueued(admin, queueKey(heldKey), n, 60000, 10, 'event loop');
+        rec.queued_ms = Number(now() - tq) / 1e6;
+        rec.pending = await loopPhase(...ours, freeKey, args.loopSeconds);
+        rec.still_queued = await admin.llen(queueKey(heldKey));
+        rec.waiters_now = waiting.stats().waiters_now;
+        const t0 = now();
+        await h.release();
+        await Promise.all(all);
+        rec.chain_ms = Number(now() - t0) / 1e6;
+        rec.chain_acq_per_s = got / (rec.chain_ms / 1000);
+        rec.chain_got = got;
+        rec.chain_errors = errors;
+      };
+      for (const phase of order([baseline, pending, reference], round)) await phase();
+      recs.push(rec);
+      emit(rec);
+      log(`event loop: round ${round + 1} of ${args.loopRounds}: tryAcquire() call p99 ` +
+        `${fmt(rec.baseline.acquire_call_us.p99, 1)} µs idle, ${fmt(rec.pending.acquire_call_us.p99, 1)} µs with ${n} waits; ` +
+        `loop delay p99 ${fmt(rec.baseline.loop_delay_us.p99)} / ${fmt(rec.pending.loop_delay_us.p99)} µs; ` +
+        `chain ${fmt(rec.chain_ms)} ms (${fmt(rec.chain_acq_per_s)} acq/s)`);
+    }
+  } finally {
+    admin.disconnect();
+    await helper.close();
+  }
+  const phase = (name) => {
+    const ps = recs.map((r) => r[name]);
+    const fig = (sel) => ({
+      p50: median(ps.map((p) => sel(p).p50)),
+      p99: median(ps.map((p) => sel(p).p99)),
+      max: Math.max(...ps.map((p) => sel(p).max)),
+    });
+    return {
+      cycles: median(ps.map((p) => p.cycles)),
+      cycle_mean_us: median(ps.map((p) => p.cycle_mean_us)),
+      cpu_us: median(ps.map((p) => p.cpu_us)),
+      acquire_call_us: fig((p) => p.acquire_call_us),
+      release_call_us: fig((p) => p.release_call_us),
+      loop_delay_us: fig((p) => p.loop_delay_us),
+    };
+  };
+  const within = (sel) => ratios(recs.map((r) => sel(r.pending)), recs.map((r) => sel(r.baseline)));
+  const s = {
+    rounds: args.loopRounds,
+    seconds: args.loopSeconds,
+    waiters: n,
+    clock_floor_us: floor,
+    baseline: phase('baseline'),
+    pending: phase('pending'),
+    helper: phase('helper'),
+    ratios: {
+      'pending/baseline': {
+        acquire_call_p99: within((p) => p.acquire_call_us.p99),
+        release_call_p99: within((p) => p.release_call_us.p99),
+        loop_delay_p99: within((p) => p.loop_delay_us.p99),
+        cycle_mean: within((p) => p.cycle_mean_us),
+        cpu: within((p) => p.cpu_us),
+      },
+      'pending/helper': {
+        acquire_call_p99: ratios(recs.map((r) => r.pending.acquire_call_us.p99), recs.map((r) => r.helper.acquire_call_us.p99)),
+        release_call_p99: ratios(recs.map((r) => r.pending.release_call_us.p99), recs.map((r) => r.helper.release_call_us.p99)),
+        loop_delay_p99: ratios(recs.map((r) => r.pending.loop_delay_us.p99), recs.map((r) => r.helper.loop_delay_us.p99)),
+        cycle_mean: ratios(recs.map((r) => r.pending.cycle_mean_us), recs.map((r) => r.helper.cycle_mean_us)),
+        cpu: ratios(recs.map((r) => r.pending.cpu_us), recs.map((r) => r.helper.cpu_us)),
+      },
+    },
+    queued_ms: median(recs.map((r) => r.queued_ms)),
+    still_queued: Math.min(...recs.map((r) => r.still_queued)),
+    chain_ms: median(recs.map((r) => r.chain_ms)),
+    chain_acq_per_s: median(recs.map((r) => r.chain_acq_per_s)),
+    chain_acq_per_s_range: {
+      min: Math.min(...recs.map((r) => r.chain_acq_per_s)),
+      max: Math.max(...recs.map((r) => r.chain_acq_per_s)),
+    },
+    chain_got: recs.reduce((a, r) => a + r.chain_got, 0),
+    chain_failed: recs.reduce((a, r) => a + Object.values(r.chain_errors).reduce((x, y) => x + y, 0), 0),
+    chain_errors: Object.assign({}, ...recs.map((r) => r.chain_errors)),
+  };
+  const worst = Math.max(s.pending.acquire_call_us.p99, s.pending.release_call_us.p99);
+  s.goals = [goal(`a call blocks the event loop for at most a few µs (taken as ${CALL_GOAL_US} µs): the larger p99 of ` +
+    `the tryAcquire() and release() calls with ${n} waits pending, median over rounds`, worst, '<=', CALL_GOAL_US, { unit: ' µs' })];
+  return s;
+}
+
+function printLoopdelay(s) {
+  const out = [];
+  out.push(`### 4. The event loop while ${s.waiters.toLocaleString('en')} waits are pending`, '');
+  out.push(`One client holds a lock; ${s.waiters.toLocaleString('en')} \`acquire(key, { ttl, wait: 60000 })\` calls of another ` +
+    `client wait for it (all queued on the server: LLEN of the queue). Meanwhile, for ${s.seconds} s, that waiting client ` +
+    `runs \`tryAcquire(key, { ttl })\` / \`release()\` cycles on a free key; the same cycles with no waits pending are ` +
+    `the baseline, and the helper's cycles (ioredis SET NX PX, EVALSHA: calls that also write to the socket before they ` +
+    `return) the reference (for half as long), in the same round (${s.rounds} round(s), the order rotated). ` +
+    `"call": the synchronous time of the call, ` +
+    `from just before it to its return of the Promise (two clock reads alone take ${fmt(s.clock_floor_us, 2)} µs). ` +
+    `"loop delay": perf_hooks.monitorEventLoopDelay({ resolution: 1 }) over the same cycles; it records the interval ` +
+    `between its 1 ms timer's callbacks, so an idle loop reads about 1,000 µs plus the timer's own lateness. ` +
+    `Medians over rounds (max: the largest of the rounds); µs.`, '');
+  out.push('| phase | cycles | cycle mean | process CPU/cycle | try call p50 / p99 / max | release call p50 / p99 / max ' +
+    '| loop delay p50 / p99 / max |', '|---|---|---|---|---|---|---|');
+  const three = (f, d = 1) => `${fmt(f.p50, d)} / ${fmt(f.p99, d)} / ${fmt(f.max, d)}`;
+  const rows = [
+    ['redislock, no waits', s.baseline],
+    [`redislock, ${s.waiters.toLocaleString('en')} waits pending`, s.pending],
+    ['helper (ioredis), no waits', s.helper],
+  ];
+  for (const [name, p] of rows) {
+    out.push(`| ${name} | ${fmt(p.cycles)} | ${fmt(p.cycle_mean_us, 1)} | ${fmt(p.cpu_us, 1)} | ${three(p.acquire_call_us)} ` +
+      `| ${three(p.release_call_us)} | ${three(p.loop_delay_us, 0)} |`);
+  }
+  out.push('', 'Median (min-max) of the ratios inside each round (for the helper: its SET and EVALSHA calls in the call columns):', '');
+  out.push('| pair | try call p99 | release call p99 | loop delay p99 | cycle mean | process CPU/cycle |', '|---|---|---|---|---|---|');
+  for (const [pair, r] of [['redislock with waits / without', s.ratios['pending/baseline']],
+    ['redislock with waits / helper without', s.ratios['pending/helper']]]) {
+    out.push(`| ${pair} | ${fmtRatio(r.acquire_call_p99)} | ${fmtRatio(r.release_call_p99)} | ${fmtRatio(r.loop_delay_p99)} ` +
+      `| ${fmtRatio(r.cycle_mean)} | ${fmtRatio(r.cpu)} |`);
+  }
+  out.push('', `Then the held lock is released and the ${s.waiters.toLocaleString('en')} waiters each get and release it in turn:`, '');
+  out.push('| waiters | all queued after | still queued at the end of the window | chain | acquisitions/s (min-max) | got | failed |',
+    '|---|---|---|---|---|---|---|');
+  out.push(`| ${s.waiters} | ${fmt(s.queued_ms)} ms | ${s.still_queued} | ${fmt(s.chain_ms)} ms ` +
+    `| ${fmt(s.chain_acq_per_s)} (${fmt(s.chain_acq_per_s_range.min)}-${fmt(s.chain_acq_per_s_range.max)}) ` +
+    `| ${s.chain_got} of ${s.waiters * s.rounds} | ${s.chain_failed} |`);
+  const errs = Object.entries(s.chain_errors).map(([k, v]) => `- ${v} × ${k}`);
+  if (errs.length) out.push('', 'Errors of the waiters:', '', ...errs);
+  out.push('', ...printGoals(s.goals));
+  return out.join('\n');
+}
+
+// ---------------------------------------------------------------- 5. contended
 
 function lineReader(stream) {
   const rl = readline.createInterface({ input: stream });
@@ -762,7 +1273,7 @@ async function contended(port, args, emit) {
 
 function printContended(s) {
   const out = [];
-  out.push(`### 3. ${s.workers} contending processes on one key`, '');
+  out.push(`### 5. ${s.workers} contending processes on one key`, '');
   out.push(`${s.rounds} rounds of ${s.seconds} s per implementation, order rotated; each acquisition holds ` +
     `~${s.hold_ms} ms (GET, a ${s.hold_ms} ms timer, SET of a counter); the helper sleeps ${s.poll_ms} ms between ` +
     `attempts; node-redlock has its defaults (11 attempts 200 ± 100 ms apart). Medians over rounds; ` +
@@ -828,22 +1339,28 @@ async function main() {
     const family = info.fields.server_name === 'valkey' ? 'valkey' : 'redis';
     summary.server = `${family} ${info.fields[`${family}_version`] || info.fields.redis_version}`;
     log(`bench-node: ${summary.server} (${server.bin}) on 127.0.0.1:${server.port}, node ${process.version}`);
-    if (args.parts.includes('uncontended')) {
-      summary.uncontended = await uncontended(server.port, args, emit);
-      printed.push(printUncontended(summary.uncontended));
-    }
-    if (args.parts.includes('handoff')) {
-      summary.handoff = await handoff(server.port, args, emit);
-      printed.push(printHandoff(summary.handoff));
-    }
-    if (args.parts.includes('contended')) {
-      summary.contended = await contended(server.port, args, emit);
-      printed.push(printContended(summary.contended));
+    const run = {
+      uncontended: [uncontended, printUncontended],
+      handoff: [handoff, printHandoff],
+      xhandoff: [xhandoff, printXhandoff],
+      loopdelay: [loopdelay, printLoopdelay],
+      contended: [contended, printContended],
+    };
+    summary.part_seconds = {};
+    for (const part of PARTS) {
+      if (!args.parts.includes(part)) continue;
+      const t = Date.now();
+      summary[part] = await run[part][0](server.port, args, emit);
+      printed.push(run[part][1](summary[part]));
+      summary.part_seconds[part] = Math.round((Date.now() - t) / 100) / 10;
+      log(`${part}: ${summary.part_seconds[part]} s`);
     }
   } finally {
     stopChildren();
     if (server) server.stop();
   }
+  summary.goals = ['uncontended', 'handoff', 'xhandoff', 'loopdelay']
+    .flatMap((part) => (summary[part] ? summary[part].goals.map((g) => ({ part, ...g })) : []));
   summary.seconds = Math.round((Date.now() - started) / 1000);
   const report =
     `## Node.js: redislock, node-redlock 5.0.0-beta.2, ioredis helper (${summary.server}, node ${process.version})\n\n` +
