@@ -18,7 +18,10 @@
 //! the likeliest next in the lock's queue), and the reader passes the turn
 //! on when its own message came or its wait ended. Async tasks cannot
 //! block on a socket: while any waits, and no thread reads, the channel's
-//! background thread reads for them. That thread also runs the client's
+//! background thread reads for them, unless the thread the tasks run on
+//! has an event loop of its own (`local`: Node's), which then watches the
+//! socket and reads it there, so that the message wakes that thread
+//! straight from the kernel too. The background thread also runs the client's
 //! tick about once a second and, when nobody reads, looks at the socket
 //! then, so that a dead connection is noticed without a waiter.
 //!
@@ -46,6 +49,15 @@ const TASK_READ: Duration = Duration::from_millis(100);
 /// How long the background thread looks at a socket nobody reads, at a
 /// tick, for a closed connection (and messages left there).
 const PROBE: Duration = Duration::from_millis(1);
+
+/// How long a reader reads.
+#[derive(Clone, Copy)]
+enum Reading {
+    /// Until then, waiting for messages.
+    Until(Instant),
+    /// What the socket holds now, never waiting.
+    Now,
+}
 
 /// What a waiter was told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +141,24 @@ impl Slot {
     }
 }
 
+/// Held by a loop's watcher of a channel: when the loop stops watching
+/// (for whatever reason), the background thread reads for the tasks again.
+#[cfg(feature = "tokio")]
+struct Unwatched(std::sync::Weak<Channel>);
+
+#[cfg(feature = "tokio")]
+impl Drop for Unwatched {
+    fn drop(&mut self) {
+        if let Some(ch) = self.0.upgrade() {
+            let w = locked(&ch.waiters);
+            ch.watched.store(false, Ordering::Release);
+            if w.tasks > 0 {
+                ch.idle.notify_one();
+            }
+        }
+    }
+}
+
 /// One subscribed connection and the waiters it serves.
 pub(crate) struct Channel {
     /// 32 hex characters: the channel is `redislock:w:<id>`.
@@ -146,6 +176,12 @@ pub(crate) struct Channel {
     /// Set from then until the channel has moved (or failed to): its
     /// waiters wait for it rather than queue again elsewhere.
     moving: AtomicBool,
+    /// An event loop watches the connection and reads it for the tasks
+    /// (see [`Channel::watch_here`]): the background thread does not.
+    watched: AtomicBool,
+    /// Which connection it is: one more each time it is replaced (a loop
+    /// watches one connection, not its successor).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// Told that a cluster node (`host:port`) no longer serves a slot whose
@@ -205,6 +241,7 @@ impl Channel {
                 slot.deliver(Delivery::Moved);
             }
             let old = std::mem::replace(&mut *locked(&self.closer), closer);
+            self.generation.fetch_add(1, Ordering::AcqRel);
             match w.wire.take() {
                 // Nobody reads: swapped here.
                 Some(unread) => {
@@ -236,9 +273,87 @@ impl Channel {
             w.wire.take()
         };
         if let Some(mut con) = con {
-            let read = self.pump(&mut con, Instant::now() + PROBE, None, |_| false);
+            let read = self.pump(&mut con, Reading::Now, None, |_| false);
             self.put_back(con, read);
         }
+    }
+
+    /// Have this thread's event loop, if it has one, watch the connection
+    /// and read it for the tasks (the background thread then does not):
+    /// the message that hands a task its lock wakes this thread directly.
+    /// A connection under TLS (whose socket brings records, not messages)
+    /// stays the background thread's.
+    #[cfg(feature = "tokio")]
+    fn watch_here(self: &Arc<Self>) {
+        use std::os::fd::BorrowedFd;
+        if self.watched.load(Ordering::Acquire) || crate::sync::pid() != self.pid {
+            return;
+        }
+        let Some(local) = crate::net::local::local_loop() else {
+            return;
+        };
+        let (fd, generation) = {
+            let w = locked(&self.waiters);
+            let Some(fd) = w.wire.as_ref().and_then(Wire::poll_fd) else {
+                return;
+            };
+            if w.lost.is_some() || self.watched.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            // SAFETY: the connection's open socket, which the mutex keeps
+            // open while it is duplicated (F_DUPFD_CLOEXEC).
+            let dup = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned();
+            match dup {
+                Ok(fd) => (fd, self.generation.load(Ordering::Acquire)),
+                Err(e) => {
+                    self.watched.store(false, Ordering::Release);
+                    tracing::debug!(error = %e, "the subscriber stays the background thread's");
+                    return;
+                }
+            }
+        };
+        let unwatched = Unwatched(Arc::downgrade(self));
+        let watching = local.watch(
+            fd,
+            Box::new(move || match unwatched.0.upgrade() {
+                Some(ch) => ch.read_ready(generation),
+                None => crate::net::local::Watched::Done,
+            }),
+        );
+        if let Err(e) = watching {
+            tracing::debug!(error = %e, "the subscriber stays the background thread's");
+        }
+    }
+
+    /// The watched socket is readable: read what it holds, unless someone
+    /// else reads it now.
+    #[cfg(feature = "tokio")]
+    fn read_ready(self: &Arc<Self>, generation: u64) -> crate::net::local::Watched {
+        use crate::net::local::Watched;
+        let con = {
+            let mut w = locked(&self.waiters);
+            if w.lost.is_some() || self.generation.load(Ordering::Acquire) != generation {
+                // Another connection (or none) now: the background thread
+                // reads until a task has the loop watch the new one.
+                self.watched.store(false, Ordering::Release);
+                if w.tasks > 0 {
+                    self.idle.notify_one();
+                }
+                return Watched::Done;
+            }
+            match w.wire.take() {
+                Some(con) => con,
+                None => return Watched::Busy,
+            }
+        };
+        let mut con = con;
+        let read = self.pump(&mut con, Reading::Now, None, |_| false);
+        self.put_back(con, read);
+        if self.lost() {
+            self.watched.store(false, Ordering::Release);
+            return Watched::Done;
+        }
+        Watched::More
     }
 
     /// `slot` left this channel's node (the node said so, or the slot map
@@ -284,12 +399,16 @@ impl Channel {
     fn pump(
         self: &Arc<Self>,
         con: &mut Wire,
-        until: Instant,
+        until: Reading,
         mine: Option<&Arc<Slot>>,
         enough: impl Fn(&Waiters) -> bool,
     ) -> std::result::Result<(), String> {
         loop {
-            let payload = match con.next_push(until, false) {
+            let next = match until {
+                Reading::Until(until) => con.next_push(until, false),
+                Reading::Now => con.try_push(),
+            };
+            let payload = match next {
                 Ok(Some(Push::Message { payload, .. })) => payload,
                 // Unless this connection is being replaced already.
                 Ok(Some(Push::Other { kind, channel })) => {
@@ -361,7 +480,7 @@ impl Channel {
                 return;
             }
         }
-        if w.tasks > 0 {
+        if w.tasks > 0 && !self.watched.load(Ordering::Acquire) {
             self.idle.notify_one();
         }
     }
@@ -389,7 +508,7 @@ impl Channel {
                         return;
                     }
                     let now = Instant::now();
-                    if w.wire.is_some() && w.tasks > 0 {
+                    if w.wire.is_some() && w.tasks > 0 && !self.watched.load(Ordering::Acquire) {
                         break (w.wire.take(), (now + TASK_READ).min(next_tick));
                     }
                     if now >= next_tick {
@@ -404,7 +523,9 @@ impl Channel {
             };
             if let Some(mut con) = con {
                 // Threads read for themselves: once one waits, stop.
-                let read = self.pump(&mut con, until, None, |w| !w.turns.is_empty());
+                let read = self.pump(&mut con, Reading::Until(until), None, |w| {
+                    !w.turns.is_empty()
+                });
                 self.put_back(con, read);
             }
             if Instant::now() >= next_tick {
@@ -471,7 +592,7 @@ impl Ticket {
                 con
             };
             if let Some(mut con) = con {
-                let read = ch.pump(&mut con, until, Some(&self.slot), |_| false);
+                let read = ch.pump(&mut con, Reading::Until(until), Some(&self.slot), |_| false);
                 ch.put_back(con, read);
                 if let Some(d) = self.slot.came() {
                     return Some(d);
@@ -523,9 +644,11 @@ impl Ticket {
             }
         }
         if !self.task.swap(true, Ordering::Relaxed) {
+            #[cfg(feature = "tokio")]
+            self.channel.watch_here();
             let mut w = locked(&self.channel.waiters);
             w.tasks += 1;
-            if w.wire.is_some() {
+            if w.wire.is_some() && !self.channel.watched.load(Ordering::Acquire) {
                 self.channel.idle.notify_one();
             }
         }
@@ -727,6 +850,8 @@ impl Hub {
             node: Mutex::new(node.to_string()),
             slot_left: self.slot_left.get().cloned(),
             moving: AtomicBool::new(false),
+            watched: AtomicBool::new(false),
+            generation: std::sync::atomic::AtomicU64::new(0),
         });
         let reader = channel.clone();
         crate::sync::spawn_quiet("redislock-wake", move || reader.background(&*tick))

@@ -3,7 +3,9 @@
 //! [`resp`] delimits replies; [`wire`] is one connection whose every wait
 //! rides out signals; [`sentinel`] finds a service's master
 //! and [`cluster`] the node serving a key's slot; [`target`] says where a
-//! client's connections go; [`hub`] shares one subscriber connection per
+//! client's connections go; `local` is an event loop other than tokio's
+//! (Node's) that drives the async connections and reads the subscriber on
+//! its own thread; [`hub`] shares one subscriber connection per
 //! node among a client's waiters and hands each wake-up message to its
 //! waiter; [`follow`] moves that subscriber along with a failover;
 //! [`transport`] is what a deployment asks of its connections; [`retry`]
@@ -19,6 +21,8 @@ pub(crate) mod async_pool;
 pub(crate) mod cluster;
 pub(crate) mod follow;
 pub(crate) mod hub;
+#[cfg(feature = "tokio")]
+pub(crate) mod local;
 pub(crate) mod pool;
 pub(crate) mod resp;
 #[cfg(test)]

@@ -17,6 +17,7 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::error::abridged_bytes;
+use crate::net::local::{local_loop, Local, LocalStream};
 use crate::net::resp;
 #[cfg(feature = "tls")]
 use crate::net::wire::tls_for;
@@ -219,47 +220,6 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Strict<S> {
 /// Whether `e` is a connection broken by [`Strict`]'s rules.
 pub(crate) fn is_protocol(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Io && e.to_string().contains(PROTOCOL)
-}
-
-/// A connected socket whose readiness another event loop reports (the
-/// Node.js addon's: see [`LocalLoop`]).
-pub(crate) trait LocalStream: AsyncRead + AsyncWrite + Send + Unpin {}
-
-impl<S: AsyncRead + AsyncWrite + Send + Unpin> LocalStream for S {}
-
-/// An event loop on this thread that drives the async connections opened
-/// on it, in place of tokio's runtime: the Node.js addon's (its calls run on
-/// the JavaScript thread, and a reply completes them there without a hop to
-/// the runtime's thread and back). The loop reports the socket's readiness
-/// and polls the connection's driver; the bytes, the framing rules, the
-/// timeouts and everything above them stay the core's.
-///
-/// A future that finds a loop here is one that loop polls, always on this
-/// thread: the loop's own futures are never moved to another.
-pub(crate) trait LocalLoop: Send + Sync {
-    /// `fd`, a connected stream socket set non-blocking, read and written
-    /// on this thread with its readiness from the loop.
-    fn adopt(&self, fd: std::os::fd::OwnedFd) -> io::Result<Box<dyn LocalStream>>;
-    /// Run `driver` on this thread until it ends.
-    fn spawn(&self, driver: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
-}
-
-/// How connections opened on a thread are driven when not by tokio.
-type Local = Option<std::sync::Arc<dyn LocalLoop>>;
-
-thread_local! {
-    static LOCAL: std::cell::RefCell<Local> = const { std::cell::RefCell::new(None) };
-}
-
-/// Connections opened on this thread from now on are driven by `local`
-/// (None: by tokio's runtime again).
-#[cfg_attr(not(feature = "node"), allow(dead_code))]
-pub(crate) fn set_local_loop(local: Local) {
-    LOCAL.with(|l| *l.borrow_mut() = local);
-}
-
-fn local_loop() -> Local {
-    LOCAL.with(|l| l.borrow().clone())
 }
 
 /// `s` handed to this thread's loop, if it has one.

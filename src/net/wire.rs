@@ -899,23 +899,12 @@ impl Wire {
                 Err(e) => Err(e),
             };
             match r {
-                Ok(Value::Array(parts)) if parts.len() == 3 => {
-                    let mut parts = parts.into_iter();
-                    let (kind, channel, last) = (parts.next(), parts.next(), parts.next());
-                    let (Some(Value::BulkString(kind)), Some(Value::BulkString(channel))) =
-                        (kind, channel)
-                    else {
-                        continue;
-                    };
-                    return Ok(Some(match (kind.as_slice(), last) {
-                        (b"message", Some(Value::BulkString(payload))) => {
-                            Push::Message { channel, payload }
-                        }
-                        _ => Push::Other { kind, channel },
-                    }));
+                Ok(reply) => {
+                    // Replies to anything else (there is nothing else) are skipped.
+                    if let Some(push) = push_of(reply) {
+                        return Ok(Some(push));
+                    }
                 }
-                // Replies to anything else (there is nothing else) are skipped.
-                Ok(_) => {}
                 // The inbox keeps what was read: reading again resumes.
                 Err(e) if is_timeout(&e) => return Ok(None),
                 Err(e) if interruptible && is_interrupted(&e) => return Ok(None),
@@ -926,6 +915,43 @@ impl Wire {
             }
         }
     }
+}
+
+impl Wire {
+    /// [`Wire::next_push`] from what the socket holds now, never waiting
+    /// (a connection with a [`Wire::poll_fd`]): `Ok(None)` when no whole
+    /// push is there (a part of one stays for the next call).
+    pub(crate) fn try_push(&mut self) -> RedisResult<Option<Push>> {
+        loop {
+            match self.try_reply()? {
+                Some(reply) => {
+                    if let Some(push) = push_of(reply) {
+                        return Ok(Some(push));
+                    }
+                }
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The push a subscribed connection's frame is, if it is one.
+fn push_of(reply: Value) -> Option<Push> {
+    let Value::Array(parts) = reply else {
+        return None;
+    };
+    if parts.len() != 3 {
+        return None;
+    }
+    let mut parts = parts.into_iter();
+    let (kind, channel, last) = (parts.next(), parts.next(), parts.next());
+    let (Some(Value::BulkString(kind)), Some(Value::BulkString(channel))) = (kind, channel) else {
+        return None;
+    };
+    Some(match (kind.as_slice(), last) {
+        (b"message", Some(Value::BulkString(payload))) => Push::Message { channel, payload },
+        _ => Push::Other { kind, channel },
+    })
 }
 
 /// What a subscribed connection receives.

@@ -37,7 +37,7 @@ use std::thread::ThreadId;
 use napi::sys;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::net::strict::{set_local_loop, LocalLoop, LocalStream};
+use crate::net::local::{set_local_loop, LocalLoop, LocalStream, Watched};
 use crate::sync::locked;
 
 // ------------------------------------------------------------------ libuv
@@ -221,7 +221,39 @@ impl LocalLoop for ThisThread {
             None => drop(crate::runtime::runtime().spawn(driver)),
         }
     }
+
+    fn watch(
+        &self,
+        fd: OwnedFd,
+        mut on_readable: Box<dyn FnMut() -> Watched + Send>,
+    ) -> io::Result<()> {
+        let exec = EXEC.with(|e| e.borrow().clone());
+        let exec = exec.ok_or_else(|| io::Error::other("no event loop on this thread"))?;
+        let mut socket = UvStream::new(&exec, fd)?;
+        exec.spawn(
+            Box::pin(async move {
+                // Ends when the watcher is done, or when the loop cannot
+                // watch the socket (dropping `on_readable` tells its owner).
+                while std::future::poll_fn(|cx| socket.poll_readable(cx))
+                    .await
+                    .is_ok()
+                {
+                    match on_readable() {
+                        Watched::More => socket.io().readable = false,
+                        // Read by another now (for a millisecond at most).
+                        Watched::Busy => tokio::time::sleep(BUSY_AGAIN).await,
+                        Watched::Done => break,
+                    }
+                }
+            }),
+            false,
+        );
+        Ok(())
+    }
 }
+
+/// How soon a watcher whose socket someone else reads tries again.
+const BUSY_AGAIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl Executor {
     /// This thread's executor for `env`, made on first use; None where
@@ -513,6 +545,19 @@ impl UvStream {
             (*io).handle = handle;
         }
         Ok(UvStream { io })
+    }
+
+    /// Ready once the socket may be read (what a read found last, or the
+    /// loop's word since).
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let io = self.io();
+        if io.readable {
+            return Poll::Ready(Ok(()));
+        }
+        match io.wait(UV_READABLE, cx) {
+            Ok(()) => Poll::Pending,
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn io(&mut self) -> &mut Io {

@@ -227,3 +227,72 @@ test('a waiter whose wait is long but whose holder\'s TTL runs out gets the lock
   await lock.release();
   await sleep(0);
 });
+
+test('the waiters\' subscriber killed by the server: they queue again on a new one and are handed the lock', async () => {
+  const key = keyFor();
+  const holder = await client.acquire(key, { ttl: 60000 });
+  const subscribers = async () => String(await server.raw.call('CLIENT', 'LIST', 'TYPE', 'pubsub')).split('\n').filter(Boolean).length;
+  const others = await subscribers();
+  const waiter = new Client(server.url);
+  const got = [];
+  const pending = Array.from({ length: 3 }, () =>
+    waiter.acquire(key, { ttl: 60000, wait: 120000 }).then(async (lock) => {
+      got.push(lock.token.toString());
+      await lock.release();
+    }),
+  );
+  await waitUntil('the waiters to queue', async () => (await queued(key)) === 3);
+  assert.equal(await subscribers(), others + 1, 'one subscriber for the three');
+  // Every subscriber (the other clients' too, which have no waiters now).
+  await server.raw.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+  // The event loop reads the subscriber: it sees the connection end, and
+  // the waiters queue again under a new one.
+  await waitUntil('a new subscriber', async () => (await subscribers()) === 1, 60);
+  await holder.release();
+  await Promise.all(pending);
+  assert.equal(new Set(got).size, 3);
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+});
+
+test('a client collected after its waiters\' subscriber was watched closes every socket it opened', async () => {
+  // In a child: the sockets of the process (/proc/self/fd) before the
+  // client, while it waited (its commands' connection, its subscriber and
+  // the event loop's copy of the subscriber's descriptor), and once it is
+  // collected.
+  const key = keyFor();
+  const holder = await client.acquire(key, { ttl: 60000 });
+  const code = `
+    const fs = require('node:fs');
+    const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const sockets = () => fs.readdirSync('/proc/self/fd').filter((fd) => {
+      try { return fs.readlinkSync('/proc/self/fd/' + fd).startsWith('socket:'); } catch { return false; }
+    }).length;
+    (async () => {
+      const before = sockets();
+      let waited;
+      await (async () => {
+        const c = new Client(${JSON.stringify(server.url)});
+        const controller = new AbortController();
+        const p = c.acquire(${JSON.stringify(key)}, { wait: 60000, signal: controller.signal }).catch((e) => e);
+        for (let i = 0; i < 3000 && c.stats().waiters_now === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        waited = sockets() - before;
+        controller.abort();
+        await p;
+      })();
+      for (let i = 0; i < 1500 && sockets() > before; i++) {
+        global.gc();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      console.log(JSON.stringify({ waited, left: sockets() - before }));
+    })();
+  `;
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--expose-gc', '-e', code], { timeout: 90000 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout),
+    );
+  });
+  const { waited, left } = JSON.parse(out);
+  assert.ok(waited >= 3, `while it waited: ${waited} sockets (commands, subscriber, the loop's copy)`);
+  assert.equal(left, 0, 'every socket closed once the client was collected');
+  await holder.release();
+});
