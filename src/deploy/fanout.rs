@@ -41,6 +41,34 @@ use crate::sync::{locked, pid, spawn_quiet};
 /// How long an idle worker thread waits for work before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(30);
 
+/// Once decided, the caller reads the replies still to come for at most
+/// this fraction (1/LINGER) of the time the round took so far, or
+/// LINGER_FLOOR if longer: a healthy node's reply comes within moments of
+/// the others', a slow one's is left to a worker at a bounded cost to the
+/// caller.
+const LINGER: u32 = 2;
+const LINGER_FLOOR: Duration = Duration::from_millis(1);
+
+/// `poll(2)` of `fds` for at most `wait` (to the microsecond, rounded up):
+/// the number of descriptors ready, 0 when none was, negative on error.
+fn poll_for(fds: &mut [libc::pollfd], wait: Duration) -> i32 {
+    let wait = wait.max(Duration::from_micros(1));
+    let ts = libc::timespec {
+        tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` holds initialised pollfds for open descriptors (their
+    // connections are the caller's) and outlives the call; `ts` is valid.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    }
+}
+
 /// A command run whole on one node's pool.
 type Whole = Arc<dyn Fn(&Pool) -> Result<Value> + Send + Sync>;
 
@@ -366,11 +394,7 @@ impl Round {
                 revents: 0,
             })
             .collect();
-        // Whole milliseconds, rounded up: the caller checks the time.
-        let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` holds initialised pollfds for open descriptors
-        // (their connections are in `sent`) and outlives the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        let n = poll_for(&mut fds, wait);
         if n <= 0 {
             return;
         }
@@ -406,6 +430,54 @@ impl Round {
         }
         for (i, node) in redo {
             self.whole_on_worker(i, node);
+        }
+    }
+
+    /// After the caller decided: the replies still to come are read here
+    /// while they come about as soon as the others did (healthy nodes
+    /// answer within moments of each other), until `until`, and handled
+    /// as late ones. Reading them here costs no thread, and leaves their
+    /// connections idle for the caller's next command, which would
+    /// otherwise find one busy and go to a worker as well.
+    fn linger(self: &Arc<Round>, sent: &mut Vec<Sent>, until: Instant) {
+        while !sent.is_empty() {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            let mut fds: Vec<libc::pollfd> = sent
+                .iter()
+                .map(|s| libc::pollfd {
+                    fd: s.fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            if poll_for(&mut fds, until - now) <= 0 {
+                continue;
+            }
+            let mut k = 0;
+            while k < sent.len() {
+                if fds[k].revents == 0 {
+                    k += 1;
+                    continue;
+                }
+                let r = match sent[k].wire.try_reply() {
+                    Ok(None) => {
+                        k += 1;
+                        continue;
+                    }
+                    Ok(Some(v)) => Ok(v),
+                    Err(e) => Err(e),
+                };
+                fds.swap_remove(k);
+                let s = sent.swap_remove(k);
+                let (i, node) = (s.i, s.node.clone());
+                match Round::settle(&self.job, s, r) {
+                    Some(reply) => self.deliver(i, reply, &node),
+                    None => self.whole_on_worker(i, node),
+                }
+            }
         }
     }
 
@@ -469,6 +541,12 @@ impl Round {
                 st.outcome = outcome;
                 let replies = std::mem::take(&mut st.replies);
                 drop(st);
+                if !timed_out {
+                    if let Some(first) = sent.iter().map(|s| s.at).min() {
+                        let linger = (now.duration_since(first) / LINGER).max(LINGER_FLOOR);
+                        self.linger(&mut sent, now + linger);
+                    }
+                }
                 self.leave_to_workers(sent);
                 return Decided {
                     outcome,
