@@ -1,16 +1,20 @@
 //! The addon's calls run on the JavaScript thread, driven by Node's own
 //! event loop (libuv), not on a runtime thread.
 //!
-//! A call's future is polled at once, inside the call: its command is
-//! written before the call returns its Promise. The connection's socket is
-//! watched by the event loop (a `uv_poll_t`), so the reply wakes the
-//! JavaScript thread itself, which reads it, completes the future and
-//! settles the Promise there: no thread is woken on the way in or out. The
+//! A call queues its future and returns its Promise (a few microseconds);
+//! the loop polls the future as soon as the JavaScript that made the call
+//! yields, in its idle phase, before it waits for I/O: the command is
+//! written then, together with those of the other calls made meanwhile.
+//! The connection's socket is watched by the event loop (a `uv_poll_t`), so
+//! the reply wakes the JavaScript thread itself, which reads it, completes
+//! the future and settles the Promise there: no thread is woken on the way
+//! in or out. The waiters' subscriber is watched the same way (see
+//! `net::hub`), so a hand-off message wakes this thread directly too. The
 //! core is unchanged: its futures, its framing rules and its timeouts are
 //! the same ones tokio runs for Rust and Python callers (a connection opened
 //! here is handed to this loop through [`LocalLoop`]). Timers and the other
-//! servers' wake-ups (the subscriber's hand-off message, a Sentinel switch)
-//! still come from the runtime's and the client's threads, and reach this
+//! threads' wake-ups (a Sentinel switch, a renewal that found the lock
+//! lost) come from the runtime's and the client's threads, and reach this
 //! thread through a `uv_async_t`.
 //!
 //! The loop is kept alive while a call's Promise is pending, not by an idle
@@ -48,6 +52,7 @@ type CloseCb = unsafe extern "C" fn(*mut c_void);
 
 /// uv_handle_type values (uv.h's order, stable since libuv 1.0).
 const UV_ASYNC: c_int = 1;
+const UV_IDLE: c_int = 6;
 const UV_POLL: c_int = 8;
 const UV_READABLE: c_int = 1;
 const UV_WRITABLE: c_int = 2;
@@ -87,6 +92,9 @@ libuv! {
     handle_size = c"uv_handle_size": unsafe extern "C" fn(c_int) -> usize,
     async_init = c"uv_async_init": unsafe extern "C" fn(*mut c_void, *mut c_void, AsyncCb) -> c_int,
     async_send = c"uv_async_send": unsafe extern "C" fn(*mut c_void) -> c_int,
+    idle_init = c"uv_idle_init": unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int,
+    idle_start = c"uv_idle_start": unsafe extern "C" fn(*mut c_void, AsyncCb) -> c_int,
+    idle_stop = c"uv_idle_stop": unsafe extern "C" fn(*mut c_void) -> c_int,
     poll_init = c"uv_poll_init": unsafe extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int,
     poll_start = c"uv_poll_start": unsafe extern "C" fn(*mut c_void, c_int, PollCb) -> c_int,
     poll_stop = c"uv_poll_stop": unsafe extern "C" fn(*mut c_void) -> c_int,
@@ -194,12 +202,15 @@ pub(super) struct Executor {
     /// Pending calls; the async handle is referenced while there are some.
     calls: Cell<usize>,
     handle: *mut c_void,
+    /// A uv_idle_t, started while calls made since the loop last ran wait
+    /// for their first poll.
+    idle: *mut c_void,
+    idle_on: Cell<bool>,
     /// What a run from the event loop opens its callback scope with (so
     /// that the microtasks of the Promises it settles run at its end).
     resource: sys::napi_ref,
     context: sys::napi_async_context,
     runtime: Arc<tokio::runtime::Runtime>,
-    polling: Cell<bool>,
 }
 
 /// The `LocalLoop` the core sees: this thread's executor.
@@ -319,6 +330,20 @@ impl Executor {
             }
             (uv.unref)(handle);
         }
+        let idle = new_handle(uv, UV_IDLE, ptr::null_mut());
+        // SAFETY: a fresh handle on this thread's loop.
+        if idle.is_null() || unsafe { (uv.idle_init)(uv_loop.cast(), idle) } != 0 {
+            // SAFETY: the async handle is open, on this thread.
+            unsafe { (uv.close)(handle, Some(free_handle)) };
+            if !idle.is_null() {
+                // SAFETY: never initialised: plain memory.
+                unsafe { free_handle(idle) };
+            }
+            return None;
+        }
+        // SAFETY: the idle handle was just initialised, on this thread. A
+        // pending call keeps the loop alive through the async handle.
+        unsafe { (uv.unref)(idle) };
         locked(&shared.queue).handle = handle;
         Some(Executor {
             env,
@@ -328,10 +353,11 @@ impl Executor {
             free: RefCell::default(),
             calls: Cell::new(0),
             handle,
+            idle,
+            idle_on: Cell::new(false),
             resource: resource_ref,
             context,
             runtime: crate::runtime::runtime(),
-            polling: Cell::new(false),
         })
     }
 
@@ -364,12 +390,16 @@ impl Executor {
         locked(&self.shared.queue).ready.push(id);
     }
 
-    /// Run `call` (a call's work, which settles its Promise) here: polled at
-    /// once, from inside the call.
+    /// Run `call` (a call's work, which settles its Promise) here: first
+    /// polled by the loop as soon as the JavaScript that made the call
+    /// yields (the loop's idle phase, before it waits for I/O), so that a
+    /// call costs its caller a few microseconds and the commands of the
+    /// calls made in one turn go out together.
     pub(super) fn run_call(&self, call: impl Future<Output = ()> + 'static) {
         self.spawn(Box::pin(call), true);
-        if !self.polling.get() {
-            self.run();
+        if !self.idle_on.replace(true) {
+            // SAFETY: the open idle handle, on its loop's thread.
+            unsafe { (uv().expect("libuv").idle_start)(self.idle, on_idle) };
         }
     }
 
@@ -388,11 +418,9 @@ impl Executor {
                 let Some(mut task) = taken else { continue };
                 task.waker.queued.store(false, Ordering::Release);
                 let waker = Waker::from(task.waker.clone());
-                self.polling.set(true);
                 let polled = catch_unwind(AssertUnwindSafe(|| {
                     task.future.as_mut().poll(&mut Context::from_waker(&waker))
                 }));
-                self.polling.set(false);
                 // A panic ends the task (a call's own future turns its
                 // panics into a failure first: see `caught`).
                 if matches!(polled, Ok(Poll::Pending)) {
@@ -441,6 +469,14 @@ impl Executor {
     }
 }
 
+unsafe extern "C" fn on_idle(handle: *mut c_void) {
+    (uv().expect("libuv").idle_stop)(handle);
+    if let Some(exec) = EXEC.with(|e| e.borrow().clone()) {
+        exec.idle_on.set(false);
+        exec.run_from_loop();
+    }
+}
+
 unsafe extern "C" fn on_async(_handle: *mut c_void) {
     if let Some(exec) = EXEC.with(|e| e.borrow().clone()) {
         exec.run_from_loop();
@@ -458,6 +494,7 @@ unsafe extern "C" fn teardown(_arg: *mut c_void) {
     locked(&exec.shared.queue).handle = ptr::null_mut();
     if let Some(uv) = uv() {
         (uv.close)(exec.handle, Some(free_handle));
+        (uv.close)(exec.idle, Some(free_handle));
     }
     sys::napi_async_destroy(exec.env, exec.context);
     sys::napi_delete_reference(exec.env, exec.resource);
