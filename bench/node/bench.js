@@ -60,7 +60,8 @@
 //    (least / most, Jain's index (Σx)² / (n Σx²)), acquisitions/s, failed
 //    acquires and releases by error (counted, the worker goes on), lost
 //    updates, hand-off p50 between different workers, the longest wait,
-//    server commands per acquisition.
+//    server commands and the workers' CPU per acquisition (goals:
+//    acquisitions/s >= 1.0x the helper's, Jain >= 0.9, CPU <= the helper's).
 //
 // It prints Markdown tables (medians over rounds, and the median (min-max)
 // of the ratios, and the goals of issue 53 met or not) and writes them with
@@ -558,6 +559,30 @@ function printUncontended(s) {
   return out.join('\n');
 }
 
+/**
+ * One batch of hand-off rounds of `kind` (`round()` gives one round's µs):
+ * its record (p50, p90, the rounds where the waiter came early), pushed to
+ * recs[kind] and passed to `emit`.
+ */
+async function handoffBatch(bench, kind, batch, rounds, rtt, round, recs, emit) {
+  const samples = [];
+  for (let i = 0; i < rounds; i++) samples.push(await round());
+  const s = sortedNum(samples);
+  const rec = {
+    bench,
+    impl: kind,
+    batch,
+    rounds: samples.length,
+    rtt_us: rtt,
+    p50_us: percentile(s, 50),
+    p90_us: percentile(s, 90),
+    early: samples.filter((x) => x < 0).length,
+    samples_us: samples.map((x) => Math.round(x * 10) / 10),
+  };
+  recs[kind].push(rec);
+  emit(rec);
+}
+
 // ---------------------------------------------------------------- 2. hand-off
 
 async function handoff(port, args, emit) {
@@ -590,22 +615,7 @@ async function handoff(port, args, emit) {
   for (let b = 0; b < args.handoffBatches; b++) {
     const rtt = await rttUs(admin);
     for (const kind of order(KINDS, b)) {
-      const samples = [];
-      for (let i = 0; i < args.handoffRounds; i++) samples.push(await round(pairs[kind]));
-      const s = sortedNum(samples);
-      const rec = {
-        bench: 'node-handoff',
-        impl: kind,
-        batch: b,
-        rounds: samples.length,
-        rtt_us: rtt,
-        p50_us: percentile(s, 50),
-        p90_us: percentile(s, 90),
-        early: samples.filter((x) => x < 0).length,
-        samples_us: samples.map((x) => Math.round(x * 10) / 10),
-      };
-      recs[kind].push(rec);
-      emit(rec);
+      await handoffBatch('node-handoff', kind, b, args.handoffRounds, rtt, () => round(pairs[kind]), recs, emit);
     }
     log(`hand-off: batch ${b + 1} of ${args.handoffBatches} (RTT ${fmt(rtt)} µs): ` +
       KINDS.map((k) => `${k} ${fmt(recs[k][b].p50_us)} µs = ${fmt(recs[k][b].p50_us / rtt, 1)} RTT`).join(', '));
@@ -774,22 +784,7 @@ async function xhandoff(port, args, emit) {
     for (let b = 0; b < args.xhandoffBatches; b++) {
       const rtt = await rttUs(admin);
       for (const kind of order(XKINDS, b)) {
-        const samples = [];
-        for (let i = 0; i < args.xhandoffRounds; i++) samples.push(await round(kind));
-        const s = sortedNum(samples);
-        const rec = {
-          bench: 'node-xhandoff',
-          impl: kind,
-          batch: b,
-          rounds: samples.length,
-          rtt_us: rtt,
-          p50_us: percentile(s, 50),
-          p90_us: percentile(s, 90),
-          early: samples.filter((x) => x < 0).length,
-          samples_us: samples.map((x) => Math.round(x * 10) / 10),
-        };
-        recs[kind].push(rec);
-        emit(rec);
+        await handoffBatch('node-xhandoff', kind, b, args.xhandoffRounds, rtt, () => round(kind), recs, emit);
       }
       log(`hand-off between processes: batch ${b + 1} of ${args.xhandoffBatches} (RTT ${fmt(rtt)} µs): ` +
         XKINDS.map((k) => `${k} waiter ${fmt(recs[k][b].p50_us)} µs = ${fmt(recs[k][b].p50_us / rtt, 1)} RTT`).join(', '));
@@ -1210,6 +1205,7 @@ async function contendedRun(kind, port, args, round, admin) {
     wait_p99_ms: percentile(waits, 99),
     wait_max_ms: waits.length ? waits[waits.length - 1] : null,
     cmds_per_acq: (s1.commands - s0.commands - 1) / Math.max(1, acquisitions),
+    cpu_per_acq_us: results.reduce((a, w) => a + (w.cpu_us || 0), 0) / Math.max(1, acquisitions),
     hung_workers: results.filter((w) => w.hung).length,
   };
 }
@@ -1233,7 +1229,7 @@ async function contended(port, args, emit) {
     const rs = recs[kind];
     const m = {};
     for (const f of ['acq_per_s', 'fair_min', 'fair_max', 'jain', 'handoff_p50_us', 'handoff_p90_us',
-      'switch_frac', 'wait_p99_ms', 'wait_max_ms', 'cmds_per_acq']) {
+      'switch_frac', 'wait_p99_ms', 'wait_max_ms', 'cmds_per_acq', 'cpu_per_acq_us']) {
       m[f] = median(rs.map((r) => r[f]));
     }
     m.errors = rs.reduce((a, r) => a + r.errors, 0);
@@ -1257,10 +1253,21 @@ async function contended(port, args, emit) {
         acq_per_s: ratios(recs[ours].map((r) => r.acq_per_s), recs[theirs].map((r) => r.acq_per_s)),
         jain: ratios(recs[ours].map((r) => r.jain), recs[theirs].map((r) => r.jain)),
         cmds_per_acq: ratios(recs[ours].map((r) => r.cmds_per_acq), recs[theirs].map((r) => r.cmds_per_acq)),
+        cpu_per_acq_us: ratios(recs[ours].map((r) => r.cpu_per_acq_us), recs[theirs].map((r) => r.cpu_per_acq_us)),
       };
     }
   }
+  // Issue 53's goals for the default; the fenced variant for information.
+  const goals = OURS.flatMap((ours) => {
+    const o = { counted: ours === 'redislock' };
+    return [
+      goal(`${ours}: acquisitions/s / the helper's`, rat[`${ours}/helper`].acq_per_s, '>=', 1.0, o),
+      goal(`${ours}: Jain's index`, impl[ours].jain, '>=', 0.9, o),
+      goal(`${ours}: the workers' CPU per acquisition / the helper's`, rat[`${ours}/helper`].cpu_per_acq_us, '<=', 1.0, o),
+    ];
+  });
   return {
+    goals,
     rounds: args.contendedRounds,
     workers: args.workers,
     seconds: args.seconds,
@@ -1279,23 +1286,25 @@ function printContended(s) {
     `attempts; node-redlock has its defaults (11 attempts 200 ± 100 ms apart). Medians over rounds; ` +
     `failed acquires, lost updates and overlaps summed.`, '');
   out.push('| implementation | acq/s | least / most per worker | Jain | failed acquires | failed releases | lost | ' +
-    'hand-off p50 / p90 | wait p99 / max | cmds/acq |');
-  out.push('|---|---|---|---|---|---|---|---|---|---|');
+    'hand-off p50 / p90 | wait p99 / max | cmds/acq | CPU/acq |');
+  out.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const [kind, m] of Object.entries(s.impls)) {
     out.push(`| ${kind} | ${fmt(m.acq_per_s)} | ${fmt(m.fair_min)} / ${fmt(m.fair_max)} | ${fmt(m.jain, 3)} ` +
       `| ${m.errors} of ${m.acquisitions + m.errors} | ${m.release_errors} | ${m.lost_updates}${m.overlaps ? ` (${m.overlaps} overlaps)` : ''} ` +
       `| ${fmt(m.handoff_p50_us, 0, ' µs')} / ${fmt(m.handoff_p90_us, 0, ' µs')} ` +
-      `| ${fmt(m.wait_p99_ms, 0, ' ms')} / ${fmt(m.wait_max_ms, 0, ' ms')} | ${fmt(m.cmds_per_acq, 1)} |` +
+      `| ${fmt(m.wait_p99_ms, 0, ' ms')} / ${fmt(m.wait_max_ms, 0, ' ms')} | ${fmt(m.cmds_per_acq, 1)} ` +
+      `| ${fmt(m.cpu_per_acq_us, 0, ' µs')} |` +
       (m.hung_workers ? ` ${m.hung_workers} hung` : ''));
   }
   const errs = Object.entries(s.impls).flatMap(([kind, m]) =>
     Object.entries(m.errors_by_kind).map(([k, v]) => `- ${kind}: ${v} × ${k}`));
   if (errs.length) out.push('', 'Errors (acquire or release), summed over rounds:', '', ...errs);
   out.push('', 'ours / theirs, median (min-max) of the ratios inside each round (acq/s and Jain above 1: ours is higher; cmds/acq below 1: ours sends fewer):', '');
-  out.push('| pair | acq/s | Jain | cmds/acq |', '|---|---|---|---|');
+  out.push('| pair | acq/s | Jain | cmds/acq | CPU/acq |', '|---|---|---|---|---|');
   for (const [pair, r] of Object.entries(s.ratios)) {
-    out.push(`| ${pair} | ${fmtRatio(r.acq_per_s)} | ${fmtRatio(r.jain)} | ${fmtRatio(r.cmds_per_acq)} |`);
+    out.push(`| ${pair} | ${fmtRatio(r.acq_per_s)} | ${fmtRatio(r.jain)} | ${fmtRatio(r.cmds_per_acq)} | ${fmtRatio(r.cpu_per_acq_us)} |`);
   }
+  out.push('', ...printGoals(s.goals));
   return out.join('\n');
 }
 
@@ -1359,7 +1368,7 @@ async function main() {
     stopChildren();
     if (server) server.stop();
   }
-  summary.goals = ['uncontended', 'handoff', 'xhandoff', 'loopdelay']
+  summary.goals = ['uncontended', 'handoff', 'xhandoff', 'loopdelay', 'contended']
     .flatMap((part) => (summary[part] ? summary[part].goals.map((g) => ({ part, ...g })) : []));
   summary.seconds = Math.round((Date.now() - started) / 1000);
   const report =

@@ -10,8 +10,8 @@
 //                       client.tryAcquire(key, { ttl }) (one attempt: a Lock
 //                       or null), lock is client.acquire(key, { ttl }) (waits
 //                       as long as it takes); the binding's default fencing
-//                       (the number drawn on first use of lock.fence, not in
-//                       the acquisition)
+//                       (the number drawn on first use, by lock.drawFence(),
+//                       not in the acquisition)
 //   redislock-fenced    the same with { fenced: true }: the fencing number is
 //                       drawn in the acquisition's script
 //   redlock             node-redlock 5.0.0-beta.2 over one ioredis connection,

@@ -9,7 +9,8 @@
 // SET the counter + 1 (non-atomic: a second holder would lose an update),
 // release. A rejected acquire or release is counted by its error's name and
 // message, and the loop goes on. Prints one JSON line: the stamps (µs from
-// START) of every acquire call, acquisition and release call, and the errors.
+// START) of every acquire call, acquisition and release call, the errors,
+// and the process CPU (user + system, every thread) from START to END.
 
 const { open, ioredis, sleep } = require('./impls');
 
@@ -44,7 +45,8 @@ async function main() {
   if (wait > 0) await sleep(wait);
   while (now() < start); // the last fraction of a millisecond
 
-  const out = { call: [], acq: [], rel: [], errors: {}, release_errors: {}, total: 0 };
+  const out = { call: [], acq: [], rel: [], errors: {}, release_errors: {}, total: 0, cpu_us: 0 };
+  const cpu0 = process.cpuUsage();
   const count = (map, e) => {
     const k = errorKind(e);
     map[k] = (map[k] || 0) + 1;
@@ -73,6 +75,8 @@ async function main() {
       count(out.release_errors, e);
     }
   }
+  const cpu = process.cpuUsage(cpu0);
+  out.cpu_us = cpu.user + cpu.system;
   await lock.close();
   await r.quit();
   process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));

@@ -88,7 +88,7 @@ async function main() {
         value = Number((await raw.call('GET', 'demo:counter')) || 0);
         await raw.call('SET', 'demo:counter', value + 1);
       }
-      line = `${lock.fence} ${value} ${acquired} ${now()}`;
+      line = `${await lock.drawFence()} ${value} ${acquired} ${now()}`;
     } finally {
       await lock.release();
     }

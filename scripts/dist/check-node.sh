@@ -116,7 +116,7 @@ assert.equal(addonVersion, expected, `the addon ${addon} is version ${addonVersi
   const client = new redislock.Client(process.env.REDIS_URL);
   const name = `dist-check:node:${process.pid}`;
   const lock = await client.acquire(name, { ttl: 10000, wait: 5000 });
-  assert.equal(typeof lock.fence, 'number');
+  assert.equal(typeof (await lock.drawFence()), 'number');
   assert.equal(await lock.owned(), true);
   assert.equal(await client.tryAcquire(name), null, 'a second acquisition while the lock is held');
   await lock.release();

@@ -75,7 +75,7 @@ newer.
 const { Client } = require('redislock');
 const client = new Client('redis://127.0.0.1:6379/0');
 await client.using('reports', { ttl: 30000, wait: 10000 }, async (signal, lock) => {
-  // the lock is held (and renewed) here; lock.fence is its fencing number
+  // the lock is held (and renewed) here; await lock.drawFence() is its fencing number
 });
 \`\`\`
 

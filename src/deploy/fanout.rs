@@ -383,9 +383,15 @@ impl Round {
         }
     }
 
-    /// Read the replies that have come on the connections the caller's
-    /// thread sent on, waiting at most `wait` for one.
-    fn read_sent(self: &Arc<Round>, sent: &mut Vec<Sent>, wait: Duration) {
+    /// The replies that have come on the connections the caller's thread
+    /// sent on, waiting at most `wait` for one: each node's index and its
+    /// settled reply (`None`: the job must run whole), the connections out
+    /// of `sent`.
+    fn take_replies(
+        &self,
+        sent: &mut Vec<Sent>,
+        wait: Duration,
+    ) -> Vec<(usize, Arc<Node>, Option<Result<Value>>)> {
         let mut fds: Vec<libc::pollfd> = sent
             .iter()
             .map(|s| libc::pollfd {
@@ -394,13 +400,11 @@ impl Round {
                 revents: 0,
             })
             .collect();
-        let n = poll_for(&mut fds, wait);
-        if n <= 0 {
-            return;
+        let mut came = Vec::new();
+        if poll_for(&mut fds, wait) <= 0 {
+            return came;
         }
         let mut k = 0;
-        let mut got = Vec::new();
-        let mut redo = Vec::new();
         while k < sent.len() {
             if fds[k].revents == 0 {
                 k += 1;
@@ -417,15 +421,23 @@ impl Round {
             fds.swap_remove(k);
             let s = sent.swap_remove(k);
             let (i, node) = (s.i, s.node.clone());
-            match Round::settle(&self.job, s, r) {
-                Some(reply) => got.push((i, reply)),
-                None => redo.push((i, node)),
-            }
+            came.push((i, node, Round::settle(&self.job, s, r)));
         }
-        if !got.is_empty() {
+        came
+    }
+
+    /// Read the replies that have come on the connections the caller's
+    /// thread sent on, waiting at most `wait` for one.
+    fn read_sent(self: &Arc<Round>, sent: &mut Vec<Sent>, wait: Duration) {
+        let mut redo = Vec::new();
+        let came = self.take_replies(sent, wait);
+        if !came.is_empty() {
             let mut st = locked(&self.state);
-            for (i, reply) in got {
-                st.replies[i] = Some(reply);
+            for (i, node, reply) in came {
+                match reply {
+                    Some(reply) => st.replies[i] = Some(reply),
+                    None => redo.push((i, node)),
+                }
             }
         }
         for (i, node) in redo {
@@ -445,35 +457,8 @@ impl Round {
             if now >= until {
                 return;
             }
-            let mut fds: Vec<libc::pollfd> = sent
-                .iter()
-                .map(|s| libc::pollfd {
-                    fd: s.fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect();
-            if poll_for(&mut fds, until - now) <= 0 {
-                continue;
-            }
-            let mut k = 0;
-            while k < sent.len() {
-                if fds[k].revents == 0 {
-                    k += 1;
-                    continue;
-                }
-                let r = match sent[k].wire.try_reply() {
-                    Ok(None) => {
-                        k += 1;
-                        continue;
-                    }
-                    Ok(Some(v)) => Ok(v),
-                    Err(e) => Err(e),
-                };
-                fds.swap_remove(k);
-                let s = sent.swap_remove(k);
-                let (i, node) = (s.i, s.node.clone());
-                match Round::settle(&self.job, s, r) {
+            for (i, node, reply) in self.take_replies(sent, until - now) {
+                match reply {
                     Some(reply) => self.deliver(i, reply, &node),
                     None => self.whole_on_worker(i, node),
                 }
