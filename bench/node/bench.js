@@ -564,6 +564,20 @@ function printUncontended(s) {
  * its record (p50, p90, the rounds where the waiter came early), pushed to
  * recs[kind] and passed to `emit`.
  */
+/** The batches' records of one implementation, summed up: every round's p50 and p90, the batch p50s in round trips. */
+function handoffSummary(recs) {
+  const all = sortedNum(recs.flatMap((r) => r.samples_us));
+  return {
+    rounds: all.length,
+    p50_us: percentile(all, 50),
+    p90_us: percentile(all, 90),
+    p50_rtt: median(recs.map((r) => r.p50_us / r.rtt_us)),
+    p50_rtt_range: ratios(recs.map((r) => r.p50_us), recs.map((r) => r.rtt_us)),
+    p50_rtt_by_batch: recs.map((r) => r.p50_us / r.rtt_us),
+    early: recs.reduce((n, r) => n + r.early, 0),
+  };
+}
+
 async function handoffBatch(bench, kind, batch, rounds, rtt, round, recs, emit) {
   const samples = [];
   for (let i = 0; i < rounds; i++) samples.push(await round());
@@ -626,18 +640,7 @@ async function handoff(port, args, emit) {
   }
   admin.disconnect();
   const impl = {};
-  for (const kind of KINDS) {
-    const all = sortedNum(recs[kind].flatMap((r) => r.samples_us));
-    impl[kind] = {
-      rounds: all.length,
-      p50_us: percentile(all, 50),
-      p90_us: percentile(all, 90),
-      p50_rtt: median(recs[kind].map((r) => r.p50_us / r.rtt_us)),
-      p50_rtt_range: ratios(recs[kind].map((r) => r.p50_us), recs[kind].map((r) => r.rtt_us)),
-      p50_rtt_by_batch: recs[kind].map((r) => r.p50_us / r.rtt_us),
-      early: recs[kind].reduce((n, r) => n + r.early, 0),
-    };
-  }
+  for (const kind of KINDS) impl[kind] = handoffSummary(recs[kind]);
   const rat = {};
   for (const ours of OURS) {
     for (const theirs of THEIRS) {
@@ -790,17 +793,7 @@ async function xhandoff(port, args, emit) {
         XKINDS.map((k) => `${k} waiter ${fmt(recs[k][b].p50_us)} µs = ${fmt(recs[k][b].p50_us / rtt, 1)} RTT`).join(', '));
     }
     const impl = {};
-    for (const kind of XKINDS) {
-      const all = sortedNum(recs[kind].flatMap((r) => r.samples_us));
-      impl[kind] = {
-        rounds: all.length,
-        p50_us: percentile(all, 50),
-        p90_us: percentile(all, 90),
-        p50_rtt: median(recs[kind].map((r) => r.p50_us / r.rtt_us)),
-        p50_rtt_range: ratios(recs[kind].map((r) => r.p50_us), recs[kind].map((r) => r.rtt_us)),
-        early: recs[kind].reduce((n, r) => n + r.early, 0),
-      };
-    }
+    for (const kind of XKINDS) impl[kind] = handoffSummary(recs[kind]);
     const rat = {
       'node/c': {
         p50_us: ratios(recs.node.map((r) => r.p50_us), recs.c.map((r) => r.p50_us)),
