@@ -342,6 +342,27 @@ fn a_late_grant_of_a_held_lock_is_kept_and_released_with_it() {
 }
 
 #[test]
+fn a_late_grant_is_released_when_the_lock_was_released_without_its_node() {
+    // Node 4 is stopped through the acquire and long enough after it to
+    // count as slow (a fifth of the 1 s node timeout): the release is not
+    // sent to it. When it runs the grant it was sent, nobody else will
+    // ever ask it for anything: the grant must still be taken back (not
+    // left for the 30 s TTL).
+    let (mut servers, client) = five_with(S);
+    servers[4].pause();
+    let lock = client.acquire("unasked", 30 * S, Wait::TryOnce).unwrap();
+    thread::sleep(ms(500));
+    lock.release().unwrap();
+    wait_until("the release to reach the running nodes", 10 * S, || {
+        nowhere(&servers[..4], "unasked")
+    });
+    servers[4].resume();
+    wait_until("the late grant to be released", 10 * S, || {
+        nowhere(&servers, "unasked")
+    });
+}
+
+#[test]
 fn a_lock_whose_validity_was_used_up_by_slow_nodes_is_not_acquired_and_cleaned_up() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let client = warm(

@@ -8,14 +8,26 @@
 //! whole (NOSCRIPT, a transient state, a broken connection), goes to a
 //! small pool of library threads shared by every Redlock client of the
 //! process (started when needed, gone after [`IDLE_EXIT`] unused, started
-//! afresh in a child after `fork()`). Once the caller has decided, the
-//! connections still waiting for a reply go to those threads too, which
-//! wait as long as the operation allows (for an acquisition, up to the
-//! lock's TTL), well past the per-node timeout the caller waited: a reply
-//! that comes after the caller decided goes to the round's `on_late`
-//! handler, which is how a grant from a slow node is released when the
-//! lock was not taken (or was released meanwhile) instead of being left on
-//! the server.
+//! afresh in a child after `fork()`).
+//!
+//! Once the caller has decided, the replies still to come are not waited
+//! for. When the round needs nothing of them soon (it has no `on_late`
+//! handler, or the lock is held: late grants are the holder's), they stay
+//! on their connections ("parked"): the next command to the node reads
+//! what has come first, or is sent behind them on the same connection
+//! (pipelined: the server runs one connection's commands in order), so a
+//! healthy node that answers last costs no wait, no thread and no extra
+//! connection. A release sent behind its own acquisition undoes that
+//! grant by itself ([`Job::covering`]); an acquisition's replies that the
+//! release did not follow (a slow node it was not sent to) go to worker
+//! threads, as do those of a round whose late grants must be taken back
+//! (the lock was not taken): the caller first reads them for a moment
+//! ([`LINGER`]). Workers wait as long as the operation allows (for an
+//! acquisition, up to the lock's TTL), well past the per-node timeout the
+//! caller waited: a reply that comes after the caller decided goes to the
+//! round's `on_late` handler, which is how a grant from a slow node is
+//! released when the lock was not taken (or was released meanwhile)
+//! instead of being left on the server.
 //!
 //! A node that has left a command unanswered for a fifth of the per-node
 //! timeout is slow: it gets no new commands (the caller counts it as failed
@@ -49,10 +61,10 @@ const IDLE_EXIT: Duration = Duration::from_secs(30);
 const LINGER: u32 = 2;
 const LINGER_FLOOR: Duration = Duration::from_millis(1);
 
-/// `poll(2)` of `fds` for at most `wait` (to the microsecond, rounded up):
-/// the number of descriptors ready, 0 when none was, negative on error.
+/// `poll(2)` of `fds` for at most `wait` (to the nanosecond; zero: a look
+/// that never waits): the number of descriptors ready, 0 when none was,
+/// negative on error.
 fn poll_for(fds: &mut [libc::pollfd], wait: Duration) -> i32 {
-    let wait = wait.max(Duration::from_micros(1));
     let ts = libc::timespec {
         tv_sec: wait.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: wait.subsec_nanos() as libc::c_long,
@@ -87,6 +99,9 @@ pub(crate) struct Job {
     /// The command run whole on a worker thread: connecting, EVAL after
     /// NOSCRIPT, again on a fresh connection after a broken one.
     whole: Whole,
+    /// A round whose effect on a node this command undoes when it follows
+    /// that round's command on the same connection (see [`Job::covering`]).
+    covers: Option<Arc<Round>>,
 }
 
 impl Job {
@@ -103,7 +118,16 @@ impl Job {
             name,
             accepts,
             whole: Arc::new(whole),
+            covers: None,
         }
+    }
+
+    /// This command undoes `round`'s (a release after an acquisition):
+    /// sent on a connection where a reply to `round` is still owed, it runs
+    /// after it, so that reply's late handling has nothing to undo.
+    pub(crate) fn covering(mut self, round: Option<Arc<Round>>) -> Job {
+        self.covers = round;
+        self
     }
 }
 
@@ -124,15 +148,49 @@ struct Inflight {
     next: u64,
     /// Each unanswered command: its number and when it was sent.
     sent: Vec<(u64, Instant)>,
+    /// Commands of decided rounds whose replies stay on their connections
+    /// until the next command to the node reads them (see [`Round::decide`]).
+    parked: Vec<Parked>,
+}
+
+/// A command sent to node `i` for `round`, its reply still to come.
+struct Owed {
+    round: Arc<Round>,
+    i: usize,
+    /// [`Node::begin`]'s number, and when.
+    id: u64,
+    at: Instant,
+    /// A later command on the same connection undoes this one's effect
+    /// (see [`Job::covering`]): its late reply needs no handling.
+    covered: bool,
+}
+
+impl Owed {
+    /// Whether its reply needs handling soon: its round takes back late
+    /// grants (the lock was not taken, or was released), and no later
+    /// command on the connection does it (see [`Job::covering`]).
+    fn matters(&self) -> bool {
+        !self.covered && self.round.on_late.is_some() && self.round.outcome() != Outcome::Held
+    }
+}
+
+/// A connection with replies owed to rounds that decided without them and
+/// need nothing of them soon (see [`Round::decide`]), in the order sent.
+struct Parked {
+    wire: Wire,
+    owed: VecDeque<Owed>,
 }
 
 impl Inflight {
-    /// Forget a parent process's commands: their workers are not here.
+    /// Forget a parent process's commands: their workers are not here, and
+    /// the replies on its connections are its own (dropping a connection
+    /// only closes this process's descriptor).
     fn check_pid(&mut self) {
         let p = pid();
         if self.pid != p {
             self.pid = p;
             self.sent.clear();
+            self.parked.clear();
         }
     }
 }
@@ -175,6 +233,125 @@ impl Node {
     pub(crate) fn addr(&self) -> &str {
         &self.pool.target.addr
     }
+
+    /// Read the replies that have come for the node's parked commands,
+    /// without waiting, and handle them as late replies of their rounds; a
+    /// command unanswered past its round's wait is given up (its
+    /// connection closed) as a worker would. A connection owing a reply
+    /// that now needs handling soon (see [`Owed::matters`]) goes to a
+    /// worker thread, which waits for it, unless it is owed to `spare`
+    /// (the round a command about to be sent covers).
+    fn collect(self: &Arc<Node>, spare: Option<&Arc<Round>>) {
+        let parked = {
+            let mut f = locked(&self.inflight);
+            f.check_pid();
+            if f.parked.is_empty() {
+                return;
+            }
+            std::mem::take(&mut f.parked)
+        };
+        let now = Instant::now();
+        let mut still = Vec::new();
+        for mut p in parked {
+            while !p.owed.is_empty() {
+                let r = match p.wire.try_reply() {
+                    Ok(None) => break,
+                    Ok(Some(v)) => Ok(v),
+                    Err(e) => Err(e),
+                };
+                let o = p.owed.pop_front().expect("owed");
+                self.late(o, &mut p.wire, r);
+            }
+            let Some(first) = p.owed.front() else {
+                self.pool.put_wire(p.wire);
+                continue;
+            };
+            if now >= first.at + first.round.job.wait {
+                // Given up, as a worker would: the connection is closed.
+                for o in p.owed {
+                    self.end(o.id);
+                }
+                continue;
+            }
+            let spared = |o: &Owed| spare.is_some_and(|r| Arc::ptr_eq(r, &o.round));
+            if p.owed.iter().any(|o| o.matters() && !spared(o)) {
+                self.parked_on_worker(p);
+            } else {
+                still.push(p);
+            }
+        }
+        if !still.is_empty() {
+            let mut f = locked(&self.inflight);
+            f.check_pid();
+            f.parked.append(&mut still);
+        }
+    }
+
+    /// The parked connection owing the fewest replies, for another command
+    /// (a node too slow to answer them gets none: see [`Round::send`]).
+    fn take_parked(&self) -> Option<Parked> {
+        let mut f = locked(&self.inflight);
+        f.check_pid();
+        let k = (0..f.parked.len()).min_by_key(|&k| f.parked[k].owed.len())?;
+        Some(f.parked.swap_remove(k))
+    }
+
+    /// A worker thread waits for the replies owed on a parked connection
+    /// (see [`Node::owed_replies`]), then pools it.
+    fn parked_on_worker(self: &Arc<Node>, mut p: Parked) {
+        let node = self.clone();
+        run(Box::new(move || {
+            node.owed_replies(&mut p.wire, p.owed);
+            node.pool.put_wire(p.wire);
+        }));
+    }
+
+    /// Wait (on a worker thread) for each of the replies `owed` on `wire`,
+    /// as long as its round allows, and handle it as a late one.
+    fn owed_replies(self: &Arc<Node>, wire: &mut Wire, owed: VecDeque<Owed>) {
+        for o in owed {
+            let r = wire.reply_by(o.at + o.round.job.wait);
+            self.late(o, wire, r);
+        }
+    }
+
+    /// The reply `r` to `o`, read on `wire` after its round decided: its
+    /// late handling. A reply that leaves the connection unusable closes
+    /// it (the replies still owed on it then fail).
+    fn late(self: &Arc<Node>, o: Owed, wire: &mut Wire, r: redis::RedisResult<Value>) {
+        self.end(o.id);
+        let (reply, keep) = Round::judge(&o.round.job, &self.pool, r);
+        if !keep {
+            wire.discard();
+        }
+        match reply {
+            Some(_) if o.covered => {}
+            Some(reply) => o.round.deliver(o.i, reply, self),
+            None => o.round.whole_on_worker(o.i, self.clone()),
+        }
+    }
+}
+
+/// A held lock's acquisition `round` is being released: the replies that
+/// have come for the nodes' parked commands are read (see
+/// [`Node::collect`]) while it is still held (grants it keeps), then it is
+/// marked released (late grants are released). The release itself follows
+/// on the connections still owing it a reply (see [`Job::covering`]); then
+/// [`released_leftovers`].
+pub(crate) fn releasing(nodes: &[Arc<Node>], round: &Arc<Round>) {
+    for node in nodes {
+        node.collect(None);
+    }
+    round.released();
+}
+
+/// After a release covering acquisitions was sent: their commands still
+/// unanswered on connections the release did not follow go to worker
+/// threads, which release what they grant.
+pub(crate) fn released_leftovers(nodes: &[Arc<Node>]) {
+    for node in nodes {
+        node.collect(None);
+    }
 }
 
 /// What the caller made of a round; a reply coming later is handled by it.
@@ -209,6 +386,8 @@ struct Sent {
     /// [`Node::begin`]'s number, and when.
     id: u64,
     at: Instant,
+    /// Replies owed on `wire` to earlier rounds, before this command's.
+    before: VecDeque<Owed>,
 }
 
 impl Drop for Round {
@@ -252,6 +431,9 @@ impl Round {
         job: Job,
         on_late: Option<OnLate>,
     ) -> Arc<Round> {
+        for node in nodes {
+            node.collect(job.covers.as_ref());
+        }
         let now = Instant::now();
         let n = nodes.len();
         let targeted = |i: usize| only.is_none_or(|o| o.contains(&i));
@@ -297,15 +479,50 @@ impl Round {
         });
         let mut sent = Vec::new();
         let mut to_workers = Vec::new();
+        let mut picked = Vec::with_capacity(to_send.len());
         for i in to_send {
             let node = &nodes[i];
-            let Some(mut wire) = node.pool.take_pollable() else {
-                to_workers.push(i);
-                continue;
+            // A connection whose replies to decided rounds are still to
+            // come (the command follows them: the server runs one client's
+            // commands in order), else an idle one.
+            let (wire, mut before) = match node.take_parked() {
+                Some(p) => (p.wire, p.owed),
+                None => match node.pool.take_pollable() {
+                    Some(wire) => (wire, VecDeque::new()),
+                    None => {
+                        to_workers.push(i);
+                        continue;
+                    }
+                },
             };
+            if let Some(c) = &round.job.covers {
+                for o in before.iter_mut().filter(|o| Arc::ptr_eq(&o.round, c)) {
+                    o.covered = true;
+                }
+            }
+            picked.push((i, wire, before));
+        }
+        // Nothing may wait to be read on a connection that owes no reply
+        // (see `Wire::send`): one look at all of them.
+        let mut looks: Vec<libc::pollfd> = picked
+            .iter()
+            .map(|(_, wire, before)| libc::pollfd {
+                // (poll(2) skips a negative descriptor)
+                fd: match before.is_empty() {
+                    true => wire.poll_fd().unwrap_or(-1),
+                    false => -1,
+                },
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let looked = looks.iter().all(|p| p.fd < 0) || poll_for(&mut looks, Duration::ZERO) >= 0;
+        for ((i, mut wire, before), look) in picked.into_iter().zip(looks) {
+            let node = &nodes[i];
             let id = node.begin(now);
             let fd = wire.poll_fd();
-            match (wire.send_command(&round.job.packed), fd) {
+            let readable = !looked || look.revents != 0;
+            match (wire.send_command_polled(&round.job.packed, readable), fd) {
                 (Ok(()), Some(fd)) => sent.push(Sent {
                     i,
                     node: node.clone(),
@@ -313,10 +530,15 @@ impl Round {
                     fd,
                     id,
                     at: now,
+                    before,
                 }),
                 _ => {
-                    // A pooled connection found broken: as `Pool::with`
-                    // does, again on a fresh one.
+                    // A connection found broken: as `Pool::with` does,
+                    // again on a fresh one (the replies owed on it fail).
+                    for o in before {
+                        let gone = std::io::Error::from(std::io::ErrorKind::NotConnected);
+                        node.late(o, &mut wire, Err(gone.into()));
+                    }
                     node.end(id);
                     node.pool.stats.count(Event::ConnectionError);
                     node.pool.stats.count(Event::Reconnect);
@@ -345,40 +567,46 @@ impl Round {
     /// What the reply read on a connection the caller's thread sent on
     /// makes of it: the reply, or `None` when the job must run whole.
     fn settle(job: &Job, s: Sent, r: redis::RedisResult<Value>) -> Option<Result<Value>> {
+        debug_assert!(s.before.is_empty());
         let Sent { node, wire, id, .. } = s;
         node.end(id);
+        let (reply, keep) = Round::judge(job, &node.pool, r);
+        if keep {
+            node.pool.put_wire(wire);
+        }
+        reply
+    }
+
+    /// What a reply to `job` read on a connection of `pool` makes of it:
+    /// the reply (`None`: the job must run whole), and whether the
+    /// connection stays usable.
+    fn judge(
+        job: &Job,
+        pool: &Pool,
+        r: redis::RedisResult<Value>,
+    ) -> (Option<Result<Value>>, bool) {
         let r = r
             .and_then(|v| v.extract_error())
             .and_then(|v| checked(v, job.accepts, job.name));
         match r {
-            Ok(v) => {
-                node.pool.put_wire(wire);
-                Some(Ok(v))
-            }
-            Err(e) if needs_rerun(&e) => {
-                if !is_demoted(&e) {
-                    node.pool.put_wire(wire);
-                }
-                None
-            }
+            Ok(v) => (Some(Ok(v)), true),
+            Err(e) if needs_rerun(&e) => (None, !is_demoted(&e)),
             // A connection the server closed: again on a fresh one, as
             // `Pool::with` does (never after a timeout: the command may
             // still run).
             Err(e) if is_dead_connection(&e) => {
-                node.pool.stats.count(Event::ConnectionError);
-                node.pool.stats.count(Event::Reconnect);
-                None
+                pool.stats.count(Event::ConnectionError);
+                pool.stats.count(Event::Reconnect);
+                (None, false)
             }
             Err(e) => {
                 // A server error leaves the connection usable; nothing else
                 // does (a late reply would be taken for the next).
-                if matches!(
+                let keep = matches!(
                     e.kind(),
                     redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-                ) {
-                    node.pool.put_wire(wire);
-                }
-                Some(Err(node.pool.error(e, false)))
+                );
+                (Some(Err(pool.error(e, false))), keep)
             }
         }
     }
@@ -401,7 +629,7 @@ impl Round {
             })
             .collect();
         let mut came = Vec::new();
-        if poll_for(&mut fds, wait) <= 0 {
+        if poll_for(&mut fds, wait.max(Duration::from_micros(1))) <= 0 {
             return came;
         }
         let mut k = 0;
@@ -410,13 +638,22 @@ impl Round {
                 k += 1;
                 continue;
             }
-            let r = match sent[k].wire.try_reply() {
-                Ok(None) => {
-                    k += 1;
-                    continue;
+            let s = &mut sent[k];
+            let r = loop {
+                let r = match s.wire.try_reply() {
+                    Ok(None) => break None,
+                    Ok(Some(v)) => Ok(v),
+                    Err(e) => Err(e),
+                };
+                // First the replies owed to earlier rounds.
+                match s.before.pop_front() {
+                    Some(o) => s.node.clone().late(o, &mut s.wire, r),
+                    None => break Some(r),
                 }
-                Ok(Some(v)) => Ok(v),
-                Err(e) => Err(e),
+            };
+            let Some(r) = r else {
+                k += 1;
+                continue;
             };
             fds.swap_remove(k);
             let s = sent.swap_remove(k);
@@ -471,6 +708,10 @@ impl Round {
     fn leave_to_workers(self: &Arc<Round>, sent: Vec<Sent>) {
         for mut s in sent {
             // A reply already here costs no thread.
+            if !s.before.is_empty() {
+                self.reply_on_worker(s);
+                continue;
+            }
             if let r @ (Ok(Some(_)) | Err(_)) = s.wire.try_reply() {
                 let (i, node) = (s.i, s.node.clone());
                 match Round::settle(&self.job, s, r.map(|v| v.unwrap_or(Value::Nil))) {
@@ -479,16 +720,49 @@ impl Round {
                 }
                 continue;
             }
-            let round = self.clone();
-            run(Box::new(move || {
-                let r = s.wire.reply_by(s.at + round.job.wait);
-                let (i, node) = (s.i, s.node.clone());
-                let reply = match Round::settle(&round.job, s, r) {
-                    Some(reply) => reply,
-                    None => (round.job.whole)(&node.pool),
-                };
-                round.deliver(i, reply, &node);
-            }));
+            self.reply_on_worker(s);
+        }
+    }
+
+    /// A worker thread waits for the reply to `s` (as long as the job
+    /// allows) and handles it as a late one.
+    fn reply_on_worker(self: &Arc<Round>, mut s: Sent) {
+        let round = self.clone();
+        run(Box::new(move || {
+            let node = s.node.clone();
+            node.owed_replies(&mut s.wire, std::mem::take(&mut s.before));
+            let r = s.wire.reply_by(s.at + round.job.wait);
+            let i = s.i;
+            let reply = match Round::settle(&round.job, s, r) {
+                Some(reply) => reply,
+                None => (round.job.whole)(&node.pool),
+            };
+            round.deliver(i, reply, &node);
+        }));
+    }
+
+    /// After the caller decided: the commands still unanswered stay on
+    /// their connections, whose next use reads their replies first. A
+    /// reply owed there to an earlier round that needs handling soon (see
+    /// [`Owed::matters`]) sends the connection to a worker thread.
+    fn park(self: &Arc<Round>, sent: Vec<Sent>) {
+        for s in sent {
+            let mut owed = s.before;
+            owed.push_back(Owed {
+                round: self.clone(),
+                i: s.i,
+                id: s.id,
+                at: s.at,
+                covered: false,
+            });
+            let p = Parked { wire: s.wire, owed };
+            if p.owed.iter().any(Owed::matters) {
+                s.node.parked_on_worker(p);
+                continue;
+            }
+            let mut f = locked(&s.node.inflight);
+            f.check_pid();
+            f.parked.push(p);
         }
     }
 
@@ -526,13 +800,21 @@ impl Round {
                 st.outcome = outcome;
                 let replies = std::mem::take(&mut st.replies);
                 drop(st);
-                if !timed_out {
-                    if let Some(first) = sent.iter().map(|s| s.at).min() {
-                        let linger = (now.duration_since(first) / LINGER).max(LINGER_FLOOR);
-                        self.linger(&mut sent, now + linger);
+                if !timed_out && (self.on_late.is_none() || outcome == Outcome::Held) {
+                    // The late replies need nothing soon: none are
+                    // handled, or they are grants the holder keeps (until
+                    // `release_round`). The next command to each node
+                    // reads them.
+                    self.park(sent);
+                } else {
+                    if !timed_out {
+                        if let Some(first) = sent.iter().map(|s| s.at).min() {
+                            let linger = (now.duration_since(first) / LINGER).max(LINGER_FLOOR);
+                            self.linger(&mut sent, now + linger);
+                        }
                     }
+                    self.leave_to_workers(sent);
                 }
-                self.leave_to_workers(sent);
                 return Decided {
                     outcome,
                     pending: replies.iter().any(Option::is_none),
@@ -563,6 +845,10 @@ impl Round {
             self.read_sent(&mut sent, wait);
             st = locked(&self.state);
         }
+    }
+
+    fn outcome(&self) -> Outcome {
+        locked(&self.state).outcome
     }
 
     /// A held lock's round, released by its holder: replies still to come

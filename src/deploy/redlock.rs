@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::fanout::{Decided, Job, Node, Outcome, Round};
+use super::fanout::{self, Decided, Job, Node, Outcome, Round};
 use super::{Deployment, Grant, Granted};
 use crate::error::{show_key, Error, Result};
 use crate::net::pool::Pool;
@@ -249,17 +249,21 @@ impl Redlock {
 
     /// The lock is being released: rounds of its acquisition still waiting
     /// for nodes release what those nodes grant.
-    fn forget(&self, keys: &LockKeys, token: &[u8]) {
-        let mut s = locked(&self.stragglers);
-        s.retain(|st| {
+    /// Those rounds are returned, marked released (see
+    /// [`fanout::releasing`]).
+    fn forget(&self, keys: &LockKeys, token: &[u8]) -> Vec<Arc<Round>> {
+        let mut rounds = Vec::new();
+        locked(&self.stragglers).retain(|st| {
             if st.key == keys.lock && st.token == token {
-                if let Some(round) = st.round.upgrade() {
-                    round.released();
-                }
+                rounds.extend(st.round.upgrade());
                 return false;
             }
             st.round.strong_count() > 0
         });
+        for round in &rounds {
+            fanout::releasing(&self.nodes, round);
+        }
+        rounds
     }
 }
 
@@ -525,12 +529,15 @@ fn random_below(d: Duration) -> Duration {
 /// Release on every node, returning once a majority answered. `Ok(false)`
 /// when no node that answered held our token.
 fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
-    r.forget(keys, token);
+    let acquired = r.forget(keys, token);
     let n = r.nodes.len();
     let q = quorum(n);
     let timeout = op_timeout(r);
-    let job = release_job(keys, token, r.command_timeout());
+    let job = release_job(keys, token, r.command_timeout()).covering(acquired.first().cloned());
     let round = Round::send(&r.nodes, None, timeout, false, job, None);
+    if !acquired.is_empty() {
+        fanout::released_leftovers(&r.nodes);
+    }
     let released = |v: &Value| matches!(v, Value::Int(1 | 2));
     let d = round.decide(Instant::now() + timeout, |replies, last| {
         let t = Tally::of(replies, released);

@@ -540,10 +540,17 @@ impl Wire {
     /// resumes after EINTR). A connection that owes no reply must have
     /// nothing to read: what is there was sent unasked (see [`Wire::owed`]).
     fn send(&mut self, bytes: &[u8], replies: usize) -> RedisResult<()> {
+        self.send_looked(bytes, replies, true)
+    }
+
+    /// [`Wire::send`]; without `look`, the socket is known to have nothing
+    /// to read (a `poll(2)` said so just before): only the bytes already
+    /// read are looked at before the command is sent.
+    fn send_looked(&mut self, bytes: &[u8], replies: usize, look: bool) -> RedisResult<()> {
         if !self.open {
             return Err(io::Error::from(io::ErrorKind::NotConnected).into());
         }
-        if self.owed == 0 && !self.subscribed {
+        if self.owed == 0 && !self.subscribed && (look || self.inbox.start != self.inbox.end) {
             if let Err(e) = self.check_quiet() {
                 self.open = false;
                 return Err(e);
@@ -748,10 +755,24 @@ impl Wire {
         }
     }
 
+    /// Never use the connection again (a reply that came for another
+    /// command, or a part of one, would be taken for the next): it is
+    /// closed when dropped, and pools refuse it.
+    pub(crate) fn discard(&mut self) {
+        self.open = false;
+    }
+
     /// Send a packed command without reading its reply: the caller reads
     /// it later with [`Wire::try_reply`] or [`Wire::reply_by`].
     pub(crate) fn send_command(&mut self, packed: &[u8]) -> RedisResult<()> {
         self.send(packed, 1)
+    }
+
+    /// [`Wire::send_command`] on a connection whose socket a `poll(2)`
+    /// found with nothing to read just before (`readable` false), or with
+    /// something (then it is read first, as ever).
+    pub(crate) fn send_command_polled(&mut self, packed: &[u8], readable: bool) -> RedisResult<()> {
+        self.send_looked(packed, 1, readable)
     }
 
     /// The next reply if the bytes that came make one, reading only what
@@ -798,6 +819,9 @@ impl Wire {
     /// The next reply, waited for until `deadline` (past the connection's
     /// own timeout if need be).
     pub(crate) fn reply_by(&mut self, deadline: Instant) -> RedisResult<Value> {
+        if !self.open {
+            return Err(io::Error::from(io::ErrorKind::NotConnected).into());
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             self.open = false;
