@@ -39,11 +39,19 @@ test('npm pack, then npm install of the tarball builds the addon from source', {
   const app = path.join(work, 'app');
   fs.mkdirSync(app);
   fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
-  // A debug build, in the suite's own cargo target (the dependencies are compiled already).
-  npm(['install', path.join(work, tarball)], app, {
-    REDISLOCK_BUILD_PROFILE: 'debug',
-    CARGO_TARGET_DIR: path.join(ROOT, 'target/node'),
-  });
+  // A debug build in the suite's own cargo target, where `cargo build`
+  // (make test-rust) compiled the dependencies already: only the packed
+  // crate and napi are compiled (about 25 s instead of 140 s). Being the
+  // same package, it takes the place of target/debug/libredislock.so,
+  // which the other suites load: the suite's own build puts it back.
+  try {
+    npm(['install', path.join(work, tarball)], app, {
+      REDISLOCK_BUILD_PROFILE: 'debug',
+      CARGO_TARGET_DIR: path.join(ROOT, 'target'),
+    });
+  } finally {
+    execFileSync(process.env.CARGO || 'cargo', ['build', '--lib', '--quiet'], { cwd: ROOT, stdio: 'inherit' });
+  }
   assert.ok(fs.existsSync(path.join(app, 'node_modules/redislock/redislock.node')));
 
   server = await RedisServer.start();
