@@ -39,21 +39,28 @@ fn build_dir() -> PathBuf {
     dir
 }
 
-/// Install into a fresh prefix with scripts/install.sh (as `make install`).
+/// The library installed with scripts/install.sh (as `make install`), once
+/// per test process, into a prefix under the build directory (its `lib`),
+/// and a fresh directory for a test's own files (its programs).
 fn install() -> (tempfile::TempDir, PathBuf) {
-    let prefix = tempfile::Builder::new()
-        .prefix("redislock-prefix-")
+    static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let lib = INSTALLED.get_or_init(|| {
+        let prefix = build_dir().join("c-api-prefix");
+        let _ = std::fs::remove_dir_all(&prefix);
+        let out = Command::new("bash")
+            .arg(root().join("scripts/install.sh"))
+            .arg(&prefix)
+            .arg(build_dir())
+            .output()
+            .unwrap();
+        assert_ok(&out, "scripts/install.sh");
+        prefix.join("lib")
+    });
+    let work = tempfile::Builder::new()
+        .prefix("redislock-c-api-")
         .tempdir()
         .unwrap();
-    let out = Command::new("bash")
-        .arg(root().join("scripts/install.sh"))
-        .arg(prefix.path())
-        .arg(build_dir())
-        .output()
-        .unwrap();
-    assert_ok(&out, "scripts/install.sh");
-    let lib = prefix.path().join("lib");
-    (prefix, lib)
+    (work, lib.clone())
 }
 
 fn assert_ok(out: &Output, what: &str) {
@@ -137,8 +144,8 @@ fn dead_url() -> String {
 
 #[test]
 fn the_c_test_program_passes() {
-    let (prefix, lib) = install();
-    let exe = build_test_program(prefix.path(), &lib);
+    let (work, lib) = install();
+    let exe = build_test_program(work.path(), &lib);
     let srv = Server::start();
     let out = Command::new(&exe)
         .arg(srv.url())
@@ -155,8 +162,8 @@ fn the_c_test_program_passes() {
 
 #[test]
 fn redlock_from_c() {
-    let (prefix, lib) = install();
-    let exe = build_c(prefix.path(), &lib, "test_redlock");
+    let (work, lib) = install();
+    let exe = build_c(work.path(), &lib, "test_redlock");
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     for valgrind in [false, true] {
         let mut cmd = c_program(&exe, valgrind);
@@ -188,8 +195,8 @@ fn redlock_from_c() {
 
 #[test]
 fn the_c_test_program_is_clean_under_valgrind() {
-    let (prefix, lib) = install();
-    let exe = build_test_program(prefix.path(), &lib);
+    let (work, lib) = install();
+    let exe = build_test_program(work.path(), &lib);
     let srv = Server::start();
     let out = Command::new("valgrind")
         .args([
@@ -233,7 +240,7 @@ fn pkg_config(lib: &Path, args: &[&str]) -> Vec<String> {
 
 #[test]
 fn the_daemon_example_builds_with_pkg_config_shared_and_static() {
-    let (prefix, lib) = install();
+    let (work, lib) = install();
     assert!(lib.join("libredislock.so.0").exists());
     let cflags = pkg_config(&lib, &["--cflags"]);
     let libs = pkg_config(&lib, &["--libs"]);
@@ -241,7 +248,7 @@ fn the_daemon_example_builds_with_pkg_config_shared_and_static() {
     let srv = Server::start();
     let src = root().join("bindings/c/examples/daemon.c");
 
-    let shared = prefix.path().join("daemon");
+    let shared = work.path().join("daemon");
     let out = Command::new("cc")
         .args(CFLAGS)
         .args(&cflags)
@@ -262,7 +269,7 @@ fn the_daemon_example_builds_with_pkg_config_shared_and_static() {
     assert!(stdout.contains("daemon: 3 done, 0 skipped"), "{stdout}");
 
     // Static: the archive wins over the shared library, no LD_LIBRARY_PATH.
-    let fixed = prefix.path().join("daemon-static");
+    let fixed = work.path().join("daemon-static");
     let mut args: Vec<String> = static_libs
         .iter()
         .map(|a| {
@@ -369,8 +376,8 @@ fn the_committed_headers_match_a_fresh_generation() {
 
 #[test]
 fn stats_add_up_and_lost_callbacks_run_where_the_header_says_from_c() {
-    let (prefix, lib) = install();
-    let exe = build_c(prefix.path(), &lib, "test_stats");
+    let (work, lib) = install();
+    let exe = build_c(work.path(), &lib, "test_stats");
     for valgrind in [false, true] {
         // A fresh server each time: the program counts every key it makes.
         let srv = Server::start();
@@ -399,8 +406,8 @@ fn run_fence(exe: &Path, valgrind: bool, args: &[&str]) -> String {
 
 #[test]
 fn fences_from_c_leave_no_key_behind_and_grow_across_a_restart() {
-    let (prefix, lib) = install();
-    let exe = build_c(prefix.path(), &lib, "test_fence");
+    let (work, lib) = install();
+    let exe = build_c(work.path(), &lib, "test_fence");
     let mut srv = Server::start();
     let url = srv.url();
     run_fence(&exe, false, &[&url, "names", "2000"]);
@@ -427,8 +434,8 @@ fn fences_from_c_leave_no_key_behind_and_grow_across_a_restart() {
 
 #[test]
 fn semaphores_and_read_write_locks_from_c() {
-    let (prefix, lib) = install();
-    let exe = build_c(prefix.path(), &lib, "test_semaphore");
+    let (work, lib) = install();
+    let exe = build_c(work.path(), &lib, "test_semaphore");
     let srv = Server::start();
     let out = Command::new(&exe).arg(srv.url()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -447,8 +454,8 @@ fn semaphores_and_read_write_locks_from_c() {
 
 #[test]
 fn signals_never_break_a_wait_from_c() {
-    let (prefix, lib) = install();
-    let exe = build_c(prefix.path(), &lib, "test_signals");
+    let (work, lib) = install();
+    let exe = build_c(work.path(), &lib, "test_signals");
     let srv = Server::start();
     let out = c_program(&exe, false).arg(srv.url()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -516,8 +523,8 @@ fn signals_never_break_a_wait_from_c() {
 
 #[test]
 fn doctor_from_c_with_and_without_valgrind() {
-    let (prefix, lib) = install();
-    let exe = build_c(prefix.path(), &lib, "test_doctor");
+    let (work, lib) = install();
+    let exe = build_c(work.path(), &lib, "test_doctor");
     let safe = Server::start();
     let unsafe_ =
         Server::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]);
@@ -594,8 +601,8 @@ fn broken_replies_never_grant_from_c() {
         println!("skipped: the fake server uses no real server (REDIS_SERVER is Valkey)");
         return;
     }
-    let (prefix, lib) = install();
-    let exe = build_c(prefix.path(), &lib, "test_broken_replies");
+    let (work, lib) = install();
+    let exe = build_c(work.path(), &lib, "test_broken_replies");
     let table = Command::new(&exe).arg("--table").output().unwrap();
     assert_ok(&table, "tests/c/test_broken_replies --table");
     let fake = FakeServer::start();
