@@ -85,7 +85,7 @@ test-valkey-run:
 	@test -x $(VALKEY_SERVER) || { echo "make: no $(VALKEY_SERVER): run scripts/deps.sh" >&2; exit 1; }
 	@echo "make: the suites against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
 	$(CARGO) build
-	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --all-targets -- $(addprefix --skip ,$(VALKEY_WITHOUT_TLS))
+	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS) $(addprefix --skip ,$(VALKEY_WITHOUT_TLS))
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --doc
 	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-demo
 
@@ -125,10 +125,13 @@ test-python-run:
 	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 	tests/redis_py_suite.sh $(VENV)/bin/python
 
+# Many Rust tests mostly wait on servers' own timers (a Sentinel failover
+# takes seconds): four at a time on two cores.
+TEST_THREADS ?= 4
 # The C tests link the cdylib that `cargo build` makes next to the test binaries.
 test-rust:
 	$(CARGO) build
-	$(CARGO) test --all-targets
+	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
 	$(CARGO) test --doc
 
 # PHPUnit (Debian's) against the library `cargo build` made in test-rust.
