@@ -220,6 +220,9 @@ pub(super) async fn acquire(
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
+    // Once queued on the server, a wait rides out its restart (see
+    // [`Outage`]), also when queueing again after one breaks.
+    let mut queued = false;
     let tail = keys.tail_args(fenced);
     let enqueue = keys.scripts().enqueue;
     loop {
@@ -250,7 +253,7 @@ pub(super) async fn acquire(
             // (see [`Outage`]). The old entry is left (keeping the lock if
             // it was handed over meanwhile) before its ticket goes.
             Err(e @ Error::Connection { .. }) => {
-                let patient = !first;
+                let patient = queued || !first;
                 match rejoin(
                     server,
                     keys,
@@ -285,6 +288,7 @@ pub(super) async fn acquire(
             Err(e) => return Err(e),
         };
         first = false;
+        queued = true;
         outage.over();
         let (pttl, ahead) = match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => {
