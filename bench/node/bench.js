@@ -52,7 +52,10 @@
 //    tryAcquire / release cycles on a free key for --loop-seconds (2): the
 //    synchronous time of each call and monitorEventLoopDelay's figures,
 //    against the same cycles with no waits pending; then the held lock is
-//    released and the chain of waiters timed. --loop-rounds (3), rotated.
+//    released and the chain of waiters timed (each releases as soon as it
+//    holds the lock): acquisitions/s, and the hand-off p50 (one's release
+//    call -> the next holds it) in round trips of the same round (a PING
+//    just before). --loop-rounds (3), rotated.
 // 5. contended  --workers (8) processes (worker.js) loop acquire, GET a
 //    counter, hold --hold-ms (1), SET it + 1, release, on one key for
 //    --seconds (3); --contended-rounds (5) rounds of one run per
@@ -939,10 +942,16 @@ async function loopdelay(port, args, emit) {
         };
         const tq = now();
         const all = [];
+        // In the order the waiters get the lock: when each got it, and
+        // when it called release right after.
+        const gotAt = [];
+        const releasedAt = [];
         for (let i = 0; i < n; i++) {
           all.push(waiting.acquire(heldKey, { ttl: TTL, wait: 60000 }).then(
             (l) => {
               got += 1;
+              gotAt.push(now());
+              releasedAt.push(now());
               return l.release().catch(count('release:'));
             },
             count('acquire:'),
@@ -953,10 +962,16 @@ async function loopdelay(port, args, emit) {
         rec.pending = await loopPhase(...ours, freeKey, args.loopSeconds);
         rec.still_queued = await admin.llen(queueKey(heldKey));
         rec.waiters_now = waiting.stats().waiters_now;
+        rec.chain_rtt_us = await rttUs(admin);
         const t0 = now();
         await h.release();
         await Promise.all(all);
         rec.chain_ms = Number(now() - t0) / 1e6;
+        const hand = [];
+        for (let k = 1; k < gotAt.length; k++) hand.push(Number(gotAt[k] - releasedAt[k - 1]) / 1000);
+        const sortedHand = sortedNum(hand);
+        rec.chain_handoff_p50_us = percentile(sortedHand, 50);
+        rec.chain_handoff_p90_us = percentile(sortedHand, 90);
         rec.chain_acq_per_s = got / (rec.chain_ms / 1000);
         rec.chain_got = got;
         rec.chain_errors = errors;
@@ -967,7 +982,8 @@ async function loopdelay(port, args, emit) {
       log(`event loop: round ${round + 1} of ${args.loopRounds}: tryAcquire() call p99 ` +
         `${fmt(rec.baseline.acquire_call_us.p99, 1)} µs idle, ${fmt(rec.pending.acquire_call_us.p99, 1)} µs with ${n} waits; ` +
         `loop delay p99 ${fmt(rec.baseline.loop_delay_us.p99)} / ${fmt(rec.pending.loop_delay_us.p99)} µs; ` +
-        `chain ${fmt(rec.chain_ms)} ms (${fmt(rec.chain_acq_per_s)} acq/s)`);
+        `chain ${fmt(rec.chain_ms)} ms (${fmt(rec.chain_acq_per_s)} acq/s, hand-off p50 ${fmt(rec.chain_handoff_p50_us)} µs = ` +
+        `${fmt(rec.chain_handoff_p50_us / rec.chain_rtt_us, 1)} RTT)`);
     }
   } finally {
     admin.disconnect();
@@ -1022,13 +1038,20 @@ async function loopdelay(port, args, emit) {
       min: Math.min(...recs.map((r) => r.chain_acq_per_s)),
       max: Math.max(...recs.map((r) => r.chain_acq_per_s)),
     },
+    chain_handoff_p50_us: median(recs.map((r) => r.chain_handoff_p50_us)),
+    chain_handoff_p90_us: median(recs.map((r) => r.chain_handoff_p90_us)),
+    chain_rtt_us: median(recs.map((r) => r.chain_rtt_us)),
+    chain_handoff_p50_rtt: ratios(recs.map((r) => r.chain_handoff_p50_us), recs.map((r) => r.chain_rtt_us)),
     chain_got: recs.reduce((a, r) => a + r.chain_got, 0),
     chain_failed: recs.reduce((a, r) => a + Object.values(r.chain_errors).reduce((x, y) => x + y, 0), 0),
     chain_errors: Object.assign({}, ...recs.map((r) => r.chain_errors)),
   };
   const worst = Math.max(s.pending.acquire_call_us.p99, s.pending.release_call_us.p99);
   s.goals = [goal(`a call blocks the event loop for at most a few µs (taken as ${CALL_GOAL_US} µs): the larger p99 of ` +
-    `the tryAcquire() and release() calls with ${n} waits pending, median over rounds`, worst, '<=', CALL_GOAL_US, { unit: ' µs' })];
+    `the tryAcquire() and release() calls with ${n} waits pending, median over rounds`, worst, '<=', CALL_GOAL_US, { unit: ' µs' }),
+  goal(`hand-off within one process down the chain of ${n} waiters (each releases as soon as it holds the lock; ` +
+    'its release call -> the next holds it): p50 in loopback round trips of the same round', s.chain_handoff_p50_rtt,
+    '<=', 3, { counted: false, unit: ' round trips' })];
   return s;
 }
 
@@ -1065,11 +1088,13 @@ function printLoopdelay(s) {
       `| ${fmtRatio(r.cycle_mean)} | ${fmtRatio(r.cpu)} |`);
   }
   out.push('', `Then the held lock is released and the ${s.waiters.toLocaleString('en')} waiters each get and release it in turn:`, '');
-  out.push('| waiters | all queued after | still queued at the end of the window | chain | acquisitions/s (min-max) | got | failed |',
-    '|---|---|---|---|---|---|---|');
+  out.push('| waiters | all queued after | still queued at the end of the window | chain | acquisitions/s (min-max) ' +
+    '| hand-off p50 / p90 | p50 in RTT (min-max) | RTT | got | failed |',
+    '|---|---|---|---|---|---|---|---|---|---|');
   out.push(`| ${s.waiters} | ${fmt(s.queued_ms)} ms | ${s.still_queued} | ${fmt(s.chain_ms)} ms ` +
     `| ${fmt(s.chain_acq_per_s)} (${fmt(s.chain_acq_per_s_range.min)}-${fmt(s.chain_acq_per_s_range.max)}) ` +
-    `| ${s.chain_got} of ${s.waiters * s.rounds} | ${s.chain_failed} |`);
+    `| ${fmt(s.chain_handoff_p50_us)} / ${fmt(s.chain_handoff_p90_us)} µs | ${fmtRatio(s.chain_handoff_p50_rtt)} ` +
+    `| ${fmt(s.chain_rtt_us)} µs | ${s.chain_got} of ${s.waiters * s.rounds} | ${s.chain_failed} |`);
   const errs = Object.entries(s.chain_errors).map(([k, v]) => `- ${v} × ${k}`);
   if (errs.length) out.push('', 'Errors of the waiters:', '', ...errs);
   out.push('', ...printGoals(s.goals));
