@@ -508,9 +508,10 @@ impl Round {
             .iter()
             .map(|(_, wire, before)| libc::pollfd {
                 // (poll(2) skips a negative descriptor)
-                fd: match before.is_empty() {
-                    true => wire.poll_fd().unwrap_or(-1),
-                    false => -1,
+                fd: if before.is_empty() {
+                    wire.poll_fd().unwrap_or(-1)
+                } else {
+                    -1
                 },
                 events: libc::POLLIN,
                 revents: 0,
