@@ -363,6 +363,30 @@ fn a_late_grant_is_released_when_the_lock_was_released_without_its_node() {
 }
 
 #[test]
+fn a_release_the_last_node_answers_with_noscript_after_the_call_returned_still_runs() {
+    // Node 2 lost its scripts (SCRIPT FLUSH) and is stopped while the lock
+    // is released: the release returns once the others answered, and the
+    // NOSCRIPT that node 2 sends when it runs again is read by nobody the
+    // caller waits for. The release must still be run there (as EVAL), not
+    // left for the 60 s TTL: nobody will ask that node anything else.
+    let (mut servers, client) = cluster(3);
+    let client = warm(&servers, client);
+    let lock = client.acquire("unscripted", 60 * S, Wait::TryOnce).unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut servers[2].raw())
+        .unwrap();
+    servers[2].pause();
+    lock.release().unwrap();
+    servers[2].resume();
+    wait_until(
+        "the release to run on the node that lost its scripts",
+        10 * S,
+        || nowhere(&servers, "unscripted"),
+    );
+}
+
+#[test]
 fn a_lock_whose_validity_was_used_up_by_slow_nodes_is_not_acquired_and_cleaned_up() {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let client = warm(

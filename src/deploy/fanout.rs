@@ -12,7 +12,9 @@
 //!
 //! Once the caller has decided, the replies still to come are not waited
 //! for. When the round needs nothing of them soon (it has no `on_late`
-//! handler, or the lock is held: late grants are the holder's), they stay
+//! handler, or the lock is held: late grants are the holder's) and its
+//! command need not take effect on every node (an acquisition, a read;
+//! not a release or an extension: [`Job::must_run`]), they stay
 //! on their connections ("parked"): the next command to the node reads
 //! what has come first, or is sent behind them on the same connection
 //! (pipelined: the server runs one connection's commands in order), so a
@@ -21,7 +23,8 @@
 //! grant by itself ([`Job::covering`]); an acquisition's replies that the
 //! release did not follow (a slow node it was not sent to) go to worker
 //! threads, as do those of a round whose late grants must be taken back
-//! (the lock was not taken): the caller first reads them for a moment
+//! (the lock was not taken) or whose command must take effect everywhere:
+//! the caller first reads them for a moment
 //! ([`LINGER`]). Workers wait as long as the operation allows (for an
 //! acquisition, up to the lock's TTL), well past the per-node timeout the
 //! caller waited: a reply that comes after the caller decided goes to the
@@ -102,6 +105,9 @@ pub(crate) struct Job {
     /// A round whose effect on a node this command undoes when it follows
     /// that round's command on the same connection (see [`Job::covering`]).
     covers: Option<Arc<Round>>,
+    /// Its effect must reach every node it is sent to (see
+    /// [`Job::must_run`]).
+    must_run: bool,
 }
 
 impl Job {
@@ -119,7 +125,20 @@ impl Job {
             accepts,
             whole: Arc::new(whole),
             covers: None,
+            must_run: false,
         }
+    }
+
+    /// The command must take effect on every node it is sent to, also
+    /// after the caller decided (a release, an extension): its replies are
+    /// never parked, since a parked reply asking for the command again
+    /// (NOSCRIPT, a transient state, a connection the server closed) is
+    /// read only when the next command comes to that node, if one does.
+    /// They are read by the caller for a moment, then by worker threads,
+    /// which run the command again whole where the reply asks for it.
+    pub(crate) fn must_run(mut self) -> Job {
+        self.must_run = true;
+        self
     }
 
     /// This command undoes `round`'s (a release after an acquisition):
@@ -801,7 +820,8 @@ impl Round {
                 st.outcome = outcome;
                 let replies = std::mem::take(&mut st.replies);
                 drop(st);
-                if !timed_out && (self.on_late.is_none() || outcome == Outcome::Held) {
+                let parks = self.on_late.is_none() || outcome == Outcome::Held;
+                if !timed_out && !self.job.must_run && parks {
                     // The late replies need nothing soon: none are
                     // handled, or they are grants the holder keeps (until
                     // `release_round`). The next command to each node

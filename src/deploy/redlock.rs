@@ -293,9 +293,9 @@ fn script_job(
 fn release_job(keys: &LockKeys, token: &[u8], wait: Duration) -> Job {
     if keys.shared() {
         let args = vec![token.to_vec(), QUEUE_GRACE_MS.to_string().into_bytes()];
-        return script_job(|| &scripts().sem_release, keys, args, wait);
+        return script_job(|| &scripts().sem_release, keys, args, wait).must_run();
     }
-    script_job(|| &scripts().release, keys, vec![token.to_vec()], wait)
+    script_job(|| &scripts().release, keys, vec![token.to_vec()], wait).must_run()
 }
 
 /// Release `token`'s hold of `keys` on one node.
@@ -563,7 +563,8 @@ fn force_release(r: &Redlock, keys: &LockKeys) -> Result<bool> {
         keys,
         Vec::new(),
         r.command_timeout(),
-    );
+    )
+    .must_run();
     let round = Round::send(&r.nodes, None, timeout, false, job, None);
     let d = round.decide(Instant::now() + timeout, |_, last| {
         last.then_some(Outcome::Released)
@@ -645,7 +646,8 @@ fn extend(r: &Redlock, keys: &LockKeys, token: &[u8], fence: u64, ttl_ms: u64) -
             QUEUE_GRACE_MS.to_string().into_bytes(),
         ],
         r.command_timeout(),
-    );
+    )
+    .must_run();
     let round = Round::send(&r.nodes, None, timeout, true, job, None);
     let extended = |v: &Value| matches!(v, Value::Int(1));
     let valid = || ttl_ms as i64 - t0.elapsed().as_millis() as i64 - (drift_ms(ttl_ms) as i64) > 0;
