@@ -344,7 +344,9 @@ impl Node {
             wire.discard();
         }
         match reply {
-            Some(_) if o.covered => {}
+            // The command that follows undoes it, whether it ran or not
+            // (and is itself run again whole when its reply asks).
+            _ if o.covered => {}
             Some(reply) => o.round.deliver(o.i, reply, self),
             None => o.round.whole_on_worker(o.i, self.clone()),
         }
