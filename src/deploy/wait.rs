@@ -220,8 +220,8 @@ pub(super) async fn acquire(
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
-    // Once queued on the server, a wait rides out its restart (see
-    // [`Outage`]), also when queueing again after one breaks.
+    // Once queued on the server (not only by this run: `first` is set
+    // again after a rejoin), a wait rides out its restart (see [`Outage`]).
     let mut queued = false;
     let tail = keys.tail_args(fenced);
     let enqueue = keys.scripts().enqueue;
@@ -253,13 +253,12 @@ pub(super) async fn acquire(
             // (see [`Outage`]). The old entry is left (keeping the lock if
             // it was handed over meanwhile) before its ticket goes.
             Err(e @ Error::Connection { .. }) => {
-                let patient = queued || !first;
                 match rejoin(
                     server,
                     keys,
                     token,
                     &q.member,
-                    (&mut outage, patient),
+                    (&mut outage, queued),
                     deadline,
                 )
                 .await
