@@ -165,34 +165,54 @@ struct Entry {
 }
 
 struct State {
-    pid: u32,
     entries: Vec<Entry>,
     thread: bool,
     shutdown: bool,
 }
 
 struct Shared {
+    /// The process it was made in.
+    pid: u32,
     state: Mutex<State>,
     wake: Condvar,
 }
 
+impl Shared {
+    fn new() -> Arc<Shared> {
+        let pid = crate::sync::pid();
+        Arc::new(Shared {
+            pid,
+            state: Mutex::new(State {
+                entries: Vec::new(),
+                thread: false,
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+        })
+    }
+}
+
 pub(crate) struct Renewer {
-    shared: Arc<Shared>,
+    /// Replaced in a forked child, never locked there: the parent's renewal
+    /// thread may have held its mutex at the fork (it takes it back on
+    /// waking, outside the fork sections of [`crate::sync`]).
+    shared: Mutex<Arc<Shared>>,
 }
 
 impl Renewer {
     pub(crate) fn new() -> Renewer {
         Renewer {
-            shared: Arc::new(Shared {
-                state: Mutex::new(State {
-                    pid: crate::sync::pid(),
-                    entries: Vec::new(),
-                    thread: false,
-                    shutdown: false,
-                }),
-                wake: Condvar::new(),
-            }),
+            shared: Mutex::new(Shared::new()),
         }
+    }
+
+    /// This process's part.
+    fn shared(&self) -> Arc<Shared> {
+        let mut s = locked(&self.shared);
+        if s.pid != crate::sync::pid() {
+            *s = Shared::new();
+        }
+        s.clone()
     }
 
     /// Start renewing `lock` (no-op when it already renews).
@@ -205,14 +225,8 @@ impl Renewer {
             }
             *renewing = true;
         }
-        let mut st = locked(&self.shared.state);
-        let pid = crate::sync::pid();
-        if st.pid != pid {
-            // A forked child: the parent's thread and locks are not ours.
-            st.pid = pid;
-            st.entries.clear();
-            st.thread = false;
-        }
+        let shared = self.shared();
+        let mut st = locked(&shared.state);
         let ttl = Duration::from_millis(lock.ttl_ms.load(Ordering::Relaxed));
         let now = Instant::now();
         st.entries.push(Entry {
@@ -222,7 +236,7 @@ impl Renewer {
         });
         if !st.thread {
             st.thread = true;
-            let shared = self.shared.clone();
+            let shared = shared.clone();
             let deployment = Arc::downgrade(deployment);
             let spawned =
                 crate::sync::spawn_quiet("redislock-renew", move || run(shared, deployment));
@@ -243,14 +257,17 @@ impl Renewer {
             }
         }
         drop(st);
-        self.shared.wake.notify_one();
+        shared.wake.notify_one();
     }
 }
 
 impl Drop for Renewer {
     fn drop(&mut self) {
-        locked(&self.shared.state).shutdown = true;
-        self.shared.wake.notify_one();
+        let shared = locked(&self.shared).clone();
+        if shared.pid == crate::sync::pid() {
+            locked(&shared.state).shutdown = true;
+            shared.wake.notify_one();
+        }
     }
 }
 
@@ -268,14 +285,10 @@ fn run(shared: Arc<Shared>, deployment: Weak<dyn Deployment>) {
                 let next = st.entries.iter().map(|e| e.due).min();
                 match next {
                     None => {
-                        st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+                        st = crate::sync::wait(&shared.wake, st);
                     }
                     Some(t) if t > now + SLACK => {
-                        st = shared
-                            .wake
-                            .wait_timeout(st, t - now)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0;
+                        st = crate::sync::wait_timeout(&shared.wake, st, t - now).0;
                     }
                     Some(_) => break,
                 }

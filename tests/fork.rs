@@ -286,3 +286,122 @@ fn a_child_never_uses_the_async_connections_of_its_parent() {
         .unwrap()
         .is_empty());
 }
+
+/// Wait up to `limit` for `pid`: its exit code, or None when it did not end
+/// (it is killed then).
+fn wait_child_for(pid: libc::pid_t, limit: Duration) -> Option<i32> {
+    let t = std::time::Instant::now();
+    loop {
+        let mut status = 0;
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if rc == pid {
+            assert!(
+                libc::WIFEXITED(status),
+                "child {pid} did not exit normally: {status}"
+            );
+            return Some(libc::WEXITSTATUS(status));
+        }
+        assert_eq!(rc, 0, "waitpid failed");
+        if t.elapsed() > limit {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            return None;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn children_forked_while_other_threads_use_the_client_never_hang() {
+    // A mutex that another thread holds at the fork stays held in the child
+    // for ever: seen as a child's first Redlock call stopped in a node's
+    // connection pool that a thread of the parent was putting a connection
+    // back into. Here threads of the parent use the same clients without
+    // a pause (pools, the subscriber, the renewal thread, Redlock's
+    // workers) while the test forks children that use them at once.
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let redlock = Client::redlock(servers.iter().map(|s| s.url()))
+        .node_timeout(2 * S)
+        .build()
+        .unwrap();
+    let single = Client::open(&servers[0].url()).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = |f: Box<dyn Fn() + Send>| {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                f();
+            }
+        })
+    };
+    let mut busy = Vec::new();
+    for i in 0..2 {
+        let c = redlock.clone();
+        busy.push(running(Box::new(move || {
+            if let Ok(l) = c.acquire(format!("fork-rl-{i}"), 5 * S, Wait::TryOnce) {
+                let _ = l.release();
+            }
+        })));
+    }
+    for _ in 0..2 {
+        // Two threads taking turns on one lock: hand-offs through the
+        // subscriber.
+        let c = single.clone();
+        busy.push(running(Box::new(move || {
+            if let Ok(l) = c.acquire("fork-single", 5 * S, Wait::Timeout(5 * S)) {
+                let _ = l.release();
+            }
+        })));
+    }
+    let renewed: Vec<_> = ["fork-renew-a", "fork-renew-b"]
+        .iter()
+        .map(|k| {
+            single
+                .acquire_with(
+                    k,
+                    AcquireOptions::new(Duration::from_millis(300)).auto_renew(true),
+                )
+                .unwrap()
+        })
+        .collect();
+    let mut hung = None;
+    let children = 120;
+    for n in 0..children {
+        let (redlock, single) = (redlock.clone(), single.clone());
+        let pid = fork_child(move || {
+            let key = format!("fork-child-{n}");
+            let done = redlock
+                .acquire(&key, 5 * S, Wait::TryOnce)
+                .and_then(|l| l.release())
+                .and_then(|_| {
+                    // Not the Redlock key: its release may still be on its
+                    // way to this node (a majority answered).
+                    single.acquire_with(
+                        format!("{key}-single"),
+                        AcquireOptions::new(5 * S).auto_renew(true),
+                    )
+                })
+                .and_then(|l| l.release());
+            if let Err(e) = &done {
+                eprintln!("child {n}: {e}");
+            }
+            done.is_ok()
+        });
+        match wait_child_for(pid, 20 * S) {
+            Some(code) => assert_eq!(code, 0, "child {n} failed"),
+            None => {
+                hung = Some(n);
+                break;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in busy {
+        t.join().unwrap();
+    }
+    assert_eq!(hung, None, "a child hung (the first of {children} is 0)");
+    for l in renewed {
+        assert!(!l.is_lost());
+        l.release().unwrap();
+    }
+}

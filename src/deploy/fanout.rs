@@ -846,11 +846,7 @@ impl Round {
                 };
             }
             if sent.is_empty() {
-                st = self
-                    .replied
-                    .wait_timeout(st, deadline - now)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                st = crate::sync::wait_timeout(&self.replied, st, deadline - now).0;
                 continue;
             }
             // Workers deliver under the lock and notify; while the caller
@@ -902,6 +898,11 @@ static WORK: Condvar = Condvar::new();
 
 /// Run `task` on a worker thread, starting one if none is idle.
 fn run(task: Task) {
+    // The workers wait on QUEUE: fork() holds it (see `crate::sync`).
+    static HOLD: std::sync::Once = std::sync::Once::new();
+    HOLD.call_once(|| {
+        crate::sync::hold_across_fork(|| Box::new(QUEUE.lock().unwrap_or_else(|e| e.into_inner())))
+    });
     let mut q = locked(&QUEUE);
     let p = pid();
     if q.pid != p {
@@ -938,9 +939,7 @@ fn work() {
             continue;
         }
         q.idle += 1;
-        let (g, waited) = WORK
-            .wait_timeout(q, IDLE_EXIT)
-            .unwrap_or_else(|e| e.into_inner());
+        let (g, waited) = crate::sync::wait_timeout(&WORK, q, IDLE_EXIT);
         q = g;
         q.idle = q.idle.saturating_sub(1);
         if waited.timed_out() && q.tasks.is_empty() {

@@ -243,7 +243,7 @@ static SHARED: LazyLock<Mutex<HashMap<Vec<String>, Client>>> =
 /// The process's shared client for `urls`, made on first use.
 fn shared(urls: &[&str]) -> Result<Client, Error> {
     let key: Vec<String> = urls.iter().map(|u| u.to_string()).collect();
-    let mut map = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = crate::sync::locked(&SHARED);
     if let Some(client) = map.get(&key) {
         return Ok(client.clone());
     }
@@ -1343,9 +1343,7 @@ pub extern "C" fn redislock_first_time(tag: *const u8, tag_len: usize) -> bool {
         let Ok(Some(tag)) = byte_str(tag, tag_len, "tag", false) else {
             return false;
         };
-        SEEN.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(tag.to_vec())
+        crate::sync::locked(&SEEN).insert(tag.to_vec())
     })
 }
 

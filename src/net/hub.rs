@@ -514,11 +514,7 @@ impl Channel {
                     if now >= next_tick {
                         break (w.wire.take(), now + PROBE);
                     }
-                    w = self
-                        .idle
-                        .wait_timeout(w, next_tick - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    w = crate::sync::wait_timeout(&self.idle, w, next_tick - now).0;
                 }
             };
             if let Some(mut con) = con {
@@ -619,12 +615,7 @@ impl Ticket {
                     return None;
                 }
                 st.asleep = true;
-                st = self
-                    .slot
-                    .wake
-                    .wait_timeout(st, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                st = crate::sync::wait_timeout(&self.slot.wake, st, left).0;
                 st.asleep = false;
             }
         }
