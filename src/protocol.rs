@@ -313,7 +313,7 @@ while true do
     local ttl, tok = tonumber(string.sub(m, 51, sep - 1)), string.sub(m, sep + 1)
     redis.call('SET', KEYS[1], tok, 'PX', ttl)
     redis.call('SET', KEYS[2], '0:' .. tok, 'PX', math.max(ttl, redis.call('PTTL', q)))
-    return 2
+    return {2, string.sub(m, 1, 49)}
   end
 end
 "#;
@@ -344,7 +344,7 @@ while true do
   if heard and heard > 0 then
     redis.call('SET', KEYS[1], string.sub(m, sep + 1), 'PX',
                tonumber(string.sub(m, 51, sep - 1)))
-    return 2
+    return {2, string.sub(m, 1, 49)}
   end
 end
 "#;
@@ -1270,7 +1270,40 @@ pub(crate) fn is_attempt(v: &Value) -> bool {
 
 /// The releases' reply: 0 (not the owner), 1 (released), 2 (handed over).
 pub(crate) fn is_released(v: &Value) -> bool {
-    matches!(v, Value::Int(0..=2))
+    parse_released(v).is_some()
+}
+
+/// What a release did ([`RELEASE`] and [`RELEASE_QUEUED`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Released<'a> {
+    /// Not the owner: nothing changed.
+    NotOwner,
+    /// Deleted.
+    Deleted,
+    /// Handed to a waiter: its subscriber's channel id and its nonce, when
+    /// the reply names them (`{2, "<id>:<nonce>"}`; a bare `2` from a
+    /// semaphore's release or `FORCE_RELEASE` does not).
+    Handed(Option<(&'a str, &'a str)>),
+}
+
+/// A release's reply: `0`, `1`, `2` or `{2, "<32 hex id>:<16 hex nonce>"}`.
+pub(crate) fn parse_released(v: &Value) -> Option<Released<'_>> {
+    match v {
+        Value::Int(0) => Some(Released::NotOwner),
+        Value::Int(1) => Some(Released::Deleted),
+        Value::Int(2) => Some(Released::Handed(None)),
+        Value::Array(a) => match a.as_slice() {
+            [Value::Int(2), Value::BulkString(who)] => {
+                let who = std::str::from_utf8(who).ok()?;
+                let (id, nonce) = who.split_once(':')?;
+                let hex =
+                    |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+                (hex(id, 32) && hex(nonce, 16)).then_some(Released::Handed(Some((id, nonce))))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// EXTEND's reply: 1 (extended) or 0 (not the owner).

@@ -486,6 +486,9 @@ fn debug_lines_explain_waits_and_losses() {
         "lock=\"logged\"",
         "queued to wait",
         "handed over",
+        // The release reached the waiter of its own process directly (see
+        // RELEASE's reply in docs/PROTOCOL.md).
+        "released: handed to a waiter of this process",
         "still held after a retry",
         &named,
         "retrying: first in the queue",

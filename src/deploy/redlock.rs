@@ -538,7 +538,12 @@ fn release(r: &Redlock, keys: &LockKeys, token: &[u8]) -> Result<bool> {
     if !acquired.is_empty() {
         fanout::released_leftovers(&r.nodes);
     }
-    let released = |v: &Value| matches!(v, Value::Int(1 | 2));
+    let released = |v: &Value| {
+        matches!(
+            protocol::parse_released(v),
+            Some(protocol::Released::Deleted | protocol::Released::Handed(_))
+        )
+    };
     let d = round.decide(Instant::now() + timeout, |replies, last| {
         let t = Tally::of(replies, released);
         (last || t.agreed + t.refused >= q || t.failed > n - q).then_some(Outcome::Released)

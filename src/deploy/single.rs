@@ -19,7 +19,7 @@ use crate::net::async_pool::AsyncPool;
 use crate::net::pool::Pool;
 use crate::net::transport::{block_on, Transport};
 use crate::options::{Interrupt, LockInfo, SharedInfo, Wait};
-use crate::protocol::{self, scripts, Cap, LockKeys, Script, QUEUE_GRACE_MS};
+use crate::protocol::{self, scripts, Cap, LockKeys, Released, Script, QUEUE_GRACE_MS};
 use crate::stats::Event;
 
 /// Generic over the transport: the blocking [`Pool`] or the async one.
@@ -304,18 +304,28 @@ impl<P: Transport> Single<P> {
             Ok(r) => r,
             Err(e) => return Err(self.with_key(e, &keys.lock).await),
         };
-        match reply {
-            Value::Int(0) if resent => Err(Error::Unconfirmed {
+        match protocol::parse_released(&reply) {
+            Some(Released::NotOwner) if resent => Err(Error::Unconfirmed {
                 key: show_key(&keys.lock),
                 addr: self.pool.target().addr.clone(),
             }),
-            Value::Int(0) => Ok(false),
-            Value::Int(1) => Ok(true),
-            Value::Int(2) => {
+            Some(Released::NotOwner) => Ok(false),
+            Some(Released::Deleted) => Ok(true),
+            Some(Released::Handed(to)) => {
                 self.pool.stats().count(Event::HandoffGiven);
+                if let Some((id, nonce)) = to {
+                    // A waiter of this process: told now, not when the
+                    // subscriber's copy of the message is read.
+                    if self.pool.hand_here(id, nonce) {
+                        tracing::debug!(
+                            lock = %show_key(&keys.lock),
+                            "released: handed to a waiter of this process"
+                        );
+                    }
+                }
                 Ok(true)
             }
-            other => Err(self.unexpected("the release", &other)),
+            None => Err(self.unexpected("the release", &reply)),
         }
     }
 

@@ -481,6 +481,10 @@ impl Transport for AsyncPool {
         self.is_cluster_target()
     }
 
+    fn hand_here(&self, id: &str, nonce: &str) -> bool {
+        self.0.pool.hand_here(id, nonce)
+    }
+
     fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool {
         self.0.pool.misplaced(ticket, key)
     }

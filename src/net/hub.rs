@@ -72,6 +72,20 @@ pub(crate) enum Delivery {
     Moved,
 }
 
+thread_local! {
+    /// Set when a release on this thread handed its lock to a thread of
+    /// this process that slept waiting for it (see [`take_woke_here`]).
+    static WOKE_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a release on this thread handed its lock to a sleeping thread of
+/// this process since the last ask. A binding whose threads take turns on a
+/// global lock (Python's) lets that thread run first.
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+pub(crate) fn take_woke_here() -> bool {
+    WOKE_HERE.with(|w| w.replace(false))
+}
+
 /// Where one waiter's message lands: a thread blocks on the condition
 /// variable, a task leaves its waker.
 struct Slot {
@@ -108,11 +122,13 @@ impl Slot {
         locked(&self.state).came.clone()
     }
 
-    fn deliver(&self, d: Delivery) {
+    /// Deliver `d` unless something came already: whether a thread slept
+    /// waiting for it (and was woken).
+    fn deliver(&self, d: Delivery) -> bool {
         let (task, asleep) = {
             let mut st = locked(&self.state);
             if st.came.is_some() {
-                return;
+                return false;
             }
             st.came = Some(d);
             (st.task.take(), st.asleep)
@@ -123,6 +139,7 @@ impl Slot {
         if let Some(w) = task {
             w.wake();
         }
+        asleep
     }
 
     /// Give a queued thread the turn to read, unless its wait is over.
@@ -751,6 +768,31 @@ impl Hub {
             }
         };
         Ok(Self::ticket(channel))
+    }
+
+    /// A release by this process handed a lock to the waiter `nonce` on
+    /// the channel `id`: if that channel is one of ours, deliver the
+    /// hand-off now. The message the release published for it still comes,
+    /// and is then for a waiter that already has what it says.
+    pub(crate) fn hand_here(&self, id: &str, nonce: &str) -> bool {
+        let channel = {
+            let c = locked(&self.channels);
+            if c.0 != crate::sync::pid() {
+                return false;
+            }
+            c.1.values().find(|ch| ch.id == id).cloned()
+        };
+        let Some(ch) = channel else { return false };
+        let slot = locked(&ch.waiters).by_nonce.get(nonce).cloned();
+        match slot {
+            Some(slot) => {
+                if slot.deliver(Delivery::Handed(0)) {
+                    WOKE_HERE.with(|w| w.set(true));
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     /// Whether a live channel to `node` is open.

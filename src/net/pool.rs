@@ -193,6 +193,12 @@ impl Pool {
         }
     }
 
+    /// A release handed the lock to the waiter `nonce` on the channel `id`:
+    /// if that waiter is of this process, tell it now.
+    pub(crate) fn hand_here(&self, id: &str, nonce: &str) -> bool {
+        self.hub.hand_here(id, nonce)
+    }
+
     /// Whether a subscriber may receive messages PUBLISHed on another node
     /// (Cluster broadcasts them; a demoted Sentinel master gets them
     /// replicated).
@@ -806,6 +812,10 @@ impl Transport for Arc<Pool> {
 
     fn remote_publish(&self) -> bool {
         Pool::remote_publish(self)
+    }
+
+    fn hand_here(&self, id: &str, nonce: &str) -> bool {
+        Pool::hand_here(self, id, nonce)
     }
 
     fn is_cluster(&self) -> bool {

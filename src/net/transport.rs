@@ -43,6 +43,10 @@ pub(crate) trait Transport: Send + Sync + Clone + 'static {
 
     fn is_cluster(&self) -> bool;
 
+    /// A release handed the lock to the waiter `nonce` on the subscriber
+    /// channel `id`: if that waiter is of this process, tell it now.
+    fn hand_here(&self, id: &str, nonce: &str) -> bool;
+
     /// Whether `ticket`'s subscriber sits on another node than the one
     /// serving `key`'s slot now (a cluster's slot moved): no release there
     /// counts that waiter.
