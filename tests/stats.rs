@@ -504,3 +504,31 @@ fn debug_lines_explain_waits_and_losses() {
         "{all}"
     );
 }
+
+#[test]
+fn a_release_wakes_a_waiter_of_another_client_of_its_process_itself() {
+    let lines = captured();
+    let srv = Server::start();
+    let (a, b) = (
+        Client::open(&srv.url()).unwrap(),
+        Client::open(&srv.url()).unwrap(),
+    );
+    let holder = a.acquire("across", 30 * S, Wait::TryOnce).unwrap();
+    let b2 = b.clone();
+    let waiter = thread::spawn(move || {
+        let lock = b.acquire("across", 10 * S, Wait::Timeout(10 * S)).unwrap();
+        lock.release().unwrap();
+    });
+    // The waiter's client has its own subscriber: the release's reply names
+    // that subscriber's channel, which this process knows.
+    until_waiters(&b2, 1);
+    holder.release().unwrap();
+    waiter.join().unwrap();
+    assert_eq!(b2.stats().handoffs_received, 1);
+    let all = lines.0.lock().unwrap().join("\n");
+    assert!(
+        all.lines().any(|l| l.contains("lock=\"across\"")
+            && l.contains("released: handed to a waiter of this process")),
+        "{all}"
+    );
+}

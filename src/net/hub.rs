@@ -770,31 +770,6 @@ impl Hub {
         Ok(Self::ticket(channel))
     }
 
-    /// A release by this process handed a lock to the waiter `nonce` on
-    /// the channel `id`: if that channel is one of ours, deliver the
-    /// hand-off now. The message the release published for it still comes,
-    /// and is then for a waiter that already has what it says.
-    pub(crate) fn hand_here(&self, id: &str, nonce: &str) -> bool {
-        let channel = {
-            let c = locked(&self.channels);
-            if c.0 != crate::sync::pid() {
-                return false;
-            }
-            c.1.values().find(|ch| ch.id == id).cloned()
-        };
-        let Some(ch) = channel else { return false };
-        let slot = locked(&ch.waiters).by_nonce.get(nonce).cloned();
-        match slot {
-            Some(slot) => {
-                if slot.deliver(Delivery::Handed(0)) {
-                    WOKE_HERE.with(|w| w.set(true));
-                }
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Whether a live channel to `node` is open.
     pub(crate) fn is_live(&self, node: &str) -> bool {
         self.live(node).is_some()
@@ -889,7 +864,51 @@ impl Hub {
         let reader = channel.clone();
         crate::sync::spawn_quiet("redislock-wake", move || reader.background(&*tick))
             .map_err(|e| Error::Internal(format!("cannot start the wake-up thread: {e}")))?;
+        let mut all = locked(&CHANNELS);
+        let here = of_this_process(&mut all);
+        here.retain(|_, ch| ch.strong_count() > 0);
+        here.insert(channel.id.clone(), Arc::downgrade(&channel));
         Ok(channel)
+    }
+}
+
+/// Every subscriber channel of this process, of every client, by id: a
+/// release by any client of the process wakes a waiter of another client
+/// of the process directly (see [`hand_here`]).
+static CHANNELS: Mutex<Option<(u32, ByID)>> = Mutex::new(None);
+
+type ByID = HashMap<String, std::sync::Weak<Channel>>;
+
+/// This process's part of [`CHANNELS`] (a forked child's starts empty).
+fn of_this_process(all: &mut Option<(u32, ByID)>) -> &mut ByID {
+    let pid = crate::sync::pid();
+    if all.as_ref().is_none_or(|(p, _)| *p != pid) {
+        *all = Some((pid, HashMap::new()));
+    }
+    &mut all.get_or_insert_with(|| (pid, HashMap::new())).1
+}
+
+/// A release by this process handed a lock to the waiter `nonce` on the
+/// channel `id`: if that channel is this process's (of any client), deliver
+/// the hand-off now. The message the release published for it still comes,
+/// and is then for a waiter that already has what it says.
+pub(crate) fn hand_here(id: &str, nonce: &str) -> bool {
+    let channel = {
+        let mut all = locked(&CHANNELS);
+        of_this_process(&mut all)
+            .get(id)
+            .and_then(std::sync::Weak::upgrade)
+    };
+    let Some(ch) = channel else { return false };
+    let slot = locked(&ch.waiters).by_nonce.get(nonce).cloned();
+    match slot {
+        Some(slot) => {
+            if slot.deliver(Delivery::Handed(0)) {
+                WOKE_HERE.with(|w| w.set(true));
+            }
+            true
+        }
+        None => false,
     }
 }
 
