@@ -79,8 +79,10 @@ pub enum Error {
     NotAcquired {
         /// The lock name, for display.
         key: String,
-        /// How long the holder's lock still had to live when we gave up,
-        /// if the key had a TTL.
+        /// How long the holder's lock still had to live when we gave up:
+        /// `Duration::MAX` when its key has no expiry, `None` when the
+        /// reply did not say (a try-once is the helper's `SET … NX PX …
+        /// GET`, whose reply names the holder but not its TTL).
         holder_ttl: Option<Duration>,
         /// How long this call waited.
         waited: Duration,
@@ -206,10 +208,15 @@ pub enum Error {
     },
 }
 
+/// A holder's remaining TTL that the reply did not tell (see
+/// [`Error::not_acquired`]).
+pub(crate) const UNKNOWN_TTL: i64 = i64::MIN;
+
 fn holder_ttl_text(ttl: Option<Duration>) -> String {
     match ttl {
+        Some(Duration::MAX) => String::from(" (its key has no expiry)"),
         Some(d) => format!(" (its lock expires in {} ms)", d.as_millis()),
-        None => String::from(" (its key has no expiry)"),
+        None => String::new(),
     }
 }
 
@@ -266,10 +273,14 @@ impl Error {
 
     /// The wait for `key` ran out (`pttl`: the holder's remaining TTL in
     /// ms, negative when unknown; `started`: when the acquisition began).
+    /// `pttl` as PTTL answers (`-1`: no expiry), or [`UNKNOWN_TTL`].
     pub(crate) fn not_acquired(key: &[u8], pttl: i64, started: std::time::Instant) -> Error {
         Error::NotAcquired {
             key: show_key(key),
-            holder_ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            holder_ttl: match pttl {
+                -1 => Some(Duration::MAX),
+                _ => u64::try_from(pttl).ok().map(Duration::from_millis),
+            },
             waited: started.elapsed(),
         }
     }

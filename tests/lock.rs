@@ -265,6 +265,18 @@ fn the_raw_set_nx_pattern_and_this_library_exclude_each_other() {
     // the TTL; a wait reads it.
     let e = client.acquire("shared", 5 * S, Wait::TryOnce).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotAcquired, "{e}");
+    // ... so it says nothing of it (it once said "its key has no expiry").
+    assert!(
+        matches!(
+            e,
+            Error::NotAcquired {
+                holder_ttl: None,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(!e.to_string().contains("expir"), "{e}");
     let e = client
         .acquire("shared", 5 * S, Wait::Timeout(ms(100)))
         .unwrap_err();
@@ -275,6 +287,27 @@ fn the_raw_set_nx_pattern_and_this_library_exclude_each_other() {
         }
         other => panic!("expected NotAcquired, got {other}"),
     }
+    // A raw key with no expiry: said, and `Duration::MAX`.
+    let _: () = redis::cmd("SET")
+        .arg("forever")
+        .arg("59")
+        .query(&mut raw)
+        .unwrap();
+    let e = client
+        .acquire("forever", 5 * S, Wait::Timeout(ms(100)))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NotAcquired {
+                holder_ttl: Some(Duration::MAX),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("its key has no expiry"), "{e}");
+    let _: () = redis::cmd("DEL").arg("forever").query(&mut raw).unwrap();
     // The stateless release by request id works on a raw lock...
     assert!(!client.release_token("shared", "4").unwrap());
     assert_eq!(get(&mut raw, b"shared").as_deref(), Some(&b"59"[..]));

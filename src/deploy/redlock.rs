@@ -508,7 +508,7 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
     if errors.len() > n - q {
         return Err(no_quorum(&keys.lock, n, &errors));
     }
-    Ok(Err(holder_ttl.unwrap_or(-1)))
+    Ok(Err(holder_ttl.unwrap_or(crate::error::UNKNOWN_TTL)))
 }
 
 /// The pause before the next attempt: random, at most [`MAX_RETRY_DELAY`],

@@ -65,8 +65,8 @@ pub(super) enum Tried {
     Taken(u64),
     /// Held by another owner (or by us already: taking a lock held with
     /// the same token again fails, as the helper's `SET NX` does), with
-    /// the holder's remaining TTL in ms when the reply tells it (-1 when
-    /// not).
+    /// the holder's remaining TTL in ms as PTTL answers it, or
+    /// [`crate::error::UNKNOWN_TTL`] when the reply does not tell it.
     Held(i64),
 }
 
@@ -115,7 +115,7 @@ pub(super) async fn try_take(
                 (Value::Nil, _) => Ok(Tried::Taken(0)),
                 // A first sending that took it before its connection broke.
                 (Value::BulkString(holder), true) if holder == token => Ok(Tried::Taken(0)),
-                (Value::BulkString(_), _) => Ok(Tried::Held(-1)),
+                (Value::BulkString(_), _) => Ok(Tried::Held(crate::error::UNKNOWN_TTL)),
                 (other, _) => Err(unexpected(server.io(), "SET … NX … GET", &other)),
             };
         }
