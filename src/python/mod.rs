@@ -850,6 +850,8 @@ impl Lock {
                 }
             };
             drawn(&self.released, id, &lock);
+            // Set by an earlier release on this thread that was not asked.
+            let _ = crate::net::hub::take_woke_here();
             let released = deferring(|| lock.release());
             if crate::net::hub::take_woke_here() {
                 // The lock went to a thread of this process that slept
