@@ -520,7 +520,9 @@ fn a_release_wakes_a_waiter_of_another_client_of_its_process_itself() {
         lock.release().unwrap();
     });
     // The waiter's client has its own subscriber: the release's reply names
-    // that subscriber's channel, which this process knows.
+    // that subscriber's channel, which this process knows. (The release
+    // wakes the waiter unless the subscriber read its message first: which
+    // comes first is the machine's choice, not asserted.)
     until_waiters(&b2, 1);
     holder.release().unwrap();
     waiter.join().unwrap();

@@ -890,8 +890,9 @@ fn of_this_process(all: &mut Option<(u32, ByID)>) -> &mut ByID {
 
 /// A release by this process handed a lock to the waiter `nonce` on the
 /// channel `id`: if that channel is this process's (of any client), deliver
-/// the hand-off now. The message the release published for it still comes,
-/// and is then for a waiter that already has what it says.
+/// the hand-off now, unless the waiter's copy of the message came first.
+/// That copy comes anyway, and is then for a waiter that already has what
+/// it says. Whether the channel is this process's.
 pub(crate) fn hand_here(id: &str, nonce: &str) -> bool {
     let channel = {
         let mut all = locked(&CHANNELS);
@@ -900,16 +901,12 @@ pub(crate) fn hand_here(id: &str, nonce: &str) -> bool {
             .and_then(std::sync::Weak::upgrade)
     };
     let Some(ch) = channel else { return false };
+    // Gone: its copy of the message was read first, and woke it.
     let slot = locked(&ch.waiters).by_nonce.get(nonce).cloned();
-    match slot {
-        Some(slot) => {
-            if slot.deliver(Delivery::Handed(0)) {
-                WOKE_HERE.with(|w| w.set(true));
-            }
-            true
-        }
-        None => false,
+    if slot.is_some_and(|slot| slot.deliver(Delivery::Handed(0))) {
+        WOKE_HERE.with(|w| w.set(true));
     }
+    true
 }
 
 impl Drop for Hub {
