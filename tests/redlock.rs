@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{info_field, script_calls, timed, wait_until, Server};
 use redis::Commands;
-use redislock::{AcquireOptions, Client, ErrorKind, Wait};
+use redislock::{AcquireOptions, Client, Error, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -629,4 +629,41 @@ fn connections_the_nodes_closed_and_a_flushed_script_cache_fail_no_acquisition()
             nowhere(&servers, "closed")
         });
     }
+}
+
+#[test]
+fn a_key_with_no_expiry_on_a_majority_is_said_and_waited_out() {
+    // PTTL -1 is `Duration::MAX`: a wait's pause never adds to it (it once
+    // overflowed in the async wait: a panic, seen from Node.js).
+    let (servers, client) = cluster(3);
+    for srv in &servers[1..] {
+        let _: () = srv.raw().set("rl-forever", "other").unwrap();
+    }
+    let check = |e: Error| {
+        assert!(
+            matches!(
+                e,
+                Error::NotAcquired {
+                    holder_ttl: Some(Duration::MAX),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("its key has no expiry"), "{e}");
+    };
+    check(
+        client
+            .acquire("rl-forever", 10 * S, Wait::Timeout(ms(150)))
+            .unwrap_err(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    check(
+        rt.block_on(client.acquire_async("rl-forever", 10 * S, Wait::Timeout(ms(150))))
+            .unwrap_err(),
+    );
+    assert_eq!(value(&servers[0], "rl-forever"), None);
 }

@@ -515,7 +515,10 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
 /// the holder's remaining TTL (+1 ms) and what is `left` of the wait.
 fn retry_pause(holder_ttl: Option<Duration>, left: Duration) -> Duration {
     let cap = match holder_ttl {
-        Some(t) => (t + Duration::from_millis(1)).min(MAX_RETRY_DELAY),
+        // `Duration::MAX`: a key with no expiry.
+        Some(t) => t
+            .saturating_add(Duration::from_millis(1))
+            .min(MAX_RETRY_DELAY),
         None => MAX_RETRY_DELAY,
     };
     random_below(cap.min(left))
