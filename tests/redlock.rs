@@ -639,19 +639,7 @@ fn a_key_with_no_expiry_on_a_majority_is_said_and_waited_out() {
     for srv in &servers[1..] {
         let _: () = srv.raw().set("rl-forever", "other").unwrap();
     }
-    let check = |e: Error| {
-        assert!(
-            matches!(
-                e,
-                Error::NotAcquired {
-                    holder_ttl: Some(Duration::MAX),
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-        assert!(e.to_string().contains("its key has no expiry"), "{e}");
-    };
+    let check = |e: Error| common::assert_held_with_no_expiry(&e);
     check(
         client
             .acquire("rl-forever", 10 * S, Wait::Timeout(ms(150)))

@@ -482,7 +482,7 @@ impl Transport for AsyncPool {
     }
 
     fn hand_here(&self, id: &str, nonce: &str) -> bool {
-        self.0.pool.hand_here(id, nonce)
+        crate::net::hub::hand_here(id, nonce)
     }
 
     fn misplaced(&self, ticket: &Ticket, key: &[u8]) -> bool {

@@ -193,12 +193,6 @@ impl Pool {
         }
     }
 
-    /// A release handed the lock to the waiter `nonce` on the channel `id`:
-    /// if that waiter is of this process, tell it now.
-    pub(crate) fn hand_here(&self, id: &str, nonce: &str) -> bool {
-        crate::net::hub::hand_here(id, nonce)
-    }
-
     /// Whether a subscriber may receive messages PUBLISHed on another node
     /// (Cluster broadcasts them; a demoted Sentinel master gets them
     /// replicated).
@@ -815,7 +809,7 @@ impl Transport for Arc<Pool> {
     }
 
     fn hand_here(&self, id: &str, nonce: &str) -> bool {
-        Pool::hand_here(self, id, nonce)
+        crate::net::hub::hand_here(id, nonce)
     }
 
     fn is_cluster(&self) -> bool {

@@ -812,6 +812,23 @@ pub fn info_field(raw: &mut redis::Connection, section: &str, field: &str) -> u6
 /// Since `before`, one release of `client` handed its lock straight to a
 /// waiter of `client`, which took it so: neither found it free by a retry
 /// (the statistics count what happened, whatever the clock says).
+/// `e` is a `NotAcquired` for a holder whose key has no expiry: its
+/// `holder_ttl` is `Duration::MAX`, and its message says so.
+#[allow(dead_code)]
+pub fn assert_held_with_no_expiry(e: &redislock::Error) {
+    assert!(
+        matches!(
+            e,
+            redislock::Error::NotAcquired {
+                holder_ttl: Some(Duration::MAX),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("its key has no expiry"), "{e}");
+}
+
 pub fn assert_one_hand_off(client: &redislock::Client, before: &redislock::Stats, what: &str) {
     let s = client.stats();
     assert_eq!(
