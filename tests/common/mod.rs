@@ -238,13 +238,11 @@ fn start_cluster_of(
     let start = Instant::now();
     for s in &servers {
         loop {
-            let info: String = redis::cmd("CLUSTER")
-                .arg("INFO")
-                .query(&mut s.raw())
+            let info: String = s
+                .query(redis::cmd("CLUSTER").arg("INFO"))
                 .unwrap_or_default();
-            let replication: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut s.raw())
+            let replication: String = s
+                .query(redis::cmd("INFO").arg("replication"))
                 .unwrap_or_default();
             let synced = if replication.contains("role:slave") {
                 replication.contains("master_link_status:up")
@@ -590,6 +588,14 @@ impl Server {
 
     /// A raw redis-rs connection, for checking what the library wrote.
     pub fn raw(&self) -> redis::Connection {
+        self.try_raw().unwrap()
+    }
+
+    /// [`Server::raw`], or the error of connecting: for the loops that
+    /// poll a server while a sentinel reconfigures it (a sentinel ends
+    /// every normal client's connection with `CLIENT KILL TYPE normal`
+    /// when it turns a master into a replica, also one being opened).
+    pub fn try_raw(&self) -> redis::RedisResult<redis::Connection> {
         let c = match &self.tls {
             Some(tls) => redis::Client::build_with_tls(
                 self.url(),
@@ -601,11 +607,15 @@ impl Server {
             None => redis::Client::open(self.url()),
         }
         .unwrap();
-        let con = c
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        con
+        let con = c.get_connection_with_timeout(Duration::from_secs(2))?;
+        con.set_read_timeout(Some(Duration::from_secs(5)))?;
+        Ok(con)
+    }
+
+    /// `cmd` on a new raw connection, or the error of connecting or of
+    /// the command (see [`Server::try_raw`]).
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+        cmd.query(&mut self.try_raw()?)
     }
 
     /// SIGKILL the server and wait for it.

@@ -6,17 +6,17 @@ use super::{wait_until, Server, Tls};
 const S: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub fn info(srv: &Server, section: &str) -> String {
-    redis::cmd("INFO")
-        .arg(section)
-        .query(&mut srv.raw())
+    srv.query(redis::cmd("INFO").arg(section))
         .unwrap_or_default()
 }
 
 pub fn master_port(sentinel: &Server) -> Option<u16> {
-    let r: Option<(String, u16)> = redis::cmd("SENTINEL")
-        .arg("get-master-addr-by-name")
-        .arg("mymaster")
-        .query(&mut sentinel.raw())
+    let r: Option<(String, u16)> = sentinel
+        .query(
+            redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg("mymaster"),
+        )
         .ok()?;
     r.map(|(_, p)| p)
 }
@@ -85,10 +85,8 @@ pub fn deployment_with(tls: Option<&Tls>, down_after_ms: u64) -> (Server, Server
         20 * S,
         || {
             sentinels.iter().all(|s| {
-                let m: Vec<String> = redis::cmd("SENTINEL")
-                    .arg("master")
-                    .arg("mymaster")
-                    .query(&mut s.raw())
+                let m: Vec<String> = s
+                    .query(redis::cmd("SENTINEL").arg("master").arg("mymaster"))
                     .unwrap_or_default();
                 let field = |name: &str| {
                     m.iter()
