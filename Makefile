@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := target/venv-test
 
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
-	node test-node test-node-run bench-node \
+	node test-node test-node-run bench-node java test-java test-java-run \
 	test-valkey test-valkey-run demo demo-run \
 	test-chaos chaos fuzz dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
@@ -40,7 +40,7 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey (test-valkey-run)
-test: deps lint dist-test test-rust test-python test-php test-ruby test-node test-demo test-dist test-chaos test-valkey-run
+test: deps lint dist-test test-rust test-python test-php test-ruby test-node test-java test-demo test-dist test-chaos test-valkey-run
 # The suite tests the artifacts of `make dist`, built unoptimised
 # (dist-test): the Python suites run on its wheel, the Node.js suites on its
 # addon, and test-dist installs them all as users do.
@@ -87,7 +87,7 @@ test-valkey-run:
 	$(CARGO) build
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS) $(addprefix --skip ,$(VALKEY_WITHOUT_TLS))
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --doc
-	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-demo
+	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-java-run test-demo
 
 # Vendored code (redis-objects' specs, node-redlock's tests) is not ours to lint.
 lint:
@@ -180,6 +180,35 @@ test-node-run:
 		|| npm install --silent --no-audit --no-fund --prefix $(NODE_TOOLS) typescript@5 @types/node@20 ava@4.3.3 ioredis@4.31.0
 	$(NODE_TOOLS)/node_modules/.bin/tsc -p examples/node/tsconfig.json
 	node bindings/node/test/redlock-suite/run.js
+
+## make java: the Java binding's jar, target/java/redislock-<version>.jar
+## (the classes; the library comes from -Dredislock.library, REDISLOCK_LIB,
+## a jar that bundles it (make dist) or the system path)
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+JAVA_JAR := target/java/redislock-$(VERSION).jar
+# Debian's JNA and JUnit 5 (libjna-java, junit5): no Maven repository needed.
+JNA_JAR := /usr/share/java/jna.jar
+JUNIT_CP := /usr/share/java/junit-jupiter-api.jar:/usr/share/java/opentest4j.jar:/usr/share/java/apiguardian-api.jar:/usr/share/java/junit-platform-commons.jar
+java: deps
+	bindings/java/build.sh $(JAVA_JAR) $(VERSION)
+
+## make test-java: the Java binding's JUnit 5 tests (Debian's console
+## launcher), with Python and PHP holders of the same locks
+test-java: deps python-env
+	$(MAKE) --no-print-directory test-java-run
+
+# Without rebuilding the wheel: test-valkey-run runs this again.
+test-java-run:
+	$(CARGO) build
+	bindings/java/build.sh $(JAVA_JAR) $(VERSION)
+	rm -rf target/java/test-classes target/java/reports
+	javac --release 17 -Xlint:all -Werror -encoding UTF-8 -cp $(JAVA_JAR):$(JNA_JAR):$(JUNIT_CP) \
+		-d target/java/test-classes $$(find bindings/java/src/test/java -name '*.java')
+	cd bindings/java && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
+		java -Dredislock.root=$(CURDIR) -jar /usr/share/java/junit-platform-console-standalone.jar \
+		--class-path $(CURDIR)/target/java/test-classes:$(CURDIR)/$(JAVA_JAR):$(JNA_JAR) \
+		--scan-class-path --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree \
+		--reports-dir $(CURDIR)/target/java/reports
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
 ## Sentinel and on Cluster, C, Python and PHP workers; about 2 minutes):

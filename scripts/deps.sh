@@ -60,6 +60,10 @@ have ruby && ruby -e "require 'active_support'" >/dev/null 2>&1 || need+=(ruby-a
 # TypeScript for the declarations' check).
 have node || need+=(nodejs)
 have npm  || need+=(npm)
+# The Java binding: Debian's JDK 17, JNA and JUnit 5 (console launcher).
+have javac || need+=(openjdk-17-jdk-headless)
+[ -f /usr/share/java/jna.jar ] || need+=(libjna-java)
+[ -f /usr/share/java/junit-platform-console-standalone.jar ] || need+=(junit5)
 # make dist and make dist-check: the Debian packages (dpkg-shlibdeps,
 # lintian), ELF tools, Composer.
 have dpkg-shlibdeps || need+=(dpkg-dev)

@@ -1,0 +1,653 @@
+package io.redislock;
+
+import com.sun.jna.StringArray;
+import java.lang.ref.Cleaner;
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.OptionalLong;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
+
+/**
+ * A connection pool and renewal thread for one Redis deployment (one URL:
+ * {@code redis://}, {@code rediss://}, {@code unix://}, {@code redis+sentinel://},
+ * {@code redis+cluster://}), or for several independent servers (a list of
+ * URLs: Redlock). Thread-safe: one per JVM is the rule. {@link #close()}
+ * frees it; locks taken through it stay valid and may still be released.
+ *
+ * <p>Names are Strings (UTF-8) or byte arrays; times are {@link Duration}s.
+ * Bad arguments throw {@link IllegalArgumentException} or
+ * {@link NullPointerException} before any I/O.
+ */
+public final class RedisLockClient implements AutoCloseable {
+  /** Ends a wait of this thread when it is interrupted: installed around each interruptible acquire. */
+  private static final NativeLib.InterruptFn INTERRUPTED =
+      userdata -> Thread.currentThread().isInterrupted() ? 1 : 0;
+
+  private static final long CLOSED = Long.MIN_VALUE;
+
+  /**
+   * The native client and who is using it: calls count themselves in and
+   * out, and the last one out after {@link #close()} frees it, so a close
+   * never frees a client under a call of another thread.
+   */
+  private static final class Native implements Runnable {
+    final long ptr;
+    final AtomicLong users = new AtomicLong(); // CLOSED bit | calls in progress
+    final AtomicBoolean freed = new AtomicBoolean();
+
+    Native(long ptr) {
+      this.ptr = ptr;
+    }
+
+    long enter() {
+      while (true) {
+        long u = users.get();
+        if ((u & CLOSED) != 0) {
+          throw new IllegalStateException("this RedisLockClient was closed");
+        }
+        if (users.compareAndSet(u, u + 1)) {
+          return ptr;
+        }
+      }
+    }
+
+    void exit() {
+      if (users.decrementAndGet() == CLOSED) {
+        free();
+      }
+    }
+
+    /** close(), or the cleaner of a client nobody closed. */
+    @Override
+    public void run() {
+      while (true) {
+        long u = users.get();
+        if ((u & CLOSED) != 0) {
+          return;
+        }
+        if (users.compareAndSet(u, u | CLOSED)) {
+          if (u == 0) {
+            free();
+          }
+          return;
+        }
+      }
+    }
+
+    void free() {
+      if (freed.compareAndSet(false, true)) {
+        NativeLib.redislock_client_free(ptr);
+      }
+    }
+  }
+
+  enum Kind { LOCK, READ, WRITE, SEMAPHORE }
+
+  private final Native nat;
+  private final Cleaner.Cleanable cleanable;
+  private final String addr;
+  private final ClientOptions options;
+  private final Executor executor;
+  private final WeakCache<RedisLock> locks = new WeakCache<>();
+  private final WeakCache<RedisReadWriteLock> rwLocks = new WeakCache<>();
+
+  private RedisLockClient(long ptr, ClientOptions options) {
+    this.nat = new Native(ptr);
+    this.options = options;
+    this.executor = options.callbackExecutor();
+    this.cleanable = LockHandle.CLEANER.register(this, nat);
+    this.addr = NativeLib.text((buf, cap) -> NativeLib.redislock_client_addr(ptr, buf, cap));
+  }
+
+  /** A client for one deployment. Validates the URL; does not connect. */
+  public static RedisLockClient open(String url) {
+    return open(url, ClientOptions.DEFAULT);
+  }
+
+  /** A client for one deployment, with options. */
+  public static RedisLockClient open(String url, ClientOptions options) {
+    return open(List.of(checkUrl(url)), options);
+  }
+
+  /** A Redlock client over independent servers (one URL: a single-server client). */
+  public static RedisLockClient open(List<String> urls) {
+    return open(urls, ClientOptions.DEFAULT);
+  }
+
+  /** A Redlock client over independent servers, with options. */
+  public static RedisLockClient open(List<String> urls, ClientOptions options) {
+    Objects.requireNonNull(urls, "urls");
+    Objects.requireNonNull(options, "options");
+    if (urls.isEmpty()) {
+      throw new IllegalArgumentException("urls must not be empty");
+    }
+    for (String u : urls) {
+      checkUrl(u);
+    }
+    long[] out = new long[1];
+    int st;
+    if (urls.size() == 1) {
+      st = options.isShared()
+          ? NativeLib.redislock_client_open_shared(urls.get(0), out)
+          : NativeLib.redislock_client_open(urls.get(0), out);
+    } else {
+      StringArray array = new StringArray(urls.toArray(new String[0]), "UTF-8");
+      st = options.isShared()
+          ? NativeLib.redislock_client_open_redlock_shared(array, urls.size(), out)
+          : NativeLib.redislock_client_open_redlock(array, urls.size(), out);
+    }
+    NativeLib.check(st);
+    return new RedisLockClient(out[0], options);
+  }
+
+  private static String checkUrl(String url) {
+    Objects.requireNonNull(url, "url");
+    if (url.indexOf('\0') >= 0) {
+      throw new IllegalArgumentException("url must not contain a NUL character");
+    }
+    return url;
+  }
+
+  /** The native library's version ("0.1.0"). */
+  public static String nativeVersion() {
+    return NativeLib.redislock_version();
+  }
+
+  /** Where the native library was loaded from. */
+  public static String nativeLibraryPath() {
+    return NativeLib.PATH;
+  }
+
+  /** {@code url} with its passwords replaced by {@code ***}, as every language shows a URL. */
+  public static String redact(String url) {
+    checkUrl(url);
+    return NativeLib.text((buf, cap) -> NativeLib.redislock_redact_url(url, buf, cap));
+  }
+
+  /** Where the client connects (hosts and ports; never credentials). */
+  public String addr() {
+    return addr;
+  }
+
+  public ClientOptions options() {
+    return options;
+  }
+
+  /** Free the client (idempotent). Locks taken through it stay valid. */
+  @Override
+  public void close() {
+    cleanable.clean();
+  }
+
+  @Override
+  public String toString() {
+    return "RedisLockClient{" + addr + ((nat.users.get() & CLOSED) != 0 ? ", closed" : "") + "}";
+  }
+
+  // ---- handles ----------------------------------------------------------
+
+  /**
+   * Take the lock {@code name}, waiting as long as {@code opts} says (by default for ever).
+   *
+   * @throws InterruptedException when this thread is interrupted before or while it waits (the
+   *     waiter leaves the queue; a lock handed over in that moment is released)
+   * @throws LockTimeoutException when a finite wait ran out
+   */
+  public LockHandle acquire(String name, LockOptions opts) throws InterruptedException {
+    return take(Kind.LOCK, Units.name(name), opts, -1, 0, 0, true, true);
+  }
+
+  /** {@link #acquire(String, LockOptions)} with the default options: 30 s TTL, waits for ever. */
+  public LockHandle acquire(String name) throws InterruptedException {
+    return acquire(name, LockOptions.DEFAULT);
+  }
+
+  public LockHandle acquire(byte[] name, LockOptions opts) throws InterruptedException {
+    return take(Kind.LOCK, Units.name(name), opts, -1, 0, 0, true, true);
+  }
+
+  /** {@link #acquire(String, LockOptions)}, not interruptible: an interrupt leaves the flag set. */
+  public LockHandle acquireUninterruptibly(String name, LockOptions opts) {
+    return uninterruptibly(() -> take(Kind.LOCK, Units.name(name), opts, -1, 0, 0, false, true));
+  }
+
+  /** One attempt: the handle, or null while another owner holds it. */
+  public LockHandle tryAcquire(String name) {
+    return uninterruptibly(() -> take(Kind.LOCK, Units.name(name), LockOptions.DEFAULT, 0, 0, 0, false, false));
+  }
+
+  /**
+   * The handle, or null when another owner held it through the wait of
+   * {@code opts} (by default one attempt).
+   *
+   * @throws InterruptedException only when it waits and this thread is interrupted
+   */
+  public LockHandle tryAcquire(String name, LockOptions opts) throws InterruptedException {
+    return take(Kind.LOCK, Units.name(name), opts, 0, 0, 0, true, false);
+  }
+
+  public LockHandle tryAcquire(byte[] name, LockOptions opts) throws InterruptedException {
+    return take(Kind.LOCK, Units.name(name), opts, 0, 0, 0, true, false);
+  }
+
+  /** Take the read-write lock {@code name} shared (any number of readers, while no writer holds or waits). */
+  public LockHandle acquireRead(String name, LockOptions opts) throws InterruptedException {
+    return take(Kind.READ, Units.name(name), opts, -1, 0, 0, true, true);
+  }
+
+  public LockHandle acquireRead(String name) throws InterruptedException {
+    return acquireRead(name, LockOptions.DEFAULT);
+  }
+
+  /** Take the read-write lock {@code name} exclusively. */
+  public LockHandle acquireWrite(String name, LockOptions opts) throws InterruptedException {
+    return take(Kind.WRITE, Units.name(name), opts, -1, 0, 0, true, true);
+  }
+
+  public LockHandle acquireWrite(String name) throws InterruptedException {
+    return acquireWrite(name, LockOptions.DEFAULT);
+  }
+
+  public LockHandle tryAcquireRead(String name, LockOptions opts) throws InterruptedException {
+    return take(Kind.READ, Units.name(name), opts, 0, 0, 0, true, false);
+  }
+
+  public LockHandle tryAcquireRead(String name) {
+    return uninterruptibly(() -> take(Kind.READ, Units.name(name), LockOptions.DEFAULT, 0, 0, 0, false, false));
+  }
+
+  public LockHandle tryAcquireWrite(String name, LockOptions opts) throws InterruptedException {
+    return take(Kind.WRITE, Units.name(name), opts, 0, 0, 0, true, false);
+  }
+
+  public LockHandle tryAcquireWrite(String name) {
+    return uninterruptibly(() -> take(Kind.WRITE, Units.name(name), LockOptions.DEFAULT, 0, 0, 0, false, false));
+  }
+
+  /** The counting semaphore {@code name} admitting {@code limit} permits (1 to 1,000,000). */
+  public RedisSemaphore semaphore(String name, int limit) {
+    return new RedisSemaphore(this, Units.name(name), Units.count(limit, "limit", 1_000_000));
+  }
+
+  /**
+   * The {@link java.util.concurrent.locks.Lock} of {@code name}: owned by a
+   * thread, reentrant, renewed by a watchdog while held. The same object for
+   * the same name as long as it is in use.
+   */
+  public RedisLock getLock(String name) {
+    byte[] key = Units.name(name);
+    return locks.get(name, n -> new RedisLock(this, key, Kind.LOCK, null));
+  }
+
+  /** The {@link java.util.concurrent.locks.ReadWriteLock} of {@code name} (the same object per name while in use). */
+  public RedisReadWriteLock getReadWriteLock(String name) {
+    byte[] key = Units.name(name);
+    return rwLocks.get(name, n -> new RedisReadWriteLock(this, key));
+  }
+
+  /**
+   * Run {@code body} with the lock {@code name} held (renewed in the
+   * background meanwhile) and release it afterwards, also when the body
+   * throws; returns the body's value. When the body returned but the lock
+   * was lost meanwhile (expired, or taken by another owner), its work ran
+   * unprotected: this throws {@link LockNotOwnedException} instead.
+   * {@code opts.interruptOnLoss(true)} interrupts the body's thread at the loss.
+   */
+  public <T, E extends Exception> T executeLocked(String name, LockOptions opts, LockedFunction<T, E> body)
+      throws E, InterruptedException {
+    Objects.requireNonNull(body, "body");
+    LockHandle lock = acquire(name, opts.autoRenew(true));
+    AtomicBoolean running = new AtomicBoolean(true);
+    if (opts.isInterruptOnLoss()) {
+      Thread me = Thread.currentThread();
+      try {
+        lock.onLost(() -> {
+          if (running.get()) {
+            me.interrupt();
+          }
+        });
+      } catch (RuntimeException e) {
+        lock.releaseQuietly();
+        throw e;
+      }
+    }
+    T result;
+    try {
+      result = body.apply(lock);
+    } catch (Throwable e) {
+      running.set(false);
+      lock.releaseQuietly();
+      throw e;
+    }
+    running.set(false);
+    if (lock.isReleased()) {
+      return result; // the body released it itself
+    }
+    boolean lost = lock.isLost();
+    String cause = "";
+    try {
+      lock.release();
+    } catch (LockNotOwnedException e) {
+      lost = true;
+      cause = ": " + e.getMessage();
+    } catch (LockException e) {
+      if (!lost) {
+        throw e;
+      }
+      cause = ": " + e.getMessage();
+    }
+    if (lost) {
+      throw new LockNotOwnedException("the body returned, but the lock \"" + name
+          + "\" was lost while it ran (expired, or another owner took it), so its work ran unprotected" + cause,
+          NativeLib.NOT_OWNER);
+    }
+    return result;
+  }
+
+  // ---- by token -----------------------------------------------------------
+
+  /** Release the lock {@code name} if {@code token} holds it: true, or false when it does not (nothing changed). */
+  public boolean releaseToken(String name, byte[] token) {
+    byte[] key = Units.name(name);
+    byte[] tok = Units.token(token);
+    return byToken(c -> NativeLib.redislock_release_token(c, key, key.length, tok, tok.length));
+  }
+
+  public boolean releaseToken(String name, String token) {
+    return releaseToken(name, Units.token(token));
+  }
+
+  /** Set the remaining time of the lock {@code name} to {@code ttl} if {@code token} holds it (never re-created). */
+  public boolean extendToken(String name, byte[] token, Duration ttl) {
+    byte[] key = Units.name(name);
+    byte[] tok = Units.token(token);
+    long ms = Units.ttlMs(ttl);
+    return byToken(c -> NativeLib.redislock_extend_token(c, key, key.length, tok, tok.length, ms));
+  }
+
+  public boolean extendToken(String name, String token, Duration ttl) {
+    return extendToken(name, Units.token(token), ttl);
+  }
+
+  /** Whether {@code token} holds the lock {@code name} right now (one round trip). */
+  public boolean isOwnedBy(String name, byte[] token) {
+    byte[] key = Units.name(name);
+    byte[] tok = Units.token(token);
+    byte[] out = new byte[1];
+    call(c -> NativeLib.redislock_is_owned_by(c, key, key.length, tok, tok.length, out));
+    return out[0] != 0;
+  }
+
+  public boolean isOwnedBy(String name, String token) {
+    return isOwnedBy(name, Units.token(token));
+  }
+
+  /** The fencing number of the lock {@code name} held with {@code token}, or empty when it does not hold it. */
+  public OptionalLong fenceToken(String name, byte[] token) {
+    byte[] key = Units.name(name);
+    byte[] tok = Units.token(token);
+    long[] out = new long[1];
+    boolean held = byToken(c -> NativeLib.redislock_fence_token(c, key, key.length, tok, tok.length, out));
+    return held ? OptionalLong.of(out[0]) : OptionalLong.empty();
+  }
+
+  public OptionalLong fenceToken(String name, String token) {
+    return fenceToken(name, Units.token(token));
+  }
+
+  /**
+   * Take the lock {@code name} from whoever holds it and hand it to the
+   * oldest waiter, as a release would: the operator's unlock, for a lock
+   * whose owner is known to be gone (it breaks mutual exclusion if that
+   * owner is still working). True when a holder was removed. Fences stay
+   * monotonic; only the plain lock, never a semaphore or read-write lock.
+   */
+  public boolean forceRelease(String name) {
+    byte[] key = Units.name(name);
+    byte[] out = new byte[1];
+    call(c -> NativeLib.redislock_force_release(c, key, key.length, out));
+    return out[0] != 0;
+  }
+
+  // ---- what it did, what it sees ----------------------------------------
+
+  /** What this client did so far: counters, gauges and two histograms. No I/O. */
+  public ClientStats stats() {
+    long[] out = new long[ClientStats.LONGS];
+    out[0] = ClientStats.LONGS * 8L; // size (low 32 bits), reserved 0
+    call(c -> NativeLib.redislock_client_stats(c, out));
+    return ClientStats.of(out);
+  }
+
+  /**
+   * Check every server this client's locks may reach for what makes a lock
+   * unsafe or slow, and run one lock cycle: the checks of {@code redislock doctor}.
+   *
+   * @throws LockConnectionException when the server (or every sentinel or cluster node) cannot be reached
+   */
+  public DoctorReport doctor() {
+    long[] out = new long[1];
+    call(c -> NativeLib.redislock_doctor(c, out));
+    try {
+      return DoctorReport.of(out[0]);
+    } finally {
+      NativeLib.redislock_report_free(out[0]);
+    }
+  }
+
+  // ---- internals ----------------------------------------------------------
+
+  interface Call {
+    int run(long client);
+  }
+
+  /** Run a call on the native client; throws its error. */
+  private void call(Call f) {
+    long c = nat.enter();
+    int st;
+    RuntimeException err = null;
+    try {
+      st = f.run(c);
+      if (st != NativeLib.OK) {
+        err = NativeLib.error(st);
+      }
+    } finally {
+      nat.exit();
+    }
+    if (err != null) {
+      throw err;
+    }
+  }
+
+  /** A by-token call: false for NOT_OWNER, its error for the others. */
+  private boolean byToken(Call f) {
+    long c = nat.enter();
+    RuntimeException err = null;
+    int st;
+    try {
+      st = f.run(c);
+      if (st != NativeLib.OK && st != NativeLib.NOT_OWNER) {
+        err = NativeLib.error(st);
+      }
+    } finally {
+      nat.exit();
+    }
+    if (err != null) {
+      throw err;
+    }
+    return st == NativeLib.OK;
+  }
+
+  interface Taking {
+    LockHandle run() throws InterruptedException;
+  }
+
+  private static LockHandle uninterruptibly(Taking f) {
+    try {
+      return f.run();
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible acquire was interrupted", e);
+    }
+  }
+
+  /**
+   * Every acquisition. {@code waitDefault}: the wait when {@code opts} names
+   * none (-1 forever, 0 once). {@code interruptible}: an interrupt ends a wait
+   * with InterruptedException. {@code timeoutThrows}: a wait that ran out
+   * throws LockTimeoutException (acquire) or gives null (tryAcquire).
+   */
+  LockHandle take(Kind kind, byte[] key, LockOptions opts, long waitDefault, int limit, int permits,
+      boolean interruptible, boolean timeoutThrows) throws InterruptedException {
+    Objects.requireNonNull(opts, "opts");
+    long ttl = opts.ttlMs();
+    long wait = opts.waitMs(waitDefault);
+    boolean watch = interruptible && wait != 0;
+    if ((watch || (interruptible && timeoutThrows)) && Thread.interrupted()) {
+      throw new InterruptedException("interrupted before acquiring \"" + text(key) + "\"");
+    }
+    byte[] tok = opts.tokenBytes();
+    if (tok != null && kind != Kind.LOCK) {
+      throw new IllegalArgumentException("a caller's token is for the plain lock only");
+    }
+    long[] out = new long[1];
+    int st;
+    RuntimeException err = null;
+    long c = nat.enter();
+    try {
+      if (watch) {
+        NativeLib.redislock_set_interrupt(INTERRUPTED, null);
+      }
+      try {
+        switch (kind) {
+          case LOCK:
+            st = opts.isFenced()
+                ? NativeLib.redislock_acquire_fenced(c, key, key.length, ttl, wait, tok, tok == null ? 0 : tok.length, out)
+                : NativeLib.redislock_acquire(c, key, key.length, ttl, wait, tok, tok == null ? 0 : tok.length, out);
+            break;
+          case READ:
+            st = NativeLib.redislock_acquire_read(c, key, key.length, ttl, wait, out);
+            break;
+          case WRITE:
+            st = NativeLib.redislock_acquire_write(c, key, key.length, ttl, wait, out);
+            break;
+          default:
+            st = NativeLib.redislock_acquire_semaphore(c, key, key.length, limit, permits, ttl, wait, out);
+            break;
+        }
+        if (st != NativeLib.OK) {
+          err = NativeLib.error(st);
+        }
+      } finally {
+        if (watch) {
+          NativeLib.redislock_set_interrupt(null, null);
+        }
+      }
+    } finally {
+      nat.exit();
+    }
+    if (st == NativeLib.OK) {
+      LockHandle lock = new LockHandle(out[0], key, executor);
+      if (watch && Thread.interrupted()) {
+        // Handed over in the moment the interrupt came: give it to the next waiter.
+        lock.releaseQuietly();
+        throw new InterruptedException("interrupted while acquiring \"" + text(key)
+            + "\" (the lock handed over in that moment was released)");
+      }
+      if (opts.isAutoRenew()) {
+        try {
+          lock.autoRenew();
+        } catch (RuntimeException e) {
+          lock.releaseQuietly();
+          throw e;
+        }
+      }
+      return lock;
+    }
+    if (st == NativeLib.NOT_ACQUIRED) {
+      if (watch && Thread.interrupted()) {
+        throw new InterruptedException("interrupted while waiting for \"" + text(key) + "\"");
+      }
+      if (!timeoutThrows) {
+        return null;
+      }
+    }
+    throw err;
+  }
+
+  Executor executor() {
+    return executor;
+  }
+
+  static String text(byte[] key) {
+    return new String(key, StandardCharsets.UTF_8);
+  }
+
+  /** Values by name, weakly held (the same object while anybody uses it), purged as they go. */
+  static final class WeakCache<V> {
+    private final Map<String, Ref<V>> map = new ConcurrentHashMap<>();
+    private final ReferenceQueue<V> queue = new ReferenceQueue<>();
+
+    private static final class Ref<V> extends WeakReference<V> {
+      final String key;
+
+      Ref(String key, V v, ReferenceQueue<V> q) {
+        super(v, q);
+        this.key = key;
+      }
+    }
+
+    V get(String key, Function<String, V> make) {
+      purge();
+      while (true) {
+        Ref<V> r = map.get(key);
+        V v = r == null ? null : r.get();
+        if (v != null) {
+          return v;
+        }
+        V made = make.apply(key);
+        Ref<V> mine = new Ref<>(key, made, queue);
+        if (r == null ? map.putIfAbsent(key, mine) == null : map.replace(key, r, mine)) {
+          return made;
+        }
+      }
+    }
+
+    @SuppressWarnings("unchecked")
+    private void purge() {
+      Ref<V> r;
+      while ((r = (Ref<V>) queue.poll()) != null) {
+        map.remove(r.key, r);
+      }
+    }
+
+    int size() {
+      purge();
+      return map.size();
+    }
+  }
+
+  /** For the tests: how many names the lock caches hold. */
+  int cachedLocks() {
+    return locks.size() + rwLocks.size();
+  }
+
+  /** Locks held by some thread, kept strongly so that getLock gives the same object until unlocked. */
+  private final java.util.Set<Object> pinned = ConcurrentHashMap.newKeySet();
+
+  void pin(Object lock) {
+    pinned.add(lock);
+  }
+
+  void unpin(Object lock) {
+    pinned.remove(lock);
+  }
+}
