@@ -211,7 +211,7 @@ test-java-run:
 		--reports-dir $(CURDIR)/target/java/reports
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
-## Sentinel and on Cluster, C, Python and PHP workers; about 2 minutes):
+## Sentinel and on Cluster, C, Python, PHP and Java workers; about 2 minutes):
 ## never two owners, no lost update, fences never back, every worker back
 test-chaos: deps python-env
 	$(CARGO) build

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chaos: C, Python and PHP processes contend for ONE redislock lock on a
+"""Chaos: C, Python, PHP and Java processes contend for ONE redislock lock on a
 Sentinel or Cluster deployment while its master is failed over, killed or
 frozen, again and again; then the figures.
 
@@ -30,7 +30,7 @@ same family) on a free 127.0.0.1 port (never 6379) in a temporary
 directory. Every process started here runs in a process group of its own
 and is killed on the way out, also on Ctrl-C or an exception.
 
-The workers (worker.c, worker.py, worker.php) loop: a fenced acquisition
+The workers (worker.c, worker.py, worker.php, Worker.java) loop: a fenced acquisition
 (TTL 2 s, waiting at most 5 s), a critical section on a file store in the
 run's directory (not in Redis: a failover may lose Redis data legitimately)
 that refuses a fence not above the stored one and increments a counter
@@ -83,9 +83,9 @@ from redis.retry import Retry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-LOCK_NAME = "chaos"          # the workers' lock (worker.c, worker.py, worker.php)
+LOCK_NAME = "chaos"          # the workers' lock (worker.c, worker.py, worker.php, Worker.java)
 SERVICE = "mymaster"
-LANGS = ("c", "python", "php")
+LANGS = ("c", "python", "php", "java")
 WINDOW_S = 10.0              # "during a failover": from the fault to 10 s after it
 LOCK_COMMANDS = ("evalsha", "eval", "set", "publish")
 SENTINEL_CHANNELS = ("+switch-master", "+promoted-slave", "+convert-to-slave", "+sdown", "-sdown",
@@ -828,6 +828,22 @@ def build_c_worker(out_dir: str, lib: str) -> str:
     return exe
 
 
+def build_java_worker(out_dir: str) -> List[str]:
+    """Worker.java, compiled against the Java binding (built into out_dir by
+    bindings/java/build.sh): the command that starts one."""
+    jar = os.path.join(out_dir, "java", "redislock.jar")
+    jna = "/usr/share/java/jna.jar"
+    classes = os.path.join(out_dir, "java")
+    for cmd in ([os.path.join(ROOT, "bindings", "java", "build.sh"), jar, "chaos"],
+                ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", jar + ":" + jna, "-d", classes,
+                 os.path.join(HERE, "Worker.java")]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("building the Java worker failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+            ":".join((jar, jna, classes)), "Worker"]
+
+
 @dataclass
 class Worker:
     wid: str
@@ -836,12 +852,12 @@ class Worker:
     killed: bool = False
 
 
-def start_workers(run_dir: str, url: str, per_lang: int, c_exe: str, lib: str, ttl_ms: int, wait_ms: int) \
-        -> List[Worker]:
+def start_workers(run_dir: str, url: str, per_lang: int, c_exe: str, java: List[str], lib: str, ttl_ms: int,
+                  wait_ms: int) -> List[Worker]:
     env = dict(os.environ, REDISLOCK_LIB=lib)
     commands = {"c": [c_exe], "python": [sys.executable, os.path.join(HERE, "worker.py")],
-                "php": ["php", os.path.join(HERE, "worker.php")]}
-    prefix = {"c": "c", "python": "py", "php": "php"}
+                "php": ["php", os.path.join(HERE, "worker.php")], "java": java}
+    prefix = {"c": "c", "python": "py", "php": "php", "java": "java"}
     workers = []
     for lang in LANGS:
         for i in range(per_lang):
@@ -1114,6 +1130,7 @@ def _run(sc: Scenario, workdir: str) -> dict:
     try:
         lib = find_library()
         c_exe = build_c_worker(workdir, lib)
+        java = build_java_worker(workdir)
         result["library"] = lib
         log("%s: starting the %s deployment in %s" % (sc.label(), sc.deployment, workdir))
         dep.start()
@@ -1125,7 +1142,7 @@ def _run(sc: Scenario, workdir: str) -> dict:
         result["url"] = url
         with open(os.path.join(run_dir, "store"), "w") as f:
             f.write("0 0\n")
-        workers = start_workers(run_dir, url, sc.workers_per_language, c_exe, lib, sc.ttl_ms, sc.wait_ms)
+        workers = start_workers(run_dir, url, sc.workers_per_language, c_exe, java, lib, sc.ttl_ms, sc.wait_ms)
 
         def ready():
             return all(os.path.exists(os.path.join(run_dir, "ready-" + w.wid)) for w in workers)
