@@ -277,4 +277,72 @@ class LockHandleTest {
     assertTrue(r.contains("***"), r);
     assertTrue(RedisLockClient.nativeVersion().matches("\\d+\\.\\d+\\.\\d+.*"), RedisLockClient.nativeVersion());
   }
+
+  @Test
+  void closingAClientUnderCallsOfOtherThreadsFreesItOnceTheyAreOut(TestInfo t) throws Exception {
+    String k = key(t);
+    for (int round = 0; round < 20; round++) {
+      RedisLockClient c = RedisLockClient.open(server.url());
+      CountDownLatch started = new CountDownLatch(4);
+      List<CompletableFuture<Integer>> users = new java.util.ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        String name = k + ":" + i;
+        users.add(CompletableFuture.supplyAsync(() -> {
+          started.countDown();
+          int cycles = 0;
+          while (true) {
+            try {
+              LockHandle h = c.tryAcquire(name);
+              if (h != null) {
+                h.release();
+              }
+              cycles++;
+            } catch (IllegalStateException closed) {
+              return cycles;
+            }
+          }
+        }));
+      }
+      assertTrue(started.await(30, TimeUnit.SECONDS));
+      Thread.sleep(5);
+      c.close();
+      for (CompletableFuture<Integer> u : users) {
+        assertTrue(u.get(30, TimeUnit.SECONDS) >= 0, "a user thread ended only by the close");
+      }
+    }
+    for (int i = 0; i < 4; i++) {
+      assertNull(server.call("GET", k + ":" + i), "every lock released");
+    }
+  }
+
+  @Test
+  void twoThreadsReleasingOneHandleReleaseItOnce(TestInfo t) throws Exception {
+    String k = key(t);
+    for (int round = 0; round < 50; round++) {
+      LockHandle lock = client.acquire(k);
+      CountDownLatch go = new CountDownLatch(1);
+      List<CompletableFuture<String>> racers = new java.util.ArrayList<>();
+      for (int i = 0; i < 2; i++) {
+        racers.add(CompletableFuture.supplyAsync(() -> {
+          try {
+            go.await();
+            lock.release();
+            return "released";
+          } catch (LockNotOwnedException e) {
+            return "refused";
+          } catch (InterruptedException e) {
+            throw new RuntimeException(e);
+          }
+        }));
+      }
+      go.countDown();
+      List<String> outcomes = new java.util.ArrayList<>();
+      for (CompletableFuture<String> r : racers) {
+        outcomes.add(r.get(30, TimeUnit.SECONDS));
+      }
+      java.util.Collections.sort(outcomes);
+      assertEquals(List.of("refused", "released"), outcomes);
+      assertNull(server.call("GET", k));
+    }
+  }
 }
