@@ -2,11 +2,14 @@ package io.redislock;
 
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A {@link Lock} over the lock {@code name} (or one side of a read-write
@@ -18,10 +21,14 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@code lease} take it for that long, without renewal.
  *
  * <p>The threads of one JVM queue for the exclusive kinds on a local fair
- * {@link ReentrantLock} before the server's queue, which also gives the
- * memory semantics {@link Lock} promises. For code whose owner is not a
- * thread (async code, a task that moves between threads) take a
+ * semaphore before the server's queue, which also gives the memory
+ * semantics {@link Lock} promises. For code whose owner is not a thread
+ * (async code, a task that moves between threads) take a
  * {@link LockHandle} with {@link RedisLockClient#acquire} instead.
+ *
+ * <p>A lock whose owner thread ended without unlocking it is released
+ * within about a second by a sweeper thread (logged as a warning on the
+ * {@code io.redislock} {@link System.Logger}), rather than renewed for ever.
  *
  * <p>{@link #newCondition()} is not supported.
  */
@@ -38,7 +45,7 @@ public class RedisLock implements Lock {
   private final RedisLockClient client;
   private final byte[] key;
   private final RedisLockClient.Kind kind;
-  private final ReentrantLock local; // null for the read side: readers do not exclude each other
+  private final Semaphore local; // one permit; null for the read side: readers do not exclude each other
   private final Map<Thread, Hold> holds = new ConcurrentHashMap<>();
   private final Object pinAs;
   RedisLock sibling; // the other side of a read-write lock
@@ -47,7 +54,7 @@ public class RedisLock implements Lock {
     this.client = client;
     this.key = key;
     this.kind = kind;
-    this.local = kind == RedisLockClient.Kind.READ ? null : new ReentrantLock(true);
+    this.local = kind == RedisLockClient.Kind.READ ? null : new Semaphore(1, true);
     this.pinAs = pinAs == null ? this : pinAs;
   }
 
@@ -127,11 +134,16 @@ public class RedisLock implements Lock {
     try {
       h.handle.release();
     } finally {
-      if (local != null) {
-        local.unlock();
-      }
-      unpinIfFree();
+      freed();
     }
+  }
+
+  /** After a hold was removed: the local permit back, the pins off when nobody holds it. */
+  private void freed() {
+    if (local != null) {
+      local.release();
+    }
+    unpinIfFree();
   }
 
   /** Not supported: a distributed await/signal needs support from the core. */
@@ -219,15 +231,15 @@ public class RedisLock implements Lock {
     if (local != null) {
       if (waitMs < 0) {
         if (interruptible) {
-          local.lockInterruptibly();
+          local.acquire();
         } else {
-          local.lock();
+          local.acquireUninterruptibly();
         }
       } else if (waitMs == 0) {
-        if (!local.tryLock()) {
+        if (!local.tryAcquire()) {
           return false;
         }
-      } else if (!local.tryLock(waitMs, TimeUnit.MILLISECONDS)) {
+      } else if (!local.tryAcquire(waitMs, TimeUnit.MILLISECONDS)) {
         return false;
       }
     }
@@ -250,11 +262,63 @@ public class RedisLock implements Lock {
       }
       client.pin(pinAs);
       holds.put(me, new Hold(handle));
+      Sweeper.watch(this);
       ok = true;
       return true;
     } finally {
       if (!ok && local != null) {
-        local.unlock();
+        local.release();
+      }
+    }
+  }
+
+  /** Release the holds of threads that ended without unlocking; true while some are held. */
+  boolean sweep() {
+    for (Map.Entry<Thread, Hold> e : holds.entrySet()) {
+      Thread t = e.getKey();
+      if (!t.isAlive() && holds.remove(t, e.getValue())) {
+        Sweeper.LOG.log(System.Logger.Level.WARNING, "redislock: released \"{0}\": its owner thread {1} ended"
+            + " without unlocking it", name(), t.getName());
+        try {
+          e.getValue().handle.releaseQuietly();
+        } finally {
+          freed();
+        }
+      }
+    }
+    return !holds.isEmpty();
+  }
+
+  /** The thread that releases the locks of ended threads, every second while any RedisLock is held. */
+  static final class Sweeper {
+    static final System.Logger LOG = System.getLogger("io.redislock");
+    private static final Set<RedisLock> HELD = ConcurrentHashMap.newKeySet();
+    private static ScheduledExecutorService timer;
+
+    static synchronized void watch(RedisLock lock) {
+      HELD.add(lock);
+      if (timer == null) {
+        timer = Executors.newSingleThreadScheduledExecutor(r -> {
+          Thread t = new Thread(r, "redislock-sweeper");
+          t.setDaemon(true);
+          return t;
+        });
+        timer.scheduleWithFixedDelay(Sweeper::run, 1, 1, TimeUnit.SECONDS);
+      }
+    }
+
+    private static void run() {
+      for (RedisLock lock : HELD) {
+        try {
+          if (!lock.sweep()) {
+            HELD.remove(lock);
+            if (!lock.holds.isEmpty()) {
+              HELD.add(lock); // taken again meanwhile
+            }
+          }
+        } catch (RuntimeException e) {
+          LOG.log(System.Logger.Level.WARNING, "redislock: sweeping \"" + lock.name() + "\" failed", e);
+        }
       }
     }
   }
