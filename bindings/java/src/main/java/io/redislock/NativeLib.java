@@ -43,10 +43,24 @@ final class NativeLib {
   /** Where the library was loaded from (for errors and {@link RedisLockClient#nativeVersion()}). */
   static final String PATH;
 
+  /** This binding's version: the library loaded must be the same (a stale one is refused, not used). */
+  static final String VERSION = "0.1.0";
+
   static {
     NativeLibrary lib = Loader.load();
     PATH = lib.getFile() == null ? lib.getName() : lib.getFile().getPath();
+    try {
+      lib.getFunction("redislock_version");
+    } catch (UnsatisfiedLinkError e) {
+      throw new UnsatisfiedLinkError("redislock: " + PATH + " is not libredislock (it has no redislock_version)");
+    }
     Native.register(NativeLib.class, lib);
+    String found = redislock_version();
+    if (!VERSION.equals(found)) {
+      throw new UnsatisfiedLinkError("redislock: " + PATH + " is libredislock " + found + ", but this jar is "
+          + VERSION + ": a stale library shadows the right one. Update or remove it, or point"
+          + " -Dredislock.library (or REDISLOCK_LIB) at libredislock " + VERSION + ".");
+    }
   }
 
   private NativeLib() {}

@@ -157,6 +157,9 @@ public final class RedisLockClient implements AutoCloseable {
     return url;
   }
 
+  /** This binding's version, which is also the native library's. */
+  public static final String VERSION = NativeLib.VERSION;
+
   /** The native library's version ("0.1.0"). */
   public static String nativeVersion() {
     return NativeLib.redislock_version();
