@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := target/venv-test
 
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
-	node test-node test-node-run bench-node java test-java test-java-run \
+	node test-node test-node-run bench-node bench-java java test-java test-java-run \
 	test-valkey test-valkey-run demo demo-run \
 	test-chaos chaos fuzz dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
@@ -49,13 +49,14 @@ test: export NODE_ADDON := install -m 0755 target/dist-stage/node/redislock.node
 
 ## make dist: every release artifact into dist/: the Python wheel (manylinux
 ## 2.17, abi3) and sdist, the npm package, the Ruby gem, the Composer package,
-## the .deb packages and a relocatable C tarball, with SHA256SUMS
+## the Java jar (and its sources jar), the .deb packages and a relocatable C
+## tarball, with SHA256SUMS
 ## (x86_64 Linux, glibc 2.17 or newer; zig from PyPI links them)
 dist: deps
 	scripts/dist.sh
 
 ## make dist-check: install each artifact of dist/ as its users would (pip,
-## npm, gem, composer, apt-get) with no cargo on the PATH, take a lock with
+## npm, gem, composer, javac + java -cp, apt-get) with no cargo on the PATH, take a lock with
 ## each, then run the demo with the installed artifacts only
 dist-check: deps
 	test -f dist/SHA256SUMS || scripts/dist.sh
@@ -192,6 +193,10 @@ JUNIT_CP := /usr/share/java/junit-jupiter-api.jar:/usr/share/java/opentest4j.jar
 java: deps
 	bindings/java/build.sh $(JAVA_JAR) $(VERSION)
 
+# The jar for whoever needs it built (the demo), when a source is newer.
+$(JAVA_JAR): bindings/java/build.sh $(shell find bindings/java/src/main -name '*.java')
+	bindings/java/build.sh $(JAVA_JAR) $(VERSION)
+
 ## make test-java: the Java binding's JUnit 5 tests (Debian's console
 ## launcher), with Python and PHP holders of the same locks
 test-java: deps python-env
@@ -253,7 +258,7 @@ test-stress-redlock: deps python-env
 	$(CARGO) build --all-targets
 	scripts/stress.sh -n $(or $(STRESS_RUNS),20) $(MAKE) --no-print-directory test-redlock-run
 
-## make demo: C, Python, PHP, Ruby and Node.js processes and `redislock run` share one lock live
+## make demo: C, Python, PHP, Ruby, Node.js and Java processes and `redislock run` share one lock live
 demo: deps wheel
 	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl redis
 	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=5
@@ -274,8 +279,9 @@ DEMO_NODE ?= node bindings/node/build.js
 DEMO_PROFILE ?= release
 # The library, the command line and the demo in one build: built apart, the
 # example's dev-dependencies change the library's features and each build
-# would redo the other.
-demo-run:
+# would redo the other. The Java workers' jar: make java's, rebuilt only
+# when a source changed (make test's demo reuses test-java's).
+demo-run: $(JAVA_JAR)
 	$(CARGO) build $(if $(filter release,$(DEMO_PROFILE)),--release) --quiet --lib --bins --example demo
 	scripts/install.sh $(CURDIR)/target/demo-prefix target/$(DEMO_PROFILE) >/dev/null
 	$(DEMO_NODE) >/dev/null
@@ -297,6 +303,7 @@ bench: deps
 	$(VENV_BENCH)/bin/pip install -q redis==8.1.0 python-redis-lock pottery redlock-py matplotlib
 	$(MAKE) --no-print-directory bench-c
 	$(MAKE) --no-print-directory bench-node
+	$(MAKE) --no-print-directory bench-java
 	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV_BENCH)/bin/python bench/run.py $(BENCH_ARGS)
 
 bench-quick:
@@ -374,6 +381,28 @@ bench-node: deps
 			&& npm install --loglevel=error --no-audit --no-fund --prefix $(BENCH_NODE) \
 			|| { rm -f $(BENCH_NODE)/package.json; exit 1; }; }
 	node bench/node/bench.js $(BENCH_NODE_ARGS)
+
+## make bench-java: the Java binding's uncontended cycle (tryAcquire + release,
+## JNA) against a hand-written raw-socket helper (SET NX PX + EVALSHA), the
+## same two C calls through JNA and from a C program (bench/c/cycles.c), and
+## PING, interleaved in one run on a throwaway redis-server; JNA's cost per
+## call (bench/java/Bench.java, compiled here; under a minute;
+## BENCH_JAVA_ARGS=--quick for a few seconds). The C program is built in
+## target/bench-java against the release library, found at run time under
+## its soname in target/bench-java/lib.
+BENCH_JAVA := target/bench-java
+BENCH_JAVA_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+bench-java: deps $(JAVA_JAR)
+	$(CARGO) build --release --lib
+	@command -v $(CC) >/dev/null 2>&1 || { echo "bench-java: no C compiler ($(CC)) for bench/c/cycles.c: apt-get install gcc, or set CC" >&2; exit 1; }
+	rm -rf $(BENCH_JAVA)/classes
+	mkdir -p $(BENCH_JAVA)/lib $(BENCH_JAVA)/classes
+	ln -sf $(CURDIR)/target/release/libredislock.so $(BENCH_JAVA)/lib/libredislock.so.0
+	$(CC) $(BENCH_CFLAGS) -Iinclude bench/c/cycles.c \
+		-o $(BENCH_JAVA)/cycles -Ltarget/release -lredislock -Wl,-rpath,$(CURDIR)/$(BENCH_JAVA)/lib
+	javac --release 17 -Xlint:all -Werror -encoding UTF-8 -cp $(JAVA_JAR):$(JNA_JAR) -d $(BENCH_JAVA)/classes bench/java/Bench.java
+	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so \
+		java -cp $(JAVA_JAR):$(JNA_JAR):$(BENCH_JAVA)/classes Bench --c-cycles $(BENCH_JAVA)/cycles $(BENCH_JAVA_ARGS)
 
 ## make bench-core: the Rust core against redis-benchmark on this machine
 bench-core: deps

@@ -1,5 +1,5 @@
-//! `make demo`: one lock shared live by C, Python, PHP, Ruby and Node.js processes
-//! and a `redislock run` command, on a throwaway redis-server.
+//! `make demo`: one lock shared live by C, Python, PHP, Ruby, Node.js and Java
+//! processes and a `redislock run` command, on a throwaway redis-server.
 //!
 //! Every worker takes the lock `demo:lock`, increments `demo:counter`
 //! non-atomically (GET, then SET) and releases, at least once and then until
@@ -22,18 +22,23 @@
 //! `--php` (default `php`): with FFI and phpredis; `--ruby` (default
 //! `ruby`): with the ffi and redis gems (the Ruby gem is loaded from
 //! bindings/ruby); `--node` (default `node`): Node.js 18 or newer (the
-//! addon is loaded from bindings/node, built there first); `--prefix`: where `scripts/install.sh` put the C
-//! library, which the PHP and Ruby workers load;
-//! `--cli`: the `redislock` binary. `make demo` prepares all three.
+//! addon is loaded from bindings/node, built there first); `--java`
+//! (default `java`): Java 17 or newer, with `javac` on the PATH, which
+//! compiles the Java worker into a temporary directory against `--java-jar`
+//! (default target/java/redislock-<version>.jar, `make java`) and `--jna`
+//! (default Debian's /usr/share/java/jna.jar); `--prefix`: where
+//! `scripts/install.sh` put the C library, which the PHP, Ruby and Java
+//! workers load; `--cli`: the `redislock` binary. `make demo` prepares them.
 //!
 //! `--installed` (make dist-check): the workers load the installed packages,
 //! never this repository: the Python one from `--python`'s environment, the
 //! PHP one from `$REDISLOCK_DEMO_AUTOLOAD` (a Composer project's
 //! vendor/autoload.php), the Ruby gem from `$GEM_HOME`, the Node.js package
-//! by `require('redislock')` (`$NODE_PATH`); no REDISLOCK_LIB is set for
-//! them. `--workers DIR`: where the worker scripts are (default
-//! examples/demo); `--c-worker EXE`: the C worker, already built (else it
-//! is built against `--prefix`).
+//! by `require('redislock')` (`$NODE_PATH`), the Java one from `--java-jar`
+//! (the library it carries, extracted into the temporary directory); no
+//! REDISLOCK_LIB is set for them. `--workers DIR`: where the worker scripts
+//! are (default examples/demo); `--c-worker EXE`: the C worker, already
+//! built (else it is built against `--prefix`).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -52,6 +57,9 @@ struct Args {
     php: String,
     ruby: String,
     node: String,
+    java: String,
+    java_jar: PathBuf,
+    jna: PathBuf,
     prefix: PathBuf,
     cli: PathBuf,
     installed: bool,
@@ -67,6 +75,9 @@ fn parse_args() -> Args {
         php: "php".into(),
         ruby: "ruby".into(),
         node: "node".into(),
+        java: "java".into(),
+        java_jar: root.join(format!("target/java/redislock-{}.jar", redislock::VERSION)),
+        jna: "/usr/share/java/jna.jar".into(),
         prefix: root.join("target/demo-prefix"),
         cli: root.join("target/release/redislock"),
         installed: false,
@@ -91,6 +102,9 @@ fn parse_args() -> Args {
             "--php" => a.php = v,
             "--ruby" => a.ruby = v,
             "--node" => a.node = v,
+            "--java" => a.java = v,
+            "--java-jar" => a.java_jar = v.into(),
+            "--jna" => a.jna = v.into(),
             "--prefix" => a.prefix = v.into(),
             "--cli" => a.cli = v.into(),
             "--workers" => a.workers = v.into(),
@@ -160,6 +174,53 @@ fn build_c_worker(prefix: &Path) -> PathBuf {
     exe
 }
 
+/// A directory of its own under the system's temporary directory, removed
+/// when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The Java worker, compiled with `javac` against `--java-jar` and `--jna`
+/// into a temporary directory, which is also the workers' java.io.tmpdir
+/// (where a jar that carries the library extracts it). Its class path.
+fn build_java_worker(a: &Args, dir: &Path) -> String {
+    for jar in [&a.java_jar, &a.jna] {
+        assert!(
+            jar.is_file(),
+            "no {}: the Java worker needs the binding's jar (make java) and JNA (Debian's libjna-java)",
+            jar.display()
+        );
+    }
+    let classes = dir.join("classes");
+    let cp = format!("{}:{}", a.java_jar.display(), a.jna.display());
+    let status = Command::new("javac")
+        .args([
+            "--release",
+            "17",
+            "-Xlint:all",
+            "-Werror",
+            "-encoding",
+            "UTF-8",
+            "-cp",
+        ])
+        .arg(&cp)
+        .arg("-d")
+        .arg(&classes)
+        .arg(a.workers.join("worker.java"))
+        .status()
+        .expect("javac");
+    assert!(
+        status.success(),
+        "compiling worker.java against {} failed",
+        a.java_jar.display()
+    );
+    format!("{cp}:{}", classes.display())
+}
+
 fn spawn(cmd: &mut Command) -> Child {
     cmd.stdout(Stdio::piped())
         .stdin(Stdio::null())
@@ -173,7 +234,7 @@ fn main() {
     let port = server.port.to_string();
     let secs = a.seconds.to_string();
     println!(
-        "redislock {} demo: C, Python, PHP, Ruby and Node.js processes and `redislock run` share one lock for {} s \
+        "redislock {} demo: C, Python, PHP, Ruby, Node.js and Java processes and `redislock run` share one lock for {} s \
          ({:?} {} on 127.0.0.1:{port})",
         redislock::VERSION,
         a.seconds,
@@ -185,6 +246,9 @@ fn main() {
         None => build_c_worker(&a.prefix),
     };
     let lib = a.prefix.join("lib/libredislock.so");
+    let java_dir =
+        TempDir(std::env::temp_dir().join(format!("redislock-demo-{}", std::process::id())));
+    let java_cp = build_java_worker(&a, &java_dir.0);
 
     let redis_cli = common::redis_cli_bin();
     let script = format!(
@@ -197,6 +261,8 @@ fn main() {
         lib: &lib,
         port: &port,
         secs: &secs,
+        java_cp: &java_cp,
+        java_tmp: &java_dir.0,
         url: server.url(),
     };
     let (mut all, names) = team.run(None, &["demo:lock"], script);
@@ -320,19 +386,23 @@ fn main() {
         && sem_distinct
         && missing.is_empty()
         && left.is_empty();
+    drop(java_dir);
     if !lock_ok || !sem_ok {
         std::process::exit(1);
     }
 }
 
-/// The demo's workers: two C, two Python, two PHP, two Ruby and two Node.js processes
-/// and a loop of `redislock run`, all until the time is up.
+/// The demo's workers: two C, two Python, two PHP, two Ruby, two Node.js and
+/// two Java processes and a loop of `redislock run`, all until the time is up.
 struct Workers<'a> {
     a: &'a Args,
     c_worker: &'a Path,
     lib: &'a Path,
     port: &'a str,
     secs: &'a str,
+    /// The Java worker's class path (the binding's jar, JNA, the worker).
+    java_cp: &'a str,
+    java_tmp: &'a Path,
     url: String,
 }
 
@@ -399,6 +469,19 @@ impl Workers<'_> {
                 spawn(
                     self.library(&mut Command::new(&self.a.node))
                         .arg(self.a.workers.join("worker.js"))
+                        .args(&args),
+                ),
+            ));
+            // A small JVM (one GC thread, the quick JIT): two of them among
+            // a dozen processes, on a machine of perhaps two cores.
+            children.push((
+                format!("java-{i}"),
+                "Java",
+                spawn(
+                    self.library(&mut Command::new(&self.a.java))
+                        .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+                        .arg(format!("-Djava.io.tmpdir={}", self.java_tmp.display()))
+                        .args(["-cp", self.java_cp, "Worker"])
                         .args(&args),
                 ),
             ));

@@ -6,8 +6,8 @@
 # library it loaded (scripts/dist/check-*.sh). Then the cross-language demo
 # of `make demo` runs once more with the installed artifacts only: C (built
 # through the tarball's pkg-config file), Python (the wheel), PHP (the
-# Composer package), Ruby (the gem), Node.js (the npm package) and the CLI
-# (the .deb) on one lock.
+# Composer package), Ruby (the gem), Node.js (the npm package), Java (the
+# jar, with Debian's JNA) and the CLI (the .deb) on one lock.
 #
 #   scripts/dist-check.sh [DIST] [--demo DEMO_BINARY]
 #
@@ -35,6 +35,8 @@ expected=(
   "redislock-$version.tgz"
   "redislock-$version-x86_64-linux.gem"
   "redislock-php-$version.tar.gz"
+  "redislock-$version.jar"
+  "redislock-$version-sources.jar"
   "libredislock${abi}_$version-1_amd64.deb"
   "libredislock-dev_$version-1_amd64.deb"
   "redislock_$version-1_amd64.deb"
@@ -63,7 +65,7 @@ unset REDISLOCK_LIB
 
 ensure_redis
 installed=$(scratch installed)
-for lang in python node ruby php c; do
+for lang in python node ruby php java c; do
   t=$(date +%s)
   mkdir "$installed/$lang"
   (cd "$installed" && "$root/scripts/dist/check-$lang.sh" "$dist" "$installed/$lang") ||
@@ -75,13 +77,14 @@ if [ -n "$demo" ]; then
   [ -x "$demo" ] || die "--demo $demo: no such program (cargo build --example demo)"
   work=$(scratch demo)
   cp "$demo" "$work/demo"
-  cp "$root"/examples/demo/worker.{c,py,php,rb,js} "$work/"
+  cp "$root"/examples/demo/worker.{c,py,php,rb,js,java} "$work/"
   prefix=$installed/c/prefix
   cli=$installed/c/cli-root/usr/bin/redislock
   venv=$installed/python/venv
   autoload=$installed/php/project/vendor/autoload.php
+  jar=$installed/java/project/redislock-$version.jar
   for f in "$prefix/lib/pkgconfig/redislock.pc" "$cli" "$venv/bin/python" "$autoload" \
-    "$installed/ruby/gems" "$installed/node/project/node_modules/redislock"; do
+    "$installed/ruby/gems" "$installed/node/project/node_modules/redislock" "$jar"; do
     [ -e "$f" ] || die "the demo needs $f, which the checks should have left"
   done
   # The C worker through the tarball's pkg-config file only.
@@ -96,7 +99,7 @@ if [ -n "$demo" ]; then
   (cd "$work" && REDISLOCK_DEMO_AUTOLOAD=$autoload GEM_HOME=$installed/ruby/gems \
     NODE_PATH=$installed/node/project/node_modules \
     ./demo --installed --seconds 1 --workers "$work" --c-worker "$work/worker-c" \
-      --python "$venv/bin/python" --cli "$cli") ||
+      --python "$venv/bin/python" --cli "$cli" --java-jar "$jar") ||
     die "the demo with the installed artifacts failed (above)"
 fi
 echo "dist-check: passed in $(($(date +%s) - started)) s"

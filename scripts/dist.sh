@@ -6,6 +6,8 @@
 #   redislock-<v>.tgz                      Node.js (npm)
 #   redislock-<v>-x86_64-linux.gem         Ruby (gem)
 #   redislock-php-<v>.tar.gz               PHP (Composer)
+#   redislock-<v>.jar and
+#   redislock-<v>-sources.jar              Java (the library inside; with JNA)
 #   libredislock<abi>_<v>-1_amd64.deb, libredislock-dev_<v>-1_amd64.deb,
 #   redislock_<v>-1_amd64.deb              Debian/Ubuntu (apt)
 #   libredislock-<v>-x86_64-linux-gnu.tar.gz   C, a relocatable prefix
@@ -123,7 +125,7 @@ maturin sdist -o "$dist" >/dev/null
 if [ "$profile" = dist-test ]; then
   export DIST_DEB_COMPRESSION="-Zgzip -z1" DIST_GZIP_LEVEL=-1
 fi
-for script in tarball deb gem composer npm; do
+for script in tarball deb gem composer npm jar; do
   [ -x "$root/scripts/dist/$script.sh" ] || die "scripts/dist/$script.sh is missing"
   "$root/scripts/dist/$script.sh" "$stage" "$dist"
 done

@@ -65,7 +65,7 @@ final class Loader {
         return NativeLibrary.getInstance(name, OPTIONS);
       } catch (UnsatisfiedLinkError e) {
         tried.add("the system library path for " + name + " (jna.library.path="
-            + System.getProperty("jna.library.path", "unset") + "): " + firstLine(e.getMessage()));
+            + System.getProperty("jna.library.path", "unset") + "): " + oneLine(e.getMessage()));
       }
     }
     throw new UnsatisfiedLinkError("redislock: cannot load libredislock. Looked in:\n  - "
@@ -83,7 +83,7 @@ final class Loader {
       return NativeLibrary.getInstance(Paths.get(path).toAbsolutePath().toString(), OPTIONS);
     } catch (UnsatisfiedLinkError e) {
       throw new UnsatisfiedLinkError("redislock: cannot load libredislock from " + from + "=" + path
-          + ": " + firstLine(e.getMessage()));
+          + ": " + oneLine(e.getMessage()));
     }
   }
 
@@ -132,11 +132,11 @@ final class Loader {
     }
   }
 
-  private static String firstLine(String s) {
+  /** JNA's multi-line message on one line. */
+  private static String oneLine(String s) {
     if (s == null) {
       return "";
     }
-    int nl = s.indexOf('\n');
-    return nl < 0 ? s : s.substring(0, nl);
+    return String.join("; ", s.strip().split("\\s*\n\\s*"));
   }
 }
