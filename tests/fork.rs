@@ -400,8 +400,28 @@ fn children_forked_while_other_threads_use_the_client_never_hang() {
         t.join().unwrap();
     }
     assert_eq!(hung, None, "a child hung (the first of {children} is 0)");
+    // The parent's renewal thread lived through every fork: it still
+    // renews. (Not "never lost": on a machine that stalls for longer than
+    // the 300 ms TTL a renewal may come late, and the lock is then lost
+    // rightly.)
+    let renewals = single.stats().renewals_ok;
+    let fresh = single
+        .acquire_with(
+            "fork-renew-after",
+            AcquireOptions::new(Duration::from_millis(900)).auto_renew(true),
+        )
+        .unwrap();
+    common::wait_until("renewals after the last fork", 30 * S, || {
+        single.stats().renewals_ok >= renewals + 3
+    });
+    // Lost only on a machine stalled for most of its TTL: the count above
+    // is what this checks.
+    let _ = fresh.release();
     for l in renewed {
-        assert!(!l.is_lost());
-        l.release().unwrap();
+        let lost = l.is_lost();
+        match l.release() {
+            Ok(()) => assert!(!lost, "a lost lock released"),
+            Err(e) => assert!(lost, "{e}"),
+        }
     }
 }
