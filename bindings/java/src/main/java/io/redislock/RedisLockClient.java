@@ -309,13 +309,17 @@ public final class RedisLockClient implements AutoCloseable {
       throws E, InterruptedException {
     Objects.requireNonNull(body, "body");
     LockHandle lock = acquire(name, opts.autoRenew(true));
+    // The listener interrupts the body's thread only while the body runs:
+    // the check and the interrupt, and the body's end, hold this monitor.
     AtomicBoolean running = new AtomicBoolean(true);
     if (opts.isInterruptOnLoss()) {
       Thread me = Thread.currentThread();
       try {
         lock.onLost(() -> {
-          if (running.get()) {
-            me.interrupt();
+          synchronized (running) {
+            if (running.get()) {
+              me.interrupt();
+            }
           }
         });
       } catch (RuntimeException e) {
@@ -327,11 +331,11 @@ public final class RedisLockClient implements AutoCloseable {
     try {
       result = body.apply(lock);
     } catch (Throwable e) {
-      running.set(false);
+      ended(running);
       lock.releaseQuietly();
       throw e;
     }
-    running.set(false);
+    ended(running);
     if (lock.isReleased()) {
       return result; // the body released it itself
     }
@@ -354,6 +358,12 @@ public final class RedisLockClient implements AutoCloseable {
           NativeLib.NOT_OWNER);
     }
     return result;
+  }
+
+  private static void ended(AtomicBoolean running) {
+    synchronized (running) {
+      running.set(false);
+    }
   }
 
   // ---- by token -----------------------------------------------------------

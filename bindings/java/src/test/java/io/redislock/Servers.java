@@ -15,7 +15,11 @@ import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -268,5 +272,77 @@ final class Servers {
       }));
     }
     return shared;
+  }
+
+  // ---- helpers of the test classes beside LockHandleTest -------------------
+
+  /** One command on a new connection, for lambdas (an IOException becomes unchecked). */
+  static Object q(Server s, Object... args) {
+    try {
+      return s.call(args);
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+  }
+
+  /** The keys matching {@code pattern}, sorted (KEYS: fine on a throwaway server). */
+  static List<String> keys(Server s, String pattern) throws IOException {
+    List<String> out = new ArrayList<>();
+    for (Object k : (List<?>) s.call("KEYS", pattern)) {
+      out.add((String) k);
+    }
+    out.sort(null);
+    return out;
+  }
+
+  /** Every command the server ran but INFO (which the harness sends), summed from INFO commandstats. */
+  static long commandsButInfo(Server s) throws IOException {
+    long sum = 0;
+    for (String l : ((String) s.call("INFO", "commandstats")).split("\r\n")) {
+      if (!l.startsWith("cmdstat_") || l.startsWith("cmdstat_info:")) {
+        continue;
+      }
+      for (String kv : l.substring(l.indexOf(':') + 1).split(",")) {
+        if (kv.startsWith("calls=")) {
+          sum += Long.parseLong(kv.substring(6));
+        }
+      }
+    }
+    return sum;
+  }
+
+  /** A body running on a platform thread of its own (a daemon). */
+  static final class Task<T> {
+    final Thread thread;
+    final FutureTask<T> future;
+
+    Task(String name, Callable<T> body) {
+      future = new FutureTask<>(body);
+      thread = new Thread(future, name);
+      thread.setDaemon(true);
+      thread.start();
+    }
+
+    /** Its value, waiting at most {@code seconds}; its exception rethrown as it is. */
+    T get(double seconds) throws Exception {
+      try {
+        return future.get((long) (seconds * 1000), TimeUnit.MILLISECONDS);
+      } catch (ExecutionException e) {
+        if (e.getCause() instanceof Exception) {
+          throw (Exception) e.getCause();
+        }
+        throw (Error) e.getCause();
+      } catch (TimeoutException e) {
+        throw new AssertionError("\"" + thread.getName() + "\" did not finish within " + seconds + " s", e);
+      }
+    }
+
+    boolean isDone() {
+      return future.isDone();
+    }
+  }
+
+  static <T> Task<T> spawn(String name, Callable<T> body) {
+    return new Task<>(name, body);
   }
 }
