@@ -40,12 +40,25 @@ fn build_dir() -> PathBuf {
 }
 
 /// The library installed with scripts/install.sh (as `make install`), once
-/// per test process, into a prefix under the build directory (its `lib`),
-/// and a fresh directory for a test's own files (its programs).
+/// per test process, into a prefix of that process under the build
+/// directory (its `lib`; a test runner may run each test in a process of
+/// its own, several at once), and a fresh directory for a test's own files
+/// (its programs). Prefixes of processes that ended are removed.
 fn install() -> (tempfile::TempDir, PathBuf) {
     static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let lib = INSTALLED.get_or_init(|| {
-        let prefix = build_dir().join("c-api-prefix");
+        if let Ok(dir) = std::fs::read_dir(build_dir()) {
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let pid = name
+                    .strip_prefix("c-api-prefix-")
+                    .and_then(|p| p.parse::<u32>().ok());
+                if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let prefix = build_dir().join(format!("c-api-prefix-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&prefix);
         let out = Command::new("bash")
             .arg(root().join("scripts/install.sh"))
