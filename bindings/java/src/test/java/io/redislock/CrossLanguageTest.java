@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.redislock.Servers.Server;
 import io.redislock.Servers.Task;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -20,8 +19,6 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -29,21 +26,7 @@ import org.junit.jupiter.api.Test;
  * excludes the others on the same key, and a release in one process hands
  * the lock to a Java waiter (no polling).
  */
-class CrossLanguageTest {
-  static Server server;
-  static RedisLockClient client;
-
-  @BeforeAll
-  static void start() throws IOException {
-    server = Servers.main();
-    client = RedisLockClient.open(server.url());
-  }
-
-  @AfterAll
-  static void stop() {
-    client.close();
-  }
-
+class CrossLanguageTest extends ServerTest {
   private static List<String> command(String lang) {
     Path holders = Servers.ROOT.resolve("tests/holders");
     if (lang.equals("python")) {

@@ -7,41 +7,19 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.redislock.Servers.Server;
-import java.io.IOException;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 
 /** executeLocked: the body's value or exception, released after, renewed meanwhile, loss reported. */
-class ExecuteLockedTest {
-  static Server server;
-  static RedisLockClient client;
-
-  @BeforeAll
-  static void start() throws IOException {
-    server = Servers.main();
-    client = RedisLockClient.open(server.url());
-  }
-
-  @AfterAll
-  static void stop() {
-    client.close();
-  }
-
+class ExecuteLockedTest extends ServerTest {
   @AfterEach
   void clearTheFlag() {
     Thread.interrupted();
-  }
-
-  private static String key(TestInfo t) {
-    return "java:" + t.getTestMethod().get().getName();
   }
 
   /** A checked exception of the body's own. */

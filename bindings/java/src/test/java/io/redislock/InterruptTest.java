@@ -9,13 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.redislock.Servers.Server;
 import io.redislock.Servers.Task;
-import java.io.IOException;
 import java.time.Duration;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.function.Executable;
@@ -26,28 +23,10 @@ import org.junit.jupiter.api.function.Executable;
  * waits on and keeps the flag, and release, extend and close work on an
  * interrupted thread.
  */
-class InterruptTest {
-  static Server server;
-  static RedisLockClient holder;
-
-  @BeforeAll
-  static void start() throws IOException {
-    server = Servers.main();
-    holder = RedisLockClient.open(server.url());
-  }
-
-  @AfterAll
-  static void stop() {
-    holder.close();
-  }
-
+class InterruptTest extends ServerTest {
   @AfterEach
   void clearTheFlag() {
     Thread.interrupted();
-  }
-
-  private static String key(TestInfo t) {
-    return "java:" + t.getTestMethod().get().getName();
   }
 
   /** What the interrupted waiter saw. */
@@ -61,7 +40,7 @@ class InterruptTest {
    */
   private static void interruptAWaiter(String k, RedisLockClient waiting, Callable<Boolean> waitFor)
       throws Exception {
-    LockHandle held = holder.acquire(k);
+    LockHandle held = client.acquire(k); // the holder
     Task<Outcome> waiter = Servers.spawn("interrupted-waiter", () -> {
       try {
         waitFor.call();
@@ -140,7 +119,7 @@ class InterruptTest {
   /** An uninterruptible wait: keeps waiting, takes the lock, returns with the flag set. */
   private static void interruptAnUninterruptibleWaiter(String k, RedisLockClient waiting, Callable<Runnable> take)
       throws Exception {
-    LockHandle held = holder.acquire(k);
+    LockHandle held = client.acquire(k); // the holder
     Task<Boolean> waiter = Servers.spawn("uninterruptible-waiter", () -> {
       Runnable unlock = take.call();
       boolean flag = Thread.currentThread().isInterrupted();

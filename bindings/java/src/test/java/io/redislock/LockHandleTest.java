@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.redislock.Servers.Server;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -18,30 +17,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 
-class LockHandleTest {
-  static Server server;
-  static RedisLockClient client;
-
-  @BeforeAll
-  static void start() throws IOException {
-    server = Servers.main();
-    client = RedisLockClient.open(server.url());
-  }
-
-  @AfterAll
-  static void stop() {
-    client.close();
-  }
-
-  private static String key(TestInfo t) {
-    return "java:" + t.getTestMethod().get().getName();
-  }
-
+class LockHandleTest extends ServerTest {
   @Test
   void acquireHoldsTheKeyWithItsTokenAndTtlAndReleaseRemovesIt(TestInfo t) throws Exception {
     String k = key(t);

@@ -8,38 +8,16 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.redislock.Servers.Server;
 import io.redislock.Servers.Task;
-import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 
 /** Readers share, a writer excludes, a queued writer stops new readers. */
-class ReadWriteLockTest {
-  static Server server;
-  static RedisLockClient client;
-
-  @BeforeAll
-  static void start() throws IOException {
-    server = Servers.main();
-    client = RedisLockClient.open(server.url());
-  }
-
-  @AfterAll
-  static void stop() {
-    client.close();
-  }
-
-  private static String key(TestInfo t) {
-    return "java:" + t.getTestMethod().get().getName();
-  }
-
+class ReadWriteLockTest extends ServerTest {
   /** The holders of the read-write lock {@code k} on the server. */
   private static long holders(String k) {
     return (Long) Servers.q(server, "ZCARD", "{" + k + "}:rw");

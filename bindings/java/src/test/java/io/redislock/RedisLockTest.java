@@ -9,38 +9,16 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.redislock.Servers.Server;
 import io.redislock.Servers.Task;
-import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 
 /** The java.util.concurrent.locks.Lock view: thread-owned, reentrant, watchdog-renewed. */
-class RedisLockTest {
-  static Server server;
-  static RedisLockClient client;
-
-  @BeforeAll
-  static void start() throws IOException {
-    server = Servers.main();
-    client = RedisLockClient.open(server.url());
-  }
-
-  @AfterAll
-  static void stop() {
-    client.close();
-  }
-
-  private static String key(TestInfo t) {
-    return "java:" + t.getTestMethod().get().getName();
-  }
-
+class RedisLockTest extends ServerTest {
   @Test
   void getLockGivesTheSameObjectPerName(TestInfo t) {
     String k = key(t);

@@ -8,38 +8,17 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.redislock.Servers.Server;
 import io.redislock.Servers.Task;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 
 /** Counting semaphores: each holder a handle with its own token, lease and fence. */
-class SemaphoreTest {
-  static Server server;
-  static RedisLockClient client;
-
-  @BeforeAll
-  static void start() throws IOException {
-    server = Servers.main();
-    client = RedisLockClient.open(server.url());
-  }
-
-  @AfterAll
-  static void stop() {
-    client.close();
-  }
-
-  private static String key(TestInfo t) {
-    return "java:" + t.getTestMethod().get().getName();
-  }
-
+class SemaphoreTest extends ServerTest {
   /** The holders' tokens on the server. */
   private static Set<String> holders(String k) throws IOException {
     Set<String> out = new TreeSet<>();
