@@ -254,9 +254,7 @@ public class RedisLock implements Lock {
       LockOptions opts = LockOptions.ttl(watchdog ? client.options().watchdogTtl() : java.time.Duration.ofMillis(leaseMs))
           .autoRenew(watchdog);
       opts = remaining < 0 ? opts.waitForever() : opts.waitFor(java.time.Duration.ofMillis(remaining));
-      LockHandle handle = interruptible
-          ? client.take(kind, key, opts, 0, 0, 0, true, false)
-          : client.take(kind, key, opts, 0, 0, 0, false, false);
+      LockHandle handle = client.take(kind, key, opts, 0, 0, 0, interruptible, false);
       if (handle == null) {
         return false;
       }

@@ -641,17 +641,8 @@ public final class RedisLockClient implements AutoCloseable {
         map.remove(r.key, r);
       }
     }
-
-    int size() {
-      purge();
-      return map.size();
-    }
   }
 
-  /** For the tests: how many names the lock caches hold. */
-  int cachedLocks() {
-    return locks.size() + rwLocks.size();
-  }
 
   /** Locks held by some thread, kept strongly so that getLock gives the same object until unlocked. */
   private final java.util.Set<Object> pinned = ConcurrentHashMap.newKeySet();
