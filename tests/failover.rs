@@ -421,6 +421,74 @@ fn with_every_sentinel_gone_the_client_keeps_the_last_master() {
     }
 }
 
+/// The ids of `sentinel`'s clients subscribed to the four channels a
+/// client's listener subscribes to.
+fn listeners(sentinel: &Server) -> Vec<String> {
+    let list: String = sentinel
+        .query(redis::cmd("CLIENT").arg("LIST"))
+        .unwrap_or_default();
+    list.lines()
+        .filter(|l| l.split(' ').any(|f| f == "sub=4"))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Connections to `port` that their client closed while the server has
+/// not (CLOSE-WAIT, in the kernel's table: a stopped server's too).
+fn closed_by_the_client(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&local) && f[3] == "08"
+        })
+        .count()
+}
+
+#[test]
+fn a_listener_that_hears_nothing_from_its_sentinel_hangs_up_and_listens_again() {
+    // down-after-milliseconds 2000: a PING every 500 ms, silence allowed
+    // for 1 s (see src/net/sentinel.rs).
+    let (_master, _replica, mut sentinels) = deployment(None);
+    let c = client(&sentinels);
+    c.acquire("warm", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    wait_until("a listener on every sentinel", 20 * S, || {
+        sentinels.iter().all(|s| listeners(s).len() == 1)
+    });
+    let before: Vec<Vec<String>> = sentinels.iter().map(listeners).collect();
+    // Frozen sentinels keep their connections open and answer nothing, as
+    // sentinels cut off by a partition do: without its PINGs, a listener
+    // would wait on them for ever, and count them as heard.
+    for s in &mut sentinels {
+        s.pause();
+    }
+    wait_until(
+        "every listener to hang up on its frozen sentinel",
+        60 * S,
+        || sentinels.iter().all(|s| closed_by_the_client(s.port) > 0),
+    );
+    for s in &mut sentinels {
+        s.resume();
+    }
+    wait_until("a new listener on every sentinel", 60 * S, || {
+        sentinels.iter().zip(&before).all(|(s, old)| {
+            let now = listeners(s);
+            now.len() == 1 && !old.contains(&now[0])
+        })
+    });
+    c.acquire("after", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
 fn role_is_master(srv: &Server) -> bool {
     info(srv, "replication").contains("role:master")
 }

@@ -24,7 +24,9 @@
 //! Each new connection asks the server its `ROLE`: one that answers as a
 //! replica makes the client ask the sentinels again, as a READONLY reply
 //! does. With every sentinel lost, the client keeps the last master it
-//! knew, and a debug line says so.
+//! knew, and a debug line says so. A listener PINGs its sentinel and hangs
+//! up on one that stays silent (see [`heartbeat`]): a sentinel cut off by
+//! a partition is not counted as listened to.
 //!
 //! Hazard, in plain words: Redis replicates asynchronously, so a failover
 //! can lose a lock that the old master granted just before it died, and two
@@ -44,6 +46,14 @@ use crate::sync::locked;
 
 /// How often a listener looks whether its client is gone.
 const LISTEN_CHECK: Duration = Duration::from_secs(1);
+/// Redis's default `down-after-milliseconds`, for a sentinel that does not
+/// tell its own (its ACL allows `get-master-addr-by-name` alone).
+const DOWN_AFTER_DEFAULT: Duration = Duration::from_secs(30);
+/// The bounds of a listener's PING period (see [`heartbeat`]).
+const PING_MIN: Duration = Duration::from_millis(50);
+const PING_MAX: Duration = Duration::from_secs(1);
+/// The longest silence a listener allows its sentinel (see [`heartbeat`]).
+const DEAF_MAX: Duration = Duration::from_secs(5);
 /// The longest pause between two attempts to listen to a sentinel again.
 const RELISTEN_MAX: Duration = Duration::from_secs(2);
 /// How long, at most, commands wait for a promotion that the sentinels
@@ -103,6 +113,9 @@ struct Known {
     listening: usize,
     /// The connect timeout, for the listeners.
     timeout: Duration,
+    /// The shortest `down-after-milliseconds` a sentinel gave for the
+    /// service (see [`heartbeat`]).
+    down_after: Option<Duration>,
     /// A promotion of a replica of `master` that the sentinels announced
     /// and did not finish yet.
     promoting: Option<Promoting>,
@@ -142,6 +155,8 @@ struct Found {
     /// `None` when the sentinel would not tell (its ACL allows
     /// `get-master-addr-by-name` alone).
     epoch: Option<u64>,
+    /// Its `down-after-milliseconds` for the service, when it told.
+    down_after: Option<Duration>,
 }
 
 impl Sentinel {
@@ -298,6 +313,9 @@ impl Sentinel {
         let addr = format!("{}:{}", found.host, found.port);
         let info = self.info(&found)?;
         let mut k = locked(&self.follow.known);
+        if let Some(d) = found.down_after {
+            k.down_after = Some(k.down_after.map_or(d, |known| known.min(d)));
+        }
         if let Some(m) = k.master.clone() {
             let older = matches!((found.epoch, k.epoch), (Some(new), Some(old)) if new < old);
             if m.addr == addr && found.epoch > k.epoch {
@@ -456,6 +474,7 @@ impl Sentinel {
                     host,
                     port,
                     epoch: None,
+                    down_after: None,
                 }))
             }
             Err(e) => Err(e),
@@ -512,6 +531,7 @@ impl Sentinel {
             port,
             // The new configuration's epoch is above the old one's.
             epoch: locked(&self.follow.known).epoch.map(|e| e + 1),
+            down_after: None,
         };
         let found = match channel {
             b"+switch-master" => match self.ask_one(i, timeout) {
@@ -558,6 +578,7 @@ impl Sentinel {
             host: host.to_string(),
             port,
             epoch: locked(&self.follow.known).epoch.map(|e| e + 1),
+            down_after: None,
         };
         let Ok(info) = self.info(&found()) else {
             return;
@@ -674,21 +695,41 @@ fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
             }
         };
         (pause, said) = (Duration::from_millis(100), false);
-        {
+        let (ping_every, deaf_after) = {
             let Some(s) = weak.upgrade() else { return };
             s.listening(true);
             // A switch may have come while nobody listened.
             if let Ok(Some(found)) = s.ask_one(i, timeout) {
                 let _ = s.adopt(found, "a sentinel listened to");
             }
-        }
+            let down_after = locked(&s.follow.known).down_after;
+            heartbeat(down_after)
+        };
+        let mut heard = Instant::now();
+        let mut next_ping = heard + ping_every;
         let lost = loop {
-            match wire.next_push(Instant::now() + LISTEN_CHECK, false) {
-                Ok(Some(Push::Message { channel, payload })) => {
-                    let Some(s) = weak.upgrade() else { return };
-                    s.on_event(i, &channel, &payload, timeout);
+            let now = Instant::now();
+            if now >= heard + deaf_after {
+                break redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no reply to PING for {deaf_after:?}"),
+                ));
+            }
+            if now >= next_ping {
+                if let Err(e) = wire.ping_subscribed() {
+                    break e;
                 }
-                Ok(Some(Push::Other { .. })) => {}
+                next_ping = now + ping_every;
+            }
+            let until = (now + LISTEN_CHECK).min(next_ping).min(heard + deaf_after);
+            match wire.next_push(until, false) {
+                Ok(Some(push)) => {
+                    heard = Instant::now();
+                    if let Push::Message { channel, payload } = push {
+                        let Some(s) = weak.upgrade() else { return };
+                        s.on_event(i, &channel, &payload, timeout);
+                    }
+                }
                 Ok(None) if weak.strong_count() == 0 => return,
                 Ok(None) => {}
                 Err(e) => break e,
@@ -698,6 +739,22 @@ fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
         tracing::debug!(sentinel = %s.sentinels[i].0, error = %lost, "lost a sentinel's events: listening again");
         s.listening(false);
     }
+}
+
+/// A listener's PING period and the longest silence it allows, from the
+/// sentinels' `down-after-milliseconds` for the service (the time they
+/// take to find a master down, and so the earliest a failover can start):
+/// PING every quarter of it (50 ms to 1 s), and a sentinel that answers
+/// nothing for half of it (5 s at most) is listened to again on a fresh
+/// connection, whose first act is to ask it the master. A client cut off
+/// from its sentinels thus stops counting them as listened to before they
+/// can replace the master, and follows what they decided meanwhile as soon
+/// as it reaches one again, whether or not their announcements survived.
+fn heartbeat(down_after: Option<Duration>) -> (Duration, Duration) {
+    let down_after = down_after.unwrap_or(DOWN_AFTER_DEFAULT);
+    let ping = (down_after / 4).clamp(PING_MIN, PING_MAX);
+    let deaf = (down_after / 2).min(DEAF_MAX).max(ping * 2);
+    (ping, deaf)
 }
 
 /// The answer to `SENTINEL MASTER <service>`: field names and values in
@@ -730,5 +787,51 @@ fn parse_master(v: Value) -> Option<Found> {
         host: field("ip")?.to_string(),
         port: field("port")?.parse().ok()?,
         epoch: field("config-epoch").and_then(|e| e.parse().ok()),
+        down_after: field("down-after-milliseconds")
+            .and_then(|d| d.parse().ok())
+            .filter(|&ms: &u64| ms > 0)
+            .map(Duration::from_millis),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_listener_pings_and_hangs_up_well_within_down_after() {
+        // Redis's default, and a sentinel that would not tell: 30 s.
+        assert_eq!(heartbeat(None), (1000 * MS, 5000 * MS));
+        assert_eq!(heartbeat(Some(30_000 * MS)), (1000 * MS, 5000 * MS));
+        assert_eq!(heartbeat(Some(2000 * MS)), (500 * MS, 1000 * MS));
+        assert_eq!(heartbeat(Some(100 * MS)), (50 * MS, 100 * MS));
+        // Absurdly short: still two PINGs before hanging up (below 100 ms,
+        // the silence allowed is longer than down-after).
+        assert_eq!(heartbeat(Some(MS)), (50 * MS, 100 * MS));
+        for ms in [100, 200, 1_000, 5_000, 10_000, 60_000, 3_600_000] {
+            let down_after = ms * MS;
+            let (ping, deaf) = heartbeat(Some(down_after));
+            assert!(
+                ping * 2 <= deaf && deaf <= down_after,
+                "{down_after:?}: {ping:?} {deaf:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sentinel_master_gives_the_address_the_epoch_and_down_after() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let fields = ["name", "mymaster", "ip", "10.0.0.5", "port", "6380"];
+        let mut v: Vec<Value> = fields.iter().map(|s| bulk(s)).collect();
+        let found = parse_master(Value::Array(v.clone())).unwrap();
+        assert_eq!((found.host.as_str(), found.port), ("10.0.0.5", 6380));
+        assert_eq!((found.epoch, found.down_after), (None, None));
+        for s in ["config-epoch", "7", "down-after-milliseconds", "1500"] {
+            v.push(bulk(s));
+        }
+        let found = parse_master(Value::Array(v)).unwrap();
+        assert_eq!((found.epoch, found.down_after), (Some(7), Some(1500 * MS)));
+    }
 }

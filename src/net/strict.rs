@@ -21,7 +21,7 @@ use crate::net::local::{local_loop, Local, LocalStream};
 use crate::net::resp;
 #[cfg(feature = "tls")]
 use crate::net::wire::tls_for;
-use crate::net::wire::{config_error, Tls, NO_TLS};
+use crate::net::wire::{config_error, keepalive, Tls, NO_TLS};
 
 /// How the error of a broken rule starts (see [`is_protocol`]).
 const PROTOCOL: &str = "protocol error: the server sent";
@@ -249,6 +249,7 @@ pub(crate) async fn open(
             ConnectionAddr::Tcp(host, port) => {
                 let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
                 s.set_nodelay(true)?;
+                keepalive(&s)?;
                 match adopted(&local, s, tcp_fd)? {
                     Ok(s) => mux(info, s, config, &local).await,
                     Err(s) => mux(info, s, config, &local).await,
@@ -259,6 +260,7 @@ pub(crate) async fn open(
                 let (tls, name) = tls_for(tls, host)?;
                 let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
                 s.set_nodelay(true)?;
+                keepalive(&s)?;
                 let connector = tokio_rustls::TlsConnector::from(tls);
                 match adopted(&local, s, tcp_fd)? {
                     Ok(s) => mux(info, connector.connect(name, s).await?, config, &local).await,

@@ -851,6 +851,13 @@ impl Wire {
         }
     }
 
+    /// On a subscribed connection: send PING, whose reply comes among the
+    /// pushes (see [`push_of`]), to learn that the server still hears us.
+    pub(crate) fn ping_subscribed(&mut self) -> RedisResult<()> {
+        debug_assert!(self.subscribed);
+        self.send(PING, 0)
+    }
+
     /// SUBSCRIBE to `channel` and read the confirmation.
     pub(crate) fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         self.subscribe_as("SUBSCRIBE", channel)
@@ -959,11 +966,20 @@ impl Wire {
     }
 }
 
-/// The push a subscribed connection's frame is, if it is one.
+/// The push a subscribed connection's frame is, if it is one (the reply
+/// to a PING there, `pong` and its argument, is one of `Push::Other`).
 fn push_of(reply: Value) -> Option<Push> {
     let Value::Array(parts) = reply else {
         return None;
     };
+    if let [Value::BulkString(kind), Value::BulkString(data)] = &parts[..] {
+        if kind.as_slice() == b"pong" {
+            return Some(Push::Other {
+                kind: kind.clone(),
+                channel: data.clone(),
+            });
+        }
+    }
     if parts.len() != 3 {
         return None;
     }
@@ -1098,12 +1114,52 @@ fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<TcpStream> {
         match TcpStream::connect_timeout(&addr, left) {
             Ok(s) => {
                 s.set_nodelay(true)?;
+                keepalive(&s)?;
                 return Ok(s);
             }
             Err(e) => last = e,
         }
     }
     Err(last)
+}
+
+/// TCP keepalive on every connection: an idle connection to a server that
+/// vanished (a partition, a host gone without a FIN) fails after about
+/// `KEEPALIVE_IDLE` + `KEEPALIVE_COUNT` × `KEEPALIVE_INTERVAL` (8 s) instead
+/// of the kernel's two hours, so that a pooled connection or a subscriber
+/// (the waiters', a sentinel listener) is not trusted long after the
+/// server stopped hearing it.
+const KEEPALIVE_IDLE: libc::c_int = 5;
+const KEEPALIVE_INTERVAL: libc::c_int = 1;
+const KEEPALIVE_COUNT: libc::c_int = 3;
+
+pub(crate) fn keepalive(s: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    let set = |level: libc::c_int, name: libc::c_int, value: libc::c_int| -> io::Result<()> {
+        // SAFETY: `value` is a c_int that outlives the call, and its size is
+        // the length given; the descriptor is this open socket's.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE)?;
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, KEEPALIVE_INTERVAL)?;
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_COUNT)?;
+    }
+    Ok(())
 }
 
 /// The PING sent with a connection's first command (see [`Wire::fresh`]).
@@ -1568,5 +1624,43 @@ mod tests {
         assert!(wire.inbox.end > 0);
         assert_eq!(wire.next_message(later, true).unwrap(), Some(b"2".to_vec()));
         assert!(wire.is_open());
+    }
+
+    /// Every TCP connection has keepalive on, with the short timers above.
+    #[test]
+    fn tcp_connections_keep_alive() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}"))
+                .unwrap();
+        let wire =
+            Wire::connect(&info, None, Duration::from_secs(5), Duration::from_secs(5)).unwrap();
+        let fd = wire.poll_fd().unwrap();
+        let get = |level: libc::c_int, name: libc::c_int| {
+            let mut value: libc::c_int = -1;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: `value` and `len` are writable and outlive the call.
+            let r = unsafe {
+                libc::getsockopt(
+                    fd,
+                    level,
+                    name,
+                    (&mut value as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            value
+        };
+        assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), KEEPALIVE_IDLE);
+        assert_eq!(
+            get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
+            KEEPALIVE_INTERVAL
+        );
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), KEEPALIVE_COUNT);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_NODELAY), 1);
+        drop(listener);
     }
 }
