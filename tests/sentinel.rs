@@ -392,3 +392,73 @@ async fn the_async_api_through_tls_sentinels_with_passwords() {
     assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
     assert!(e.to_string().contains("certificate"), "{e}");
 }
+
+/// The master's count of refusals with `code` (`INFO errorstats`).
+fn refusals(srv: &Server, code: &str) -> u64 {
+    let stats = common::sentinel::info(srv, "errorstats");
+    let prefix = format!("errorstat_{code}:count=");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[test]
+fn noreplicas_is_unavailability_named_by_the_master_and_a_wait_rides_it_out() {
+    let (master, mut replica, sentinels) = deployment(None);
+    for (name, value) in [
+        ("min-replicas-to-write", "1"),
+        ("min-replicas-max-lag", "1"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(&mut master.raw())
+            .unwrap();
+    }
+    let c = Client::builder(&format!("redis+sentinel://{}/mymaster", hosts(&sentinels)))
+        .connect_timeout(10 * S)
+        .command_timeout(2 * S)
+        .build()
+        .unwrap();
+    c.acquire("warm", 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+    // A frozen replica stops acknowledging: after the max lag the master
+    // refuses writes (NOREPLICAS), before any of them takes effect.
+    replica.pause();
+    wait_until("the master to count no good replica", 30 * S, || {
+        common::sentinel::info(&master, "replication").contains("min_slaves_good_slaves:0")
+    });
+    let e = c.acquire("k", 10 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("master 127.0.0.1:{} of sentinel", master.port))
+            && text.contains("NOREPLICAS"),
+        "{text}"
+    );
+    assert!(
+        refusals(&master, "NOREPLICAS") >= 2,
+        "asked again within the command timeout"
+    );
+    // A wait asks again until the master writes again.
+    let before = refusals(&master, "NOREPLICAS");
+    let waiter = {
+        let c = c.clone();
+        std::thread::spawn(move || c.acquire("k", 10 * S, Wait::Timeout(120 * S)))
+    };
+    wait_until("the waiter to be refused", 30 * S, || {
+        refusals(&master, "NOREPLICAS") > before
+    });
+    replica.resume();
+    let lock = waiter
+        .join()
+        .unwrap()
+        .expect("granted once the replica is back");
+    lock.release().unwrap();
+    let held: bool = master.raw().exists("k").unwrap();
+    assert!(!held);
+}

@@ -687,8 +687,15 @@ impl Pool {
     fn translate(&self, e: redis::RedisError, connecting: bool) -> Error {
         let t = &self.target;
         if let Some(state) = transient_state(&e) {
+            // Sentinel: the master that answered, of the service.
+            let addr = match &t.endpoint {
+                Endpoint::Sentinel(s) => s
+                    .followed()
+                    .map_or_else(|| t.addr.clone(), |m| format!("master {m} of {}", t.addr)),
+                _ => t.addr.clone(),
+            };
             return Error::Unavailable {
-                addr: t.addr.clone(),
+                addr,
                 state: state.to_string(),
                 waited: Duration::ZERO,
                 hint: String::new(),

@@ -148,6 +148,9 @@ pub(crate) fn transient_state(e: &redis::RedisError) -> Option<&'static str> {
         "TRYAGAIN" => "moving the lock's keys between cluster nodes (TRYAGAIN)",
         "CLUSTERDOWN" => "part of a cluster that is down (CLUSTERDOWN)",
         "MASTERDOWN" => "a replica that lost its master (MASTERDOWN)",
+        // min-replicas-to-write: refused before any write (a script's
+        // first write is refused, never a later one).
+        "NOREPLICAS" => "short of replicas in sync for its min-replicas-to-write (NOREPLICAS)",
         _ => return None,
     })
 }

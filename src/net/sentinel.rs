@@ -240,6 +240,14 @@ impl Sentinel {
         k.pid == crate::sync::pid() && k.listening > 0
     }
 
+    /// The `host:port` of the master followed now, if any.
+    pub(crate) fn followed(&self) -> Option<String> {
+        locked(&self.follow.known)
+            .master
+            .as_ref()
+            .map(|m| m.addr.clone())
+    }
+
     /// The generation of the master followed now (0: none yet).
     pub(crate) fn generation(&self) -> u64 {
         self.follow.generation.load(Ordering::Acquire)
