@@ -40,6 +40,14 @@ fn client(sentinels: &[Server]) -> Client {
         .unwrap()
 }
 
+/// Take `name` and release it.
+fn lock_once(c: &Client, name: &str) {
+    c.acquire(name, 10 * S, Wait::TryOnce)
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
 /// Lock scripts and commands a server ran: SET (the plain acquire),
 /// EVALSHA and EVAL (every other lock command).
 fn lock_calls(srv: &Server) -> u64 {
@@ -397,10 +405,7 @@ fn a_frozen_master_is_left_at_the_switch_with_the_commands_waiting_on_it() {
 fn with_every_sentinel_gone_the_client_keeps_the_last_master() {
     let (_master, _replica, mut sentinels) = deployment(None);
     let c = client(&sentinels);
-    c.acquire("warm", 10 * S, Wait::TryOnce)
-        .unwrap()
-        .release()
-        .unwrap();
+    lock_once(&c, "warm");
     for s in &mut sentinels {
         s.kill();
     }
@@ -455,10 +460,7 @@ fn a_listener_that_hears_nothing_from_its_sentinel_hangs_up_and_listens_again() 
     // for 1 s (see src/net/sentinel.rs).
     let (_master, _replica, mut sentinels) = deployment(None);
     let c = client(&sentinels);
-    c.acquire("warm", 10 * S, Wait::TryOnce)
-        .unwrap()
-        .release()
-        .unwrap();
+    lock_once(&c, "warm");
     wait_until("a listener on every sentinel", 20 * S, || {
         sentinels.iter().all(|s| listeners(s).len() == 1)
     });
@@ -483,10 +485,7 @@ fn a_listener_that_hears_nothing_from_its_sentinel_hangs_up_and_listens_again() 
             now.len() == 1 && !old.contains(&now[0])
         })
     });
-    c.acquire("after", 10 * S, Wait::TryOnce)
-        .unwrap()
-        .release()
-        .unwrap();
+    lock_once(&c, "after");
 }
 
 fn role_is_master(srv: &Server) -> bool {
