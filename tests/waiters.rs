@@ -234,6 +234,56 @@ fn a_retry_that_cannot_connect_queues_again_when_the_server_is_back() {
     lock.release().unwrap();
 }
 
+/// A waiter whose first ENQUEUE is cut off by the server going away (it
+/// may have run, its reply lost) rides out the outage for the connect
+/// timeout, as a waiter already queued does, and is served by the server
+/// that comes back (empty: the lock is free).
+#[test]
+fn a_first_enqueue_cut_off_by_a_restart_waits_for_the_server() {
+    let mut srv = Server::start();
+    let h = Client::open(&srv.url()).unwrap();
+    let w = Client::open(&format!("{}?connect_timeout=10s", srv.url())).unwrap();
+    // A waiter served by hand-off: `w` knows the lock as contended, and its
+    // next acquire goes to the queue at once (ENQUEUE first, no plain try).
+    let holder = h.acquire("pr", 60 * S, Wait::TryOnce).unwrap();
+    let first = {
+        let w = w.clone();
+        thread::spawn(move || w.acquire("pr", 10 * S, Wait::Timeout(60 * S)))
+    };
+    wait_until("queued", 10 * S, || w.stats().waiters_now == 1);
+    holder.release().unwrap();
+    first.join().unwrap().unwrap().release().unwrap();
+    // Held again, and the server holds every write: the waiter's ENQUEUE
+    // stays unanswered until the server goes.
+    let holder = h.acquire("pr", 60 * S, Wait::TryOnce).unwrap();
+    let mut raw = srv.raw();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut raw)
+        .unwrap();
+    let errors = w.stats().connection_errors;
+    let waiter = {
+        let w = w.clone();
+        thread::spawn(move || w.acquire("pr", 10 * S, Wait::Timeout(60 * S)))
+    };
+    wait_until("the ENQUEUE to be held by the pause", 10 * S, || {
+        common::sentinel::info(&srv, "clients").contains("blocked_clients:1")
+    });
+    srv.kill();
+    wait_until("the waiter to find the server gone", 20 * S, || {
+        w.stats().connection_errors > errors
+    });
+    srv.restart();
+    holder.forget();
+    let lock = waiter
+        .join()
+        .unwrap()
+        .expect("the wait outlived the restart");
+    lock.release().unwrap();
+}
+
 /// Waiting threads of one client take turns reading the shared subscriber:
 /// the one that reads gives up while another still waits behind it. The
 /// turn passes on, and the hand-off reaches the one left by its message:

@@ -220,9 +220,6 @@ pub(super) async fn acquire(
     let ttl = ttl_ms.to_string();
     let grace = QUEUE_GRACE_MS.to_string();
     let mut first = true;
-    // Once queued on the server (not only by this run: `first` is set
-    // again after a rejoin), a wait rides out its restart (see [`Outage`]).
-    let mut queued = false;
     let tail = keys.tail_args(fenced);
     let enqueue = keys.scripts().enqueue;
     loop {
@@ -248,21 +245,16 @@ pub(super) async fn acquire(
                 continue;
             }
             // The server went away (a restart, a failover; this run may
-            // have queued us before its connection broke): queue again once
-            // it, or its successor, answers, as when the subscriber is lost
-            // (see [`Outage`]). The old entry is left (keeping the lock if
-            // it was handed over meanwhile) before its ticket goes.
+            // have queued us before its connection broke, also the first
+            // one, whose reply the restart may have taken with it): queue
+            // again once it, or its successor, answers, as when the
+            // subscriber is lost (see [`Outage`]). The server answered this
+            // wait already (its subscriber is registered), so it gets the
+            // connect timeout to come back. The old entry is left (keeping
+            // the lock if it was handed over meanwhile) before its ticket
+            // goes.
             Err(e @ Error::Connection { .. }) => {
-                match rejoin(
-                    server,
-                    keys,
-                    token,
-                    &q.member,
-                    (&mut outage, queued),
-                    deadline,
-                )
-                .await
-                {
+                match rejoin(server, keys, token, &q.member, &mut outage, deadline).await {
                     Ok(Ok(ticket)) => {
                         drop(q.done());
                         q = Queued::new(io, keys, token, ttl_ms, ticket);
@@ -287,7 +279,6 @@ pub(super) async fn acquire(
             Err(e) => return Err(e),
         };
         first = false;
-        queued = true;
         outage.over();
         let (pttl, ahead) = match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence)) => {
@@ -423,8 +414,7 @@ pub(super) async fn acquire(
                     "the waiters' subscriber connection was lost: queueing again"
                 );
                 stats.count(Event::Reconnect);
-                let rejoined =
-                    rejoin(server, keys, token, &member, (&mut outage, true), deadline).await;
+                let rejoined = rejoin(server, keys, token, &member, &mut outage, deadline).await;
                 let ticket = match rejoined {
                     Ok(Ok(t)) => t,
                     Ok(Err(fence)) => return Ok(handed(io, keys, fence, started)),
@@ -551,7 +541,7 @@ async fn rejoin<S: Server>(
     keys: &LockKeys,
     token: &[u8],
     member: &[u8],
-    (outage, patient): (&mut Outage, bool),
+    outage: &mut Outage,
     deadline: Option<Instant>,
 ) -> Result<std::result::Result<Ticket, u64>> {
     loop {
@@ -561,8 +551,9 @@ async fn rejoin<S: Server>(
             Err(e) => Err(e),
         };
         match r {
-            Err(Error::Connection { .. }) if outage.again(server.io(), deadline, patient).await => {
-            }
+            // The waiter was queued (or may have been): the server gets the
+            // connect timeout to come back.
+            Err(Error::Connection { .. }) if outage.again(server.io(), deadline, true).await => {}
             r => return r,
         }
     }
