@@ -269,7 +269,7 @@ fn a_first_enqueue_cut_off_by_a_restart_waits_for_the_server() {
         thread::spawn(move || w.acquire("pr", 10 * S, Wait::Timeout(60 * S)))
     };
     wait_until("the ENQUEUE to be held by the pause", 10 * S, || {
-        common::sentinel::info(&srv, "clients").contains("blocked_clients:1")
+        common::info_field(&mut srv.raw(), "clients", "blocked_clients") == 1
     });
     srv.kill();
     wait_until("the waiter to find the server gone", 20 * S, || {
