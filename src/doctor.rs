@@ -365,6 +365,31 @@ fn sentinel_quorum(
             fix: String::new(),
         };
     }
+    // Those that answered at all (NOQUORUM too): the client hears them.
+    let heard = answers
+        .iter()
+        .filter(|(_, a)| {
+            a.as_ref()
+                .map_or_else(|e| e.starts_with("NOQUORUM"), |_| true)
+        })
+        .count();
+    if heard < total / 2 + 1 {
+        return Finding {
+            severity: Severity::Unsafe,
+            check: "sentinel",
+            server: describe.to_string(),
+            message: format!(
+                "only {heard} of the {total} sentinels answer, and a client grants no lock \
+                 while it cannot hear a majority of those its URL lists (it fails closed: a \
+                 partition may have cut it off beside an old master); {}",
+                bad.join("; ")
+            ),
+            fix: String::from(
+                "bring the sentinels back, or reach them from here (firewall, ACL); list every \
+                 sentinel of the service in the URL",
+            ),
+        };
+    }
     Finding {
         severity: Severity::Warning,
         check: "sentinel",

@@ -452,14 +452,31 @@ fn sentinel_the_master_and_the_quorum_are_checked() {
         "the master is examined: {r}"
     );
 
-    // Two sentinels gone: one is left, the master is still found, and the
-    // quorum is a warning (a failover can no longer happen).
+    // One sentinel gone: the quorum is a warning (two can still agree).
     sentinels[0].kill();
-    sentinels[1].kill();
     let r = doctor(&url);
     let s = expect(&r, "sentinel", Severity::Warning);
-    assert!(s.message.contains("1 of 3"), "{}", s.message);
+    assert!(s.message.contains("2 of 3"), "{}", s.message);
+    expect(&r, "lock-cycle", Severity::Ok);
     assert_eq!(cli(&url).0, 0);
+    // Two gone: one is left, the master is still found, and the client
+    // fails closed: the lock cycle is refused, and the report says why.
+    sentinels[1].kill();
+    let r = Client::builder(&url)
+        .command_timeout(S)
+        .build()
+        .unwrap()
+        .doctor()
+        .unwrap();
+    let s = expect(&r, "sentinel", Severity::Unsafe);
+    assert!(s.message.contains("only 1 of the 3"), "{}", s.message);
+    let cycle = expect(&r, "lock-cycle", Severity::Unsafe);
+    assert!(
+        cycle.message.contains("hears 1 of the 3"),
+        "{}",
+        cycle.message
+    );
+    assert_eq!(cli(&url).0, 1);
 }
 
 #[test]

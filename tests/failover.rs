@@ -2,8 +2,8 @@
 //! the sentinels announce it (clean failover, killed master, frozen
 //! master), its commands and its waiters' subscriber alike, and sends no
 //! lock script to the old master once it has heard; waiters keep their
-//! place in the queue across the switch; with every sentinel gone the
-//! client keeps the last master it knew. In a cluster, a waiter's
+//! place in the queue across the switch; a client that cannot hear a
+//! majority of its sentinels grants nothing until it does (fails closed). In a cluster, a waiter's
 //! subscriber follows its slot to the replica that takes it over (FIFO
 //! holds across `CLUSTER FAILOVER`), and waiters ride out a killed master
 //! until its replica is promoted, never failing with a connection error.
@@ -402,28 +402,52 @@ fn a_frozen_master_is_left_at_the_switch_with_the_commands_waiting_on_it() {
 }
 
 #[test]
-fn with_every_sentinel_gone_the_client_keeps_the_last_master() {
-    let (_master, _replica, mut sentinels) = deployment(None);
-    let c = client(&sentinels);
+fn a_client_that_cannot_hear_a_majority_of_its_sentinels_grants_nothing_until_it_does() {
+    // down-after-milliseconds 2000: a listener hangs up on a sentinel
+    // silent for 1 s (see src/net/sentinel.rs).
+    let (master, _replica, mut sentinels) = deployment(None);
+    let c = Client::builder(&url(&sentinels))
+        .connect_timeout(S)
+        .command_timeout(2 * S)
+        .build()
+        .unwrap();
     lock_once(&c, "warm");
-    for s in &mut sentinels {
-        s.kill();
-    }
-    // Threads at once: the pool opens connections that no sentinel can
-    // be asked for.
-    let threads: Vec<_> = (0..8)
-        .map(|i| {
-            let c = c.clone();
-            std::thread::spawn(move || {
-                let lock = c.acquire(format!("k{i}"), 10 * S, Wait::TryOnce)?;
-                std::thread::sleep(S / 5);
-                lock.release()
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap().expect("a lock without sentinels");
-    }
+    // One of three gone: two are a majority, locks go on.
+    sentinels[0].kill();
+    lock_once(&c, "two of three");
+    // A second one frozen, as a partition leaves it: its connections stay
+    // open and nothing answers. Once the client has hung up on it (the
+    // kernel shows the connection closed by the client), it hears one of
+    // three, and refuses: its master may have been cut off beside it while
+    // the others promote a replica.
+    sentinels[1].pause();
+    wait_until(
+        "the listener to hang up on the frozen sentinel",
+        60 * S,
+        || closed_by_the_client(sentinels[1].port) > 0,
+    );
+    let before = lock_calls(&master);
+    let e = c.acquire("refused", 10 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("hears 1 of the 3"), "{text}");
+    assert!(
+        text.contains(&format!("master 127.0.0.1:{}", master.port)),
+        "{text}"
+    );
+    assert!(text.contains("command timeout"), "{text}");
+    assert_eq!(lock_calls(&master), before, "nothing reached the master");
+    // A wait rides it out: granted once the sentinel answers again.
+    let waiting = {
+        let c = c.clone();
+        std::thread::spawn(move || c.acquire("refused", 10 * S, Wait::Timeout(60 * S)))
+    };
+    sentinels[1].resume();
+    let lock = waiting
+        .join()
+        .unwrap()
+        .expect("granted once a majority is heard");
+    lock.release().unwrap();
 }
 
 /// The ids of `sentinel`'s clients subscribed to the four channels a

@@ -200,6 +200,65 @@ fn raw_as(srv: &Server, auth: &[&str]) -> redis::Connection {
     con
 }
 
+#[test]
+fn a_sentinel_that_refuses_subscribe_is_asked_at_each_period_instead() {
+    // Without SUBSCRIBE the client cannot listen to the sentinel's
+    // announcements; it must still hear it (or fail closed), so it asks the
+    // master at each PING period (down-after 1000 ms: every 250 ms).
+    let master = Server::start();
+    let conf = format!(
+        "user default off\n\
+         user watcher on >watch-pw ~* &* +@all -subscribe -psubscribe\n\
+         sentinel monitor mymaster 127.0.0.1 {} 1\n\
+         sentinel down-after-milliseconds mymaster 1000",
+        master.port
+    );
+    let mut sentinel = Server::start_sentinel(&conf);
+    let client = Client::builder(&format!(
+        "redis+sentinel://127.0.0.1:{}/mymaster?sentinel_user=watcher&sentinel_password=watch-pw",
+        sentinel.port
+    ))
+    .connect_timeout(S)
+    .command_timeout(S)
+    .build()
+    .unwrap();
+    // Granted: the client hears its one sentinel.
+    let take = || client.acquire("job", 5 * S, Wait::TryOnce);
+    take().unwrap().release().unwrap();
+    // On one connection, asked the master again and again: the
+    // connection's last command is that question, and it was idle for less
+    // than its age.
+    let mut raw = raw_as(&sentinel, &["watcher", "watch-pw"]);
+    wait_until(
+        "the sentinel to be asked again on one connection",
+        30 * S,
+        || {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut raw).unwrap();
+            list.lines().any(|l| {
+                let field = |name: &str| {
+                    l.split(' ')
+                        .find_map(|f| f.strip_prefix(name))
+                        .and_then(|v| v.parse::<u64>().ok())
+                };
+                l.contains("cmd=sentinel|master")
+                    && field("age=").is_some_and(|age| age >= 2)
+                    && field("idle=").is_some_and(|idle| idle + 1 < field("age=").unwrap())
+            })
+        },
+    );
+    // Frozen, it is no longer heard (after half of down-after), and the
+    // client grants nothing; heard again, it grants.
+    sentinel.pause();
+    wait_until("the client to stop granting", 60 * S, || match take() {
+        Ok(lock) => lock.release().is_err(),
+        Err(e) => e.to_string().contains("hears 0 of the 1"),
+    });
+    sentinel.resume();
+    wait_until("the client to grant again", 60 * S, || {
+        take().is_ok_and(|lock| lock.release().is_ok())
+    });
+}
+
 /// The error of one acquisition through `url`.
 fn refusal(url: &str) -> redislock::Error {
     let client = timeouts(url).build().unwrap();

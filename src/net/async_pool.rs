@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::net::follow::{role_is_master, still_named};
 use crate::net::hub::{Delivery, Ticket};
 use crate::net::pool::command_name;
+use crate::net::pool::Hold;
 use crate::net::pool::Pool;
 use crate::net::retry::{is_dead_connection, is_demoted, Failed, Transient};
 use crate::net::strict;
@@ -223,9 +224,17 @@ impl AsyncPool {
         let mut transient = Transient::new(self.target_ref().command_timeout, "command timeout");
         let mut sent = false;
         loop {
-            if let Some(held) = self.0.pool.promoting() {
-                tokio::time::sleep(transient.held(held)?).await;
-                continue;
+            match self.0.pool.hold() {
+                Some(Hold::Wait(addr, state)) => {
+                    tokio::time::sleep(transient.held((addr, state))?).await;
+                    continue;
+                }
+                Some(Hold::Ask(s)) => {
+                    let timeout = self.target_ref().connect_timeout;
+                    blocking(move || s.current(timeout, None)).await?;
+                    continue;
+                }
+                None => {}
             }
             match self.run_once(&req, sent).await {
                 Ok(r) => return Ok(r),

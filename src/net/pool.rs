@@ -32,6 +32,15 @@ use crate::protocol::{checked, Accepts, Script};
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
 
+/// Why a pool's commands wait (see [`Pool::hold`]).
+pub(crate) enum Hold {
+    /// For the server (`addr`), in the state the error would name.
+    Wait(String, String),
+    /// For the sentinels to name a master: none is known yet, and asking
+    /// them now gives their refusal or silence as the error at once.
+    Ask(Arc<crate::net::sentinel::Sentinel>),
+}
+
 /// How old a slot map may be when a cluster hand-off is checked (see
 /// [`Pool::before_confirming`]): under contention, one map read a second.
 const HANDOFF_MAP_AGE: Duration = Duration::from_secs(1);
@@ -345,13 +354,29 @@ impl Pool {
         None
     }
 
-    /// Sentinel: the master and the replica that its sentinels are
-    /// promoting now (see [`Sentinel::promoting`]); commands wait.
-    pub(crate) fn promoting(&self) -> Option<(String, String)> {
-        match &self.target.endpoint {
-            Endpoint::Sentinel(s) => s.promoting(),
-            _ => None,
+    /// Sentinel: whether commands wait now (see [`Hold`]): its sentinels
+    /// are promoting a replica (see [`Sentinel::promoting`]), or this
+    /// client cannot hear a majority of them (see [`Sentinel::deaf`]: it
+    /// fails closed). Never blocks.
+    pub(crate) fn hold(&self) -> Option<Hold> {
+        let Endpoint::Sentinel(s) = &self.target.endpoint else {
+            return None;
+        };
+        if let Some((master, replica)) = s.promoting() {
+            let state = format!(
+                "being replaced by {replica}, which its sentinels are promoting (what it would \
+                 write now would be lost)"
+            );
+            return Some(Hold::Wait(master, state));
         }
+        let heard = s.deaf(self.target.connect_timeout)?;
+        Some(match s.followed() {
+            None => Hold::Ask(s.clone()),
+            Some(_) => {
+                let (addr, state) = s.deaf_state(heard);
+                Hold::Wait(addr, state)
+            }
+        })
     }
 
     /// A connection to a Sentinel master that this client no longer
@@ -442,9 +467,16 @@ impl Pool {
         let mut transient = Transient::new(budget, budget_name);
         let mut sent = false;
         loop {
-            if let Some(held) = self.promoting() {
-                std::thread::sleep(transient.held(held)?);
-                continue;
+            match self.hold() {
+                Some(Hold::Wait(addr, state)) => {
+                    std::thread::sleep(transient.held((addr, state))?);
+                    continue;
+                }
+                Some(Hold::Ask(s)) => {
+                    s.current(connect_timeout, None)?;
+                    continue;
+                }
+                None => {}
             }
             match self.run_once(connect_timeout, sent, &mut f) {
                 Ok(v) => return Ok(v),

@@ -60,19 +60,16 @@ impl Transient {
         Some(p)
     }
 
-    /// The pause while the sentinels promote a replica (`held`: the master
-    /// and the replica, see [`Pool::promoting`](crate::net::pool::Pool::promoting)): 2 ms at a time, so that
-    /// the command follows the promotion at once; once the budget is spent,
-    /// the error that says so.
-    pub(crate) fn held(&self, (master, replica): (String, String)) -> Result<Duration> {
+    /// The pause while the pool holds its commands (`held`: the server
+    /// and why, see [`Pool::hold`](crate::net::pool::Pool::hold)): 2 ms at
+    /// a time, so that the command goes as soon as the hold ends; once the
+    /// budget is spent, the error that says so.
+    pub(crate) fn held(&self, (addr, state): (String, String)) -> Result<Duration> {
         let left = self.budget.saturating_sub(self.started.elapsed());
         if left.is_zero() {
             return Err(Error::Unavailable {
-                addr: master,
-                state: format!(
-                    "being replaced by {replica}, which its sentinels are promoting (what it \
-                     would write now would be lost)"
-                ),
+                addr,
+                state,
                 waited: self.started.elapsed(),
                 hint: format!("; the {} is {:?}", self.budget_name, self.budget),
             });

@@ -100,6 +100,9 @@ struct Follow {
     hooks: Mutex<Vec<SwitchHook>>,
     /// Whether `known.promoting` may be set, read without the lock.
     promoting: AtomicBool,
+    /// `known.pid` (high 32 bits) and `known.listening` (low 32 bits),
+    /// read without the lock (see [`Sentinel::deaf`]).
+    heard: AtomicU64,
 }
 
 #[derive(Default)]
@@ -388,6 +391,9 @@ impl Sentinel {
         }
         k.pid = pid;
         k.listening = 0;
+        self.follow
+            .heard
+            .store(u64::from(pid) << 32, Ordering::Release);
         for i in 0..self.sentinels.len() {
             let weak = Arc::downgrade(self);
             let started =
@@ -398,22 +404,79 @@ impl Sentinel {
         }
     }
 
-    /// One sentinel listened to more (`+1`) or less (`-1`).
-    fn listening(&self, more: bool) {
+    /// One sentinel listened to more (`+1`) or less (`-1`), by a listener
+    /// of process `pid`.
+    fn listening(&self, more: bool, pid: u32) {
         let mut k = locked(&self.follow.known);
+        if k.pid != pid {
+            return;
+        }
+        let before = k.listening;
         if more {
             k.listening += 1;
         } else {
             k.listening = k.listening.saturating_sub(1);
-            if k.listening == 0 {
-                tracing::debug!(
-                    service = %self.service,
-                    master = k.master.as_ref().map(|m| m.addr.as_str()),
-                    "no sentinel is listened to: new connections ask the sentinels, and keep the \
-                     last master known when none answers"
-                );
-            }
         }
+        let heard = k.listening.min(u32::MAX as usize) as u64;
+        self.follow
+            .heard
+            .store((u64::from(pid) << 32) | heard, Ordering::Release);
+        let need = self.majority();
+        if before >= need && k.listening < need {
+            tracing::debug!(
+                service = %self.service,
+                master = k.master.as_ref().map(|m| m.addr.as_str()),
+                heard = k.listening,
+                of = self.sentinels.len(),
+                "a majority of the sentinels is no longer heard: commands wait for them (fail \
+                 closed)"
+            );
+        }
+    }
+
+    /// How many sentinels make a majority of those the URL lists.
+    fn majority(&self) -> usize {
+        self.sentinels.len() / 2 + 1
+    }
+
+    /// Whether this process cannot hear a majority of the sentinels the URL
+    /// lists (their listeners connected, each asked the master on its
+    /// connection and heard within its silence limit, see [`heartbeat`]):
+    /// then how many it hears, of how many. Starts the listeners if they
+    /// do not run (`timeout`: to connect). Without the lock while a
+    /// majority is heard.
+    ///
+    /// A client that cannot hear a majority fails closed: the pools send
+    /// nothing (see `Pool::hold`), since its master may be cut off beside
+    /// it while the sentinels promote another (a split brain), and a lock
+    /// granted there would not exist on the new master. The listeners hang
+    /// up within half of the sentinels' `down-after-milliseconds`, before
+    /// they can start a failover.
+    pub(crate) fn deaf(self: &Arc<Self>, timeout: Duration) -> Option<(usize, usize)> {
+        let need = self.majority();
+        let heard = self.follow.heard.load(Ordering::Acquire);
+        if (heard >> 32) as u32 == crate::sync::pid() && (heard & 0xffff_ffff) as usize >= need {
+            return None;
+        }
+        let mut k = locked(&self.follow.known);
+        self.listen(&mut k, timeout);
+        (k.listening < need).then_some((k.listening, self.sentinels.len()))
+    }
+
+    /// The error state of [`Sentinel::deaf`], in words.
+    pub(crate) fn deaf_state(&self, (heard, total): (usize, usize)) -> (String, String) {
+        let master = self
+            .followed()
+            .unwrap_or_else(|| String::from("(none known yet)"));
+        (
+            format!("master {master} of {}", self.describe()),
+            format!(
+                "not vouched for by its sentinels: this client hears {heard} of the {total} the \
+                 URL lists, and needs {} to know which server is the master (a partition may \
+                 have cut it off beside an old master), so it grants nothing meanwhile",
+                self.majority()
+            ),
+        )
     }
 
     /// Ask the sentinels in turn (each bounded by `timeout`) for the master.
@@ -466,10 +529,15 @@ impl Sentinel {
     fn ask_one(&self, i: usize, timeout: Duration) -> redis::RedisResult<Option<Found>> {
         let info = &self.sentinels[i].1;
         let mut con = Wire::connect(info, self.tls.as_ref(), timeout, timeout)?;
+        self.ask_on(&mut con)
+    }
+
+    /// [`Sentinel::ask_one`] on a connection to that sentinel.
+    fn ask_on(&self, con: &mut Wire) -> redis::RedisResult<Option<Found>> {
         let fields = redis::cmd("SENTINEL")
             .arg("MASTER")
             .arg(&self.service)
-            .query::<Value>(&mut con);
+            .query::<Value>(con);
         match fields {
             Ok(v) => Ok(parse_master(v)),
             Err(e) if e.detail().is_some_and(|d| d.contains("No such master")) => Ok(None),
@@ -477,7 +545,7 @@ impl Sentinel {
                 let addr = redis::cmd("SENTINEL")
                     .arg("get-master-addr-by-name")
                     .arg(&self.service)
-                    .query::<Option<(String, u16)>>(&mut con)?;
+                    .query::<Option<(String, u16)>>(con)?;
                 Ok(addr.map(|(host, port)| Found {
                     host,
                     port,
@@ -663,9 +731,11 @@ impl Sentinel {
     }
 }
 
-/// A listener: subscribe to sentinel `i`'s `+switch-master` and follow what
-/// it announces, again after each lost connection, until the client is
-/// gone (or this is a forked child: the thread is its parent's).
+/// A listener: subscribe to sentinel `i`'s events and follow what it
+/// announces, again after each lost connection, until the client is gone
+/// (or this is a forked child: the thread is its parent's). A sentinel
+/// whose ACL refuses SUBSCRIBE is asked the master at each PING period
+/// instead (see [`poll`]).
 fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
     let mut pause = Duration::from_millis(100);
     let mut said = false;
@@ -678,75 +748,160 @@ fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
             }
             (s.sentinels[i].1.clone(), s.tls.clone(), k.timeout)
         };
+        let mut refused = false;
         let subscribed = Wire::connect(&info, tls.as_ref(), timeout, timeout).and_then(|mut w| {
             for channel in EVENTS {
-                w.subscribe(channel)?;
+                w.subscribe(channel)
+                    .inspect_err(|e| refused = e.code() == Some("NOPERM"))?;
             }
             Ok(w)
         });
-        let mut wire = match subscribed {
-            Ok(w) => w,
-            Err(e) => {
-                if !said {
-                    said = true;
-                    tracing::debug!(sentinel = i, error = %e, "cannot listen to a sentinel: trying again");
-                }
-                let until = Instant::now() + pause;
-                while Instant::now() < until {
-                    if weak.strong_count() == 0 {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(50).min(pause));
-                }
-                pause = (pause * 2).min(RELISTEN_MAX);
-                continue;
+        let lost = match subscribed {
+            Ok(wire) => {
+                (pause, said) = (Duration::from_millis(100), false);
+                hear(weak, i, pid, wire, timeout)
             }
+            Err(_) if refused => poll(weak, i, pid, &info, tls.as_ref(), timeout),
+            Err(e) => Some(e),
         };
-        (pause, said) = (Duration::from_millis(100), false);
-        let (ping_every, deaf_after) = {
-            let Some(s) = weak.upgrade() else { return };
-            s.listening(true);
-            // A switch may have come while nobody listened.
-            if let Ok(Some(found)) = s.ask_one(i, timeout) {
-                let _ = s.adopt(found, "a sentinel listened to");
+        let Some(lost) = lost else { return };
+        if weak.strong_count() == 0 {
+            return;
+        }
+        if !said {
+            said = true;
+            tracing::debug!(sentinel = i, error = %lost, "cannot hear a sentinel: trying again");
+        }
+        let until = Instant::now() + pause;
+        while Instant::now() < until {
+            if weak.strong_count() == 0 {
+                return;
             }
-            let down_after = locked(&s.follow.known).down_after;
-            heartbeat(down_after)
-        };
-        let mut heard = Instant::now();
-        let mut next_ping = heard + ping_every;
-        let lost = loop {
-            let now = Instant::now();
-            if now >= heard + deaf_after {
-                break redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no reply to PING for {deaf_after:?}"),
-                ));
-            }
-            if now >= next_ping {
-                if let Err(e) = wire.ping_subscribed() {
-                    break e;
-                }
-                next_ping = now + ping_every;
-            }
-            let until = (now + LISTEN_CHECK).min(next_ping).min(heard + deaf_after);
-            match wire.next_push(until, false) {
-                Ok(Some(push)) => {
-                    heard = Instant::now();
-                    if let Push::Message { channel, payload } = push {
-                        let Some(s) = weak.upgrade() else { return };
-                        s.on_event(i, &channel, &payload, timeout);
-                    }
-                }
-                Ok(None) if weak.strong_count() == 0 => return,
-                Ok(None) => {}
-                Err(e) => break e,
-            }
-        };
-        let Some(s) = weak.upgrade() else { return };
-        tracing::debug!(sentinel = %s.sentinels[i].0, error = %lost, "lost a sentinel's events: listening again");
-        s.listening(false);
+            std::thread::sleep(Duration::from_millis(50).min(pause));
+        }
+        pause = (pause * 2).min(RELISTEN_MAX);
     }
+}
+
+/// The sentinel `i` of `s` is heard from now on: it was just asked the
+/// master (a switch may have come while nobody listened). The PING period
+/// and the silence limit, from what the sentinels said.
+fn heard_again(
+    s: &Sentinel,
+    pid: u32,
+    found: redis::RedisResult<Option<Found>>,
+) -> (Duration, Duration) {
+    if let Ok(Some(found)) = found {
+        let _ = s.adopt(found, "a sentinel heard again");
+    }
+    s.listening(true, pid);
+    heartbeat(locked(&s.follow.known).down_after)
+}
+
+/// Listen on `wire`, subscribed to sentinel `i`'s events, until it is
+/// lost (the error) or the client is gone (`None`). PINGs it, and hangs up
+/// on a silence longer than [`heartbeat`] allows.
+fn hear(
+    weak: &Weak<Sentinel>,
+    i: usize,
+    pid: u32,
+    mut wire: Wire,
+    timeout: Duration,
+) -> Option<redis::RedisError> {
+    let (ping_every, deaf_after) = {
+        let s = weak.upgrade()?;
+        let found = s.ask_one(i, timeout);
+        heard_again(&s, pid, found)
+    };
+    let mut heard = Instant::now();
+    let mut next_ping = heard + ping_every;
+    let lost = loop {
+        let now = Instant::now();
+        if now >= heard + deaf_after {
+            break silence(deaf_after);
+        }
+        if now >= next_ping {
+            if let Err(e) = wire.ping_subscribed() {
+                break e;
+            }
+            next_ping = now + ping_every;
+        }
+        let until = (now + LISTEN_CHECK).min(next_ping).min(heard + deaf_after);
+        match wire.next_push(until, false) {
+            Ok(Some(push)) => {
+                heard = Instant::now();
+                if let Push::Message { channel, payload } = push {
+                    let s = weak.upgrade()?;
+                    s.on_event(i, &channel, &payload, timeout);
+                }
+            }
+            Ok(None) if weak.strong_count() == 0 => return None,
+            Ok(None) => {}
+            Err(e) => break e,
+        }
+    };
+    let s = weak.upgrade()?;
+    tracing::debug!(sentinel = %s.sentinels[i].0, error = %lost, "lost a sentinel's events: listening again");
+    s.listening(false, pid);
+    Some(lost)
+}
+
+/// For a sentinel whose ACL refuses SUBSCRIBE: ask it the master at each
+/// PING period on one connection, and follow its answer, until a question
+/// fails or goes unanswered longer than [`heartbeat`] allows (the error) or
+/// the client is gone (`None`). A failover is then followed within a
+/// period rather than at once.
+fn poll(
+    weak: &Weak<Sentinel>,
+    i: usize,
+    pid: u32,
+    info: &ConnectionInfo,
+    tls: Option<&Tls>,
+    timeout: Duration,
+) -> Option<redis::RedisError> {
+    let mut wire = match Wire::connect(info, tls, timeout, timeout) {
+        Ok(w) => w,
+        Err(e) => return Some(e),
+    };
+    let (ping_every, deaf_after) = {
+        let s = weak.upgrade()?;
+        let found = s.ask_on(&mut wire);
+        if let Err(e) = found {
+            return Some(e);
+        }
+        tracing::debug!(sentinel = %s.sentinels[i].0, "SUBSCRIBE refused (ACL): asking the master at each period instead");
+        heard_again(&s, pid, found)
+    };
+    wire.set_timeout(deaf_after).ok();
+    let lost = loop {
+        let until = Instant::now() + ping_every;
+        while Instant::now() < until {
+            if weak.strong_count() == 0 {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50).min(ping_every));
+        }
+        let s = weak.upgrade()?;
+        match s.ask_on(&mut wire) {
+            Ok(Some(found)) => {
+                let _ = s.adopt(found, "a sentinel asked");
+            }
+            Ok(None) => {}
+            Err(e) => break e,
+        }
+    };
+    let s = weak.upgrade()?;
+    tracing::debug!(sentinel = %s.sentinels[i].0, error = %lost, "lost a sentinel: asking again");
+    s.listening(false, pid);
+    Some(lost)
+}
+
+/// The error of a sentinel silent for `deaf_after`.
+fn silence(deaf_after: Duration) -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no reply to PING for {deaf_after:?}"),
+    ))
 }
 
 /// A listener's PING period and the longest silence it allows, from the
