@@ -23,10 +23,10 @@
 //! is listened to, new connections go to the master known without asking.
 //! Each new connection asks the server its `ROLE`: one that answers as a
 //! replica makes the client ask the sentinels again, as a READONLY reply
-//! does. With every sentinel lost, the client keeps the last master it
-//! knew, and a debug line says so. A listener PINGs its sentinel and hangs
-//! up on one that stays silent (see [`heartbeat`]): a sentinel cut off by
-//! a partition is not counted as listened to.
+//! does. A listener PINGs its sentinel and hangs up on one that stays
+//! silent (see [`heartbeat`]): a sentinel cut off by a partition is not
+//! counted as listened to, and a client that cannot hear a majority of
+//! the sentinels its URL lists grants nothing (see [`Sentinel::deaf`]).
 //!
 //! Hazard, in plain words: Redis replicates asynchronously, so a failover
 //! can lose a lock that the old master granted just before it died, and two
