@@ -228,17 +228,21 @@ test-java-run:
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
 ## Sentinel and on Cluster, C, Python, PHP and Java workers; about 2 minutes):
-## never two owners, no lost update, fences never back, every worker back
+## never two owners, no lost update, fences never back, every worker back;
+## and a Sentinel split brain made with network namespaces (needs root)
 test-chaos: deps python-env
 	$(CARGO) build
 	cd tests/chaos && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so \
 		../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider test_chaos.py
 
 ## make chaos: the fault-injection runs whose figures the README quotes (60 s
-## each, a fault every 12 s; about 11 minutes), then a Markdown table
+## each, a fault every 12 s; about 11 minutes), then a Markdown table; then
+## the Sentinel partitions (tests/chaos/partition.py, root: network
+## namespaces; about 2 minutes), another table
 chaos: deps python-env
 	$(CARGO) build --release --lib
 	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV)/bin/python tests/chaos/chaos.py --all $(CHAOS_ARGS)
+	$(VENV)/bin/python tests/chaos/partition.py
 
 ## make test-redlock: the Redlock tests of every language (Rust, C, Python, PHP)
 test-redlock: deps python-env

@@ -71,6 +71,8 @@ have lintian        || need+=(lintian)
 have objdump        || need+=(binutils)
 have file           || need+=(file)
 have composer       || need+=(composer)
+# make test-chaos's partitions: network namespaces and virtual links.
+have ip             || need+=(iproute2)
 install "${need[@]+"${need[@]}"}"
 
 # Second pass: what depends on the versions installed above.

@@ -14,6 +14,10 @@ commandstats). One scenario keeps a known hazard and is marked xfail with
 its reason (a frozen cluster master, resumed). How fast the clients follow (promotion to the first
 acquisition, to every worker's) is a figure, not an assertion here: the
 long runs print it, `make chaos` (tests/chaos/chaos.py --all).
+
+Last, one network partition (tests/chaos/partition.py, two network
+namespaces made and deleted by the test): a Sentinel split brain, which
+must grant nothing beside the old master once the replica is promoted.
 """
 import os
 import sys
@@ -103,3 +107,22 @@ def test_after_a_clean_sentinel_failover_the_old_master_serves_only_in_flight_lo
     stale = f["stale_scripts"]
     assert stale is not None and stale <= WORKERS, \
         f"the old master ran {stale} lock scripts after the promotion ({f['stale']}, {f['stale_window_ms']} ms)"
+
+
+def test_a_sentinel_split_brain_grants_nothing_beside_the_old_master(tmp_path):
+    """tests/chaos/partition.py, short: the master and one worker cut off by
+    the network (two namespaces, one link) from the replica, the three
+    sentinels and another worker, for 8 s. The cut-off client stops
+    granting before the sentinels promote the replica, so no lock is
+    granted beside the old master once there is a new one."""
+    import partition  # tests/chaos/partition.py
+
+    r = partition.scenario(str(tmp_path), wait_replicas=False, before=2.0, cut=8.0, after=8.0, per_side=1)
+    print(partition.table([r]))
+    assert r["promotion_after_cut_ms"] is not None, "the sentinels promoted the replica: %s" % r
+    assert r["old_side_grants_after_promotion"] == 0, r
+    assert (r["overlaps"], r["lost_updates"], r["fence_regressions"]) == (0, 0, 0), r
+    assert r["promotion_to_new_side_first_grant_ms"] is not None, "the new side is served: %s" % r
+    assert r["workers_not_granted_after_heal"] == [], r
+    assert r["keys_left"] == [], r
+

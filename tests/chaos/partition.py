@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Partitions: a Sentinel deployment split by the network while Python
+workers on both sides contend for ONE redislock lock; then the figures.
+
+    target/venv-test/bin/python tests/chaos/partition.py                # both URLs, a table
+    target/venv-test/bin/python tests/chaos/partition.py --wait-replicas --json OUT
+
+Needs root (`ip netns`, from iproute2). Two network namespaces made here
+and deleted on the way out (also on Ctrl-C or an exception), joined by one
+virtual link; nothing outside them is touched:
+
+    side A (10.77.0.1): the master, and the workers of group A
+    side B (10.77.0.2): one replica, three sentinels (down-after 2000 ms),
+                        and the workers of group B
+
+Every worker uses the same URL, the three sentinels. After --before
+seconds the link goes down for --cut seconds (`ip link set … down`): the
+master and group A are cut off from the replica, the sentinels and group
+B, which promote the replica; then the link comes up again (the sentinels
+turn the old master into a replica) and the run goes on for --after
+seconds. This is the split brain of the Jepsen analyses of Redis
+Sentinel: two masters at once, each with clients.
+
+The workers are tests/chaos/worker.py (fenced acquisition, TTL 2 s,
+waiting up to 5 s; a critical section on a file store that refuses a
+fence not above the stored one). The figures, from their CLOCK_MONOTONIC
+stamps (every namespace shares the clock and the file system):
+
+- grants on the old side after the promotion: acquisitions by group A
+  between the moment side B's sentinels name the replica and the heal.
+  Each is a lock the new master never saw: a second owner (a double grant)
+  once group B holds it too;
+- overlaps: two workers holding at once, lost updates, fence refusals (the
+  store refusing a fence below one it has seen: the fenced storage
+  catching a double grant), as in chaos.py;
+- time from the cut to group A's last grant, from the promotion to group
+  B's first, from the heal to group A's first.
+"""
+import argparse
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaos  # noqa: E402  (tests/chaos/chaos.py)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVICE = chaos.SERVICE
+A_IP, B_IP = "10.77.0.1", "10.77.0.2"
+MASTER_PORT, REPLICA_PORT = 6379, 6380
+SENTINEL_PORTS = (26379, 26380, 26381)
+DOWN_AFTER_MS = 2000
+
+
+def run(args: List[str], check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(args, check=check, capture_output=True, text=True, timeout=30)
+
+
+class Net:
+    """Two namespaces (side A, side B) joined by a veth pair."""
+
+    def __init__(self) -> None:
+        tag = "rl%d" % os.getpid()
+        self.a, self.b = tag + "a", tag + "b"
+        self.link_a = tag + "va"
+        if os.geteuid() != 0:
+            raise RuntimeError("partition.py needs root for ip netns")
+        if shutil.which("ip") is None:
+            raise RuntimeError("no `ip`: apt-get install iproute2")
+        atexit.register(self.delete)
+        for ns in (self.a, self.b):
+            run(["ip", "netns", "add", ns])
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        run(["ip", "link", "add", self.link_a, "netns", self.a, "type", "veth", "peer", "name", tag + "vb",
+             "netns", self.b])
+        run(["ip", "-n", self.a, "addr", "add", A_IP + "/24", "dev", self.link_a])
+        run(["ip", "-n", self.b, "addr", "add", B_IP + "/24", "dev", tag + "vb"])
+        self.heal()
+        run(["ip", "-n", self.b, "link", "set", tag + "vb", "up"])
+
+    def cut(self) -> None:
+        run(["ip", "-n", self.a, "link", "set", self.link_a, "down"])
+
+    def heal(self) -> None:
+        run(["ip", "-n", self.a, "link", "set", self.link_a, "up"])
+
+    def delete(self) -> None:
+        chaos.kill_all()     # nothing may still run inside
+        for ns in (self.a, self.b):
+            run(["ip", "netns", "del", ns], check=False)
+
+
+def in_ns(ns: str, args: List[str]) -> List[str]:
+    return ["ip", "netns", "exec", ns] + args
+
+
+def cli(ns: str, host: str, port: int, *args: str) -> Optional[str]:
+    """One redis-cli command inside `ns` (1 s at most): its output, None on failure."""
+    try:
+        r = subprocess.run(in_ns(ns, [chaos.cli_bin(), "-h", host, "-p", str(port), "--raw", *args]),
+                           capture_output=True, text=True, timeout=3)
+    except subprocess.TimeoutExpired:
+        return None
+    return r.stdout.strip() if r.returncode == 0 and not r.stdout.startswith("ERR") else None
+
+
+def wait_for(what: str, predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise RuntimeError("timed out waiting for " + what)
+
+
+def server(ns: str, ip: str, port: int, base: str, extra: List[str]):
+    d = os.path.join(base, "%s-%d" % (ip, port))
+    os.makedirs(d, exist_ok=True)
+    args = [chaos.server_bin(), "--port", str(port), "--bind", ip, "--protected-mode", "no", "--save", "", "--appendonly", "no",
+            "--dir", d, "--logfile", "redis.log", "--repl-diskless-sync-delay", "0"] + extra
+    p = chaos.spawn(in_ns(ns, args), cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
+    wait_for("redis-server %s:%d" % (ip, port), lambda: cli(ns, ip, port, "PING") == "PONG", 15)
+    return p
+
+
+def sentinel(ns: str, port: int, base: str):
+    d = os.path.join(base, "sentinel-%d" % port)
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "sentinel.conf")
+    with open(conf, "w") as f:
+        f.write("port %d\nbind %s\nprotected-mode no\ndir %s\nlogfile sentinel.log\n"
+                "sentinel monitor %s %s %d 2\n"
+                "sentinel down-after-milliseconds %s %d\n"
+                "sentinel failover-timeout %s 3000\n"
+                % (port, B_IP, d, SERVICE, A_IP, MASTER_PORT, SERVICE, DOWN_AFTER_MS, SERVICE))
+    p = chaos.spawn(in_ns(ns, [chaos.server_bin(), conf, "--sentinel"]), cwd=d, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for("sentinel %d" % port, lambda: cli(ns, B_IP, port, "PING") == "PONG", 15)
+    return p
+
+
+def named_master(net: Net) -> Optional[str]:
+    out = cli(net.b, B_IP, SENTINEL_PORTS[0], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+    return ":".join(out.split()) if out else None
+
+
+def scenario(base: str, wait_replicas: bool, before: float, cut: float, after: float, per_side: int,
+             recommended: bool = False, isolated: bool = False) -> dict:
+    """One run; its figures. `isolated`: every worker on side B (the master
+    cut off from everyone) rather than half of them beside it."""
+    label = "sentinel " + ("master isolated" if isolated else "split brain") + (", wait_replicas=1" if wait_replicas else "") + (
+        ", min-replicas-to-write 1" if recommended else "")
+    res: dict = {"scenario": label}
+    run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+    net = Net()
+    try:
+        extra = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "2"] if recommended else []
+        server(net.a, A_IP, MASTER_PORT, base, extra)
+        server(net.b, B_IP, REPLICA_PORT, base, ["--replicaof", A_IP, str(MASTER_PORT)] + extra)
+        wait_for("the replica to sync", lambda: "master_link_status:up" in (
+            cli(net.b, B_IP, REPLICA_PORT, "INFO", "replication") or ""), 30)
+        for port in SENTINEL_PORTS:
+            sentinel(net.b, port, base)
+        wait_for("the sentinels to know each other and the replica", lambda: all(
+            "OK" in (cli(net.b, B_IP, p, "SENTINEL", "CKQUORUM", SERVICE) or "") for p in SENTINEL_PORTS), 60)
+        with open(os.path.join(run_dir, "store"), "w") as f:
+            f.write("0 0\n")
+        query = "?wait_replicas=1&wait_timeout=100ms" if wait_replicas else ""
+        url = "redis+sentinel://%s/%s%s" % (",".join("%s:%d" % (B_IP, p) for p in SENTINEL_PORTS), SERVICE, query)
+        env = dict(os.environ)
+        workers = []
+        sides = (("b", net.b, 2 * per_side),) if isolated else (("a", net.a, per_side), ("b", net.b, per_side))
+        for side, ns, n in sides:
+            for i in range(n):
+                wid = "%s%d" % (side, i)
+                with open(os.path.join(run_dir, "stderr-%s.log" % wid), "w") as err:
+                    p = chaos.spawn(in_ns(ns, [sys.executable, os.path.join(HERE, "worker.py"), url, run_dir, wid,
+                                               "2000", "5000"]), cwd=run_dir, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=err, stderr=subprocess.STDOUT)
+                workers.append(chaos.Worker(wid, "python", p))
+        wait_for("the workers", lambda: all(os.path.exists(os.path.join(run_dir, "ready-" + w.wid))
+                                            for w in workers), 60)
+        open(os.path.join(run_dir, "go"), "w").close()
+        t_start = chaos.now()
+        time.sleep(before)
+        t_cut = chaos.now()
+        net.cut()
+        t_promotion = None
+        old = "%s:%d" % (A_IP, MASTER_PORT)
+        while chaos.now() < t_cut + cut * 1e9:
+            if t_promotion is None and named_master(net) not in (None, old):
+                t_promotion = chaos.now()
+            time.sleep(0.02)
+        t_heal = chaos.now()
+        net.heal()
+        time.sleep(after)
+        t_stop = chaos.now()
+        open(os.path.join(run_dir, "stop"), "w").close()
+        for w in workers:
+            try:
+                w.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                w.killed = True
+                chaos.kill_proc(w.proc)
+        counter = chaos.read_store(run_dir)[0]
+        events = chaos.read_events(run_dir, workers)
+        fault = {"kind": "partition", "t_fault": t_cut, "old_master": MASTER_PORT, "new_master": REPLICA_PORT,
+                 "t_promotion": t_promotion}
+        res.update(chaos.analyze(events, [fault], workers, t_start, t_stop, counter))
+        oks = [e for e in events if e.get("ok")]
+        side_a = [e["t1"] for e in oks if e["w"].startswith("a")]
+        side_b = [e["t1"] for e in oks if e["w"].startswith("b")]
+        ms = lambda t: None if t is None else round(t / 1e6, 1)  # noqa: E731
+        res["promotion_after_cut_ms"] = ms(t_promotion - t_cut) if t_promotion else None
+        res["old_side_grants_after_promotion"] = (
+            sum(1 for t in side_a if t_promotion <= t < t_heal) if t_promotion else None)
+        res["old_side_grants_during_cut"] = sum(1 for t in side_a if t_cut <= t < t_heal)
+        last_a = max((t for t in side_a if t_cut <= t < t_heal), default=None)
+        res["cut_to_old_side_last_grant_ms"] = ms(last_a - t_cut) if last_a else None
+        first_b = min((t for t in side_b if t_promotion and t >= t_promotion), default=None)
+        res["promotion_to_new_side_first_grant_ms"] = ms(first_b - t_promotion) if first_b else None
+        first_a = min((t for t in side_a if t >= t_heal), default=None)
+        res["heal_to_old_side_first_grant_ms"] = ms(first_a - t_heal) if first_a else None
+        res["workers_not_granted_after_heal"] = sorted(
+            w.wid for w in workers if not any(e["w"] == w.wid and e["t1"] >= t_heal for e in oks))
+        res["errors_old_side_during_cut"] = {}
+        for e in events:
+            if not e.get("ok") and e["w"].startswith("a") and t_cut <= e["t1"] < t_heal:
+                res["errors_old_side_during_cut"][e["err"]] = res["errors_old_side_during_cut"].get(e["err"], 0) + 1
+        res["keys_left"] = None
+        wait_for("the old master to follow the new one", lambda: "role:slave" in (
+            cli(net.a, A_IP, MASTER_PORT, "INFO", "replication") or ""), 60)
+        time.sleep(2.5)   # the TTL, with room
+        keys = cli(net.b, B_IP, REPLICA_PORT, "KEYS", "*")
+        # The fence counter stays by design (fences never go backwards).
+        res["keys_left"] = [k for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
+    finally:
+        chaos.kill_all()
+        net.delete()
+    return res
+
+
+COLUMNS = [
+    ("scenario", "scenario"),
+    ("promotion after cut ms", "promotion_after_cut_ms"),
+    ("old side: grants after promotion", "old_side_grants_after_promotion"),
+    ("old side: last grant after cut ms", "cut_to_old_side_last_grant_ms"),
+    ("overlaps", "overlaps"),
+    ("lost updates", "lost_updates"),
+    ("fence refusals", "fence_regressions"),
+    ("new side: 1st grant after promotion ms", "promotion_to_new_side_first_grant_ms"),
+    ("old side: 1st grant after heal ms", "heal_to_old_side_first_grant_ms"),
+    ("acq/s", "acq_per_s"),
+]
+
+
+def table(results: List[dict]) -> str:
+    head = "| " + " | ".join(c for c, _ in COLUMNS) + " |"
+    sep = "|" + "---|" * len(COLUMNS)
+    rows = ["| " + " | ".join("-" if r.get(k) is None else str(r.get(k)) for _, k in COLUMNS) + " |"
+            for r in results]
+    return "\n".join([head, sep] + rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wait-replicas", action="store_true", help="only the ?wait_replicas=1 URL")
+    ap.add_argument("--recommended", action="store_true", help="only min-replicas-to-write 1 on the servers")
+    ap.add_argument("--before", type=float, default=3.0)
+    ap.add_argument("--cut", type=float, default=10.0)
+    ap.add_argument("--after", type=float, default=8.0)
+    ap.add_argument("--per-side", type=int, default=2)
+    ap.add_argument("--isolated", action="store_true", help="only the master isolated from every worker")
+    ap.add_argument("--json", help="append each run's figures as a JSON line")
+    a = ap.parse_args()
+    if a.wait_replicas:
+        runs = [(True, False, False)]
+    elif a.recommended:
+        runs = [(False, True, False)]
+    elif a.isolated:
+        runs = [(False, False, True)]
+    else:
+        runs = [(False, False, False), (True, False, False), (False, True, False), (False, False, True)]
+    base = tempfile.mkdtemp(prefix="redislock-partition-")
+    results = []
+    try:
+        for wait_replicas, recommended, isolated in runs:
+            r = scenario(base, wait_replicas, a.before, a.cut, a.after, a.per_side, recommended, isolated)
+            results.append(r)
+            print(json.dumps({k: v for k, v in r.items() if not k.endswith("examples")}), file=sys.stderr)
+            if a.json:
+                with open(a.json, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
