@@ -73,6 +73,8 @@ have file           || need+=(file)
 have composer       || need+=(composer)
 # make test-chaos's partitions: network namespaces and virtual links.
 have ip             || need+=(iproute2)
+# Servers whose clock is off, for doctor's clock check.
+[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(libfaketime)
 install "${need[@]+"${need[@]}"}"
 
 # Second pass: what depends on the versions installed above.

@@ -63,7 +63,7 @@ pub struct Finding {
     pub severity: Severity,
     /// Which check: `server`, `role`, `eviction`, `memory`, `scripting`,
     /// `time`, `acl`, `pubsub`, `persistence`, `replication`, `clients`,
-    /// `cluster`, `sentinel`, `redlock`, `latency`, `reach` or
+    /// `cluster`, `sentinel`, `redlock`, `latency`, `clock`, `reach` or
     /// `lock-cycle`. Stable: match on it.
     pub check: &'static str,
     /// The server (`host:port` or socket path, never credentials), or the
@@ -154,6 +154,9 @@ const MEMORY_SHARE: f64 = 0.9;
 
 /// PINGs timed for the latency check.
 const PINGS: usize = 5;
+/// A server clock further than this from this host's is a warning (see
+/// [`check_clock`]).
+const CLOCK_SKEW: Duration = Duration::from_secs(1);
 
 impl Client {
     /// Check every server this client's locks may reach for what would make
@@ -176,8 +179,9 @@ impl Client {
         let mut findings = Vec::new();
         let mut reached = 0;
         let mut first_error = None;
+        let mut clocks = Vec::new();
         for pool in &pools {
-            match examine_pool(pool, &mut findings) {
+            match examine_pool(pool, &mut findings, &mut clocks) {
                 Ok(()) => reached += 1,
                 Err(e) if pools.len() == 1 => return Err(e),
                 Err(e) => {
@@ -209,6 +213,7 @@ impl Client {
                 });
             }
             findings.push(redlock_size(&deployment.describe(), pools.len()));
+            findings.extend(redlock_clocks(&deployment.describe(), &clocks));
         }
         findings.push(self.lock_cycle());
         Ok(Report {
@@ -299,7 +304,11 @@ fn redlock_size(target: &str, n: usize) -> Finding {
 /// Every server of one pool (one server, Sentinel's master, a cluster's
 /// masters), then what concerns the pool as a whole. An error when nothing
 /// of it could be asked.
-fn examine_pool(pool: &Pool, out: &mut Vec<Finding>) -> Result<()> {
+fn examine_pool(
+    pool: &Pool,
+    out: &mut Vec<Finding>,
+    clocks: &mut Vec<(String, i64)>,
+) -> Result<()> {
     let servers = pool.inspection_connections()?;
     let only = servers.len() == 1;
     let mut asked = 0;
@@ -308,7 +317,9 @@ fn examine_pool(pool: &Pool, out: &mut Vec<Finding>) -> Result<()> {
         match wire {
             Ok(mut wire) => {
                 asked += 1;
-                examine_server(&mut wire, &addr, pool, out);
+                if let Some(offset) = examine_server(&mut wire, &addr, pool, out) {
+                    clocks.push((addr.clone(), offset));
+                }
             }
             Err(e) if only => return Err(e),
             Err(e) => {
@@ -407,7 +418,8 @@ fn sentinel_quorum(
 }
 
 /// The checks on one server, each a finding.
-fn examine_server(wire: &mut Wire, addr: &str, pool: &Pool, out: &mut Vec<Finding>) {
+/// The server's clock offset from this host's, in µs, when `TIME` told.
+fn examine_server(wire: &mut Wire, addr: &str, pool: &Pool, out: &mut Vec<Finding>) -> Option<i64> {
     let at = |severity, check, message: String, fix: &str| Finding {
         severity,
         check,
@@ -478,6 +490,7 @@ fn examine_server(wire: &mut Wire, addr: &str, pool: &Pool, out: &mut Vec<Findin
         }
     }
     check_latency(wire, &at, out);
+    check_clock(wire, &at, out)
 }
 
 type At<'a> = dyn Fn(Severity, &'static str, String, &str) -> Finding + 'a;
@@ -1072,6 +1085,77 @@ fn check_cluster(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
             "",
         ));
     }
+}
+
+/// `TIME` against this host's clock, read before and after: the offset
+/// (µs, positive when the server is ahead), within half the round trip.
+/// Expiry is counted by the server's clock, so an offset alone breaks
+/// nothing; but a clock that far off is not synchronised, and such clocks
+/// jump when they are corrected: forward, a server expires its locks early;
+/// back, a new master after a failover hands out smaller fences.
+fn check_clock(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) -> Option<i64> {
+    let epoch_us = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64)
+    };
+    let before = std::time::SystemTime::now();
+    let reply = redis::cmd("TIME").query::<(i64, i64)>(wire);
+    let after = std::time::SystemTime::now();
+    let Ok((secs, micros)) = reply else {
+        return None;
+    };
+    let (before, after) = (epoch_us(before), epoch_us(after));
+    let offset = secs * 1_000_000 + micros - (before + after) / 2;
+    let text = clock_text(offset, (after - before) / 2);
+    if offset.unsigned_abs() > CLOCK_SKEW.as_micros() as u64 {
+        out.push(at(
+            Severity::Warning,
+            "clock",
+            format!(
+                "{text}: a clock that far off is not synchronised, and jumps when it is \
+                 corrected; forward, the server expires locks before their TTL (it counts them \
+                 by its clock); back, fences drawn after a failover to it can be smaller"
+            ),
+            "synchronise the server's clock (chrony, systemd-timesyncd or ntpd), and this host's",
+        ));
+    } else {
+        out.push(at(Severity::Ok, "clock", text, ""));
+    }
+    Some(offset)
+}
+
+/// "clock 90.000 s ahead of this host's (± 0.1 ms)".
+fn clock_text(offset_us: i64, within_us: i64) -> String {
+    let side = if offset_us >= 0 { "ahead of" } else { "behind" };
+    format!(
+        "clock {:.3} s {side} this host's (± {:.1} ms)",
+        offset_us.unsigned_abs() as f64 / 1e6,
+        within_us as f64 / 1e3
+    )
+}
+
+/// The Redlock nodes' clocks against each other (`offsets`: each node's
+/// from this host's, µs): a warning when two differ by more than
+/// [`CLOCK_SKEW`].
+fn redlock_clocks(target: &str, offsets: &[(String, i64)]) -> Option<Finding> {
+    let min = offsets.iter().min_by_key(|(_, o)| *o)?;
+    let max = offsets.iter().max_by_key(|(_, o)| *o)?;
+    let spread = max.1 - min.1;
+    (spread.unsigned_abs() > CLOCK_SKEW.as_micros() as u64).then(|| Finding {
+        severity: Severity::Warning,
+        check: "clock",
+        server: target.to_string(),
+        message: format!(
+            "the nodes' clocks differ by {:.3} s ({} ahead of {}): Redlock allows for clock \
+             drift of 1% of the TTL and 2 ms, and unsynchronised clocks jump when corrected; \
+             a node whose clock jumps forward frees a lock early, and with a majority that has \
+             it, a second owner can be granted",
+            spread as f64 / 1e6,
+            max.0,
+            min.0
+        ),
+        fix: String::from("synchronise every node's clock (chrony, systemd-timesyncd or ntpd)"),
+    })
 }
 
 fn check_latency(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {

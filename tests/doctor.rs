@@ -479,6 +479,50 @@ fn sentinel_the_master_and_the_quorum_are_checked() {
     assert_eq!(cli(&url).0, 1);
 }
 
+/// The offset in seconds a clock finding gives ("clock 90.002 s ahead").
+fn offset_s(f: &Finding) -> f64 {
+    let rest = f.message.split("clock ").nth(1).expect("an offset");
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_clock_far_from_this_hosts_warns_and_redlock_nodes_are_compared() {
+    // libfaketime moves the server's clock 90 s ahead.
+    let skewed = Server::start_skewed("+90s");
+    let r = doctor(&skewed.url());
+    let c = expect(&r, "clock", Severity::Warning);
+    assert!(c.message.contains("ahead of this host's"), "{}", c.message);
+    assert!((offset_s(&c) - 90.0).abs() < 1.0, "{}", c.message);
+    assert!(r.is_safe(), "a warning, not unsafe: {r}");
+    let plain = Server::start();
+    let c = expect(&doctor(&plain.url()), "clock", Severity::Ok);
+    assert!(offset_s(&c) < 1.0, "{}", c.message);
+
+    // Redlock: each node's clock, then the nodes against each other.
+    let more = Server::start();
+    let urls = [plain.url(), more.url(), skewed.url()];
+    let r = Client::redlock(&urls).build().unwrap().doctor().unwrap();
+    let clocks = of(&r, "clock");
+    assert_eq!(clocks.len(), 4, "{r}");
+    let spread = clocks
+        .iter()
+        .find(|f| f.message.contains("the nodes' clocks differ"))
+        .unwrap_or_else(|| panic!("no spread finding: {r}"));
+    assert_eq!(spread.severity, Severity::Warning, "{r}");
+    assert!(
+        spread.message.contains(&format!(":{} ahead", skewed.port)),
+        "{}",
+        spread.message
+    );
+    // Without the skewed node: no spread finding.
+    let r = Client::redlock(&[plain.url(), more.url(), Server::start().url()])
+        .build()
+        .unwrap()
+        .doctor()
+        .unwrap();
+    assert_eq!(of(&r, "clock").len(), 3, "{r}");
+}
+
 #[test]
 fn redlock_nodes_are_each_examined_and_a_majority_down_is_unreachable() {
     let mut servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();

