@@ -5,9 +5,10 @@
 //! Each renewing lock is extended at about a third of its TTL. Locks that
 //! fall due together are extended in one pipelined round trip. An extend
 //! that finds the lock gone marks it lost and drops it from the set; an
-//! extend that fails for lack of a connection is retried soon, until the
-//! lock's TTL has certainly run out since the last successful extend, and
-//! then the lock is marked lost as well. Release clears the lock's
+//! extend that fails for lack of a connection is retried soon, until a
+//! tenth of the TTL is left since the last successful extend was sent
+//! (each extend bounded to end by then), and then the lock is marked lost
+//! as well, before the server can have let it go. Release clears the lock's
 //! `renewing` flag under the mutex the thread holds while extending, so no
 //! extend is sent after a release. The thread holds only a weak reference to
 //! the deployment and ends when the client and its locks are gone. After `fork()` the child has
@@ -159,9 +160,18 @@ const RETRY: Duration = Duration::from_millis(200);
 struct Entry {
     lock: Arc<LockState>,
     due: Instant,
-    /// When the server's key expires at the latest, as of the last
-    /// successful extend.
+    /// When the server's key expires at the earliest, as of the last
+    /// successful extend (its TTL from the moment it was sent).
     expires: Instant,
+}
+
+/// How long before its TTL runs out (by this host's clock, from the last
+/// extend that succeeded) a lock that could not be extended is reported
+/// lost: a tenth of the TTL. Each extend is bounded to end by then (see
+/// [`crate::net::pool::within`]), also while the client fails closed, so
+/// the holder hears it before another client can be granted the lock.
+fn margin(lock: &LockState) -> Duration {
+    Duration::from_millis(lock.ttl_ms.load(Ordering::Relaxed)) / 10
 }
 
 struct State {
@@ -273,7 +283,7 @@ impl Drop for Renewer {
 
 fn run(shared: Arc<Shared>, deployment: Weak<dyn Deployment>) {
     loop {
-        let due: Vec<Arc<LockState>> = {
+        let due: Vec<(Arc<LockState>, Instant)> = {
             let mut st = locked(&shared.state);
             loop {
                 if st.shutdown {
@@ -298,14 +308,22 @@ fn run(shared: Arc<Shared>, deployment: Weak<dyn Deployment>) {
                 .iter()
                 .filter(|e| e.due <= horizon)
                 .take(BATCH)
-                .map(|e| e.lock.clone())
+                .map(|e| (e.lock.clone(), e.expires - margin(&e.lock)))
                 .collect()
         };
+        // The extend must end while the earliest of these locks can still
+        // be reported lost before its TTL runs out (see `margin`).
+        let deadline = due.iter().map(|(_, d)| *d).min();
+        let due: Vec<Arc<LockState>> = due.into_iter().map(|(l, _)| l).collect();
         let Some(deployment) = deployment.upgrade() else {
             locked(&shared.state).thread = false;
             return;
         };
-        let outcome = extend_batch(deployment.as_ref(), &due);
+        let sent = Instant::now();
+        let outcome = match deadline {
+            Some(d) => crate::net::pool::within(d, || extend_batch(deployment.as_ref(), &due)),
+            None => extend_batch(deployment.as_ref(), &due),
+        };
         drop(deployment);
         let by_lock: std::collections::HashMap<*const LockState, Option<bool>> =
             due.iter().map(Arc::as_ptr).zip(outcome).collect();
@@ -321,12 +339,13 @@ fn run(shared: Arc<Shared>, deployment: Weak<dyn Deployment>) {
                 Some(true) => {
                     entry.lock.stats.count(Event::RenewalOk);
                     entry.due = now + ttl / 3;
-                    entry.expires = now + ttl;
+                    // The server set the TTL after `sent`: not earlier.
+                    entry.expires = sent + ttl;
                     continue;
                 }
                 Some(false) => "renewal found it expired or held by another owner",
-                None if now >= entry.expires => {
-                    "renewal could not reach the server before its TTL ran out"
+                None if now + margin(&entry.lock) >= entry.expires => {
+                    "renewal could not extend it before its TTL would run out"
                 }
                 None => {
                     entry.due = now + RETRY.min(ttl / 3);

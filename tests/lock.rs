@@ -643,6 +643,36 @@ fn renewal_reports_a_stolen_lock_as_lost() {
 }
 
 #[test]
+fn a_lock_that_cannot_be_extended_is_reported_lost_before_its_ttl_runs_out() {
+    // The server freezes right after the acquire: every extend hangs, for
+    // up to the command timeout (30 s) without a bound. The lock must be
+    // reported lost before the server could let it go: its TTL counted
+    // from before the acquire was sent (the server set it later).
+    let mut srv = Server::start();
+    let client = Client::builder(&srv.url())
+        .command_timeout(30 * S)
+        .build()
+        .unwrap();
+    let ttl = 5 * S;
+    let sent = std::time::Instant::now();
+    let lock = client
+        .acquire_with("frozen", AcquireOptions::new(ttl).auto_renew(true))
+        .unwrap();
+    srv.pause();
+    let (tx, rx) = std::sync::mpsc::channel();
+    lock.on_lost(move || tx.send(std::time::Instant::now()).unwrap());
+    let lost_at = rx.recv_timeout(60 * S).expect("reported lost");
+    assert!(
+        lost_at < sent + ttl,
+        "reported lost {:?} after the TTL ran out",
+        lost_at - (sent + ttl)
+    );
+    assert!(lock.is_lost());
+    assert!(client.stats().renewals_lost >= 1, "{:?}", client.stats());
+    srv.resume();
+}
+
+#[test]
 fn dropping_a_guard_releases_it() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();

@@ -12,6 +12,7 @@
 //! they register with the client's [`Hub`], one subscriber connection per
 //! server node.
 
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,22 @@ use crate::net::wire::{io_reason, is_auth_error, server_message, Wire, UNTRUSTED
 use crate::protocol::{checked, Accepts, Script};
 use crate::stats::{Counters, Event};
 use crate::sync::locked;
+
+thread_local! {
+    /// See [`within`].
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Run `f` with every command this thread sends through a pool bounded to
+/// end by `deadline` (its waits, the holds of [`Pool::hold`] included):
+/// the renewal, which must learn that a lock is lost before its TTL runs
+/// out rather than a command timeout later.
+pub(crate) fn within<T>(deadline: Instant, f: impl FnOnce() -> T) -> T {
+    let before = DEADLINE.with(|d| d.replace(Some(deadline)));
+    let r = f();
+    DEADLINE.with(|d| d.set(before));
+    r
+}
 
 /// Why a pool's commands wait (see [`Pool::hold`]).
 pub(crate) enum Hold {
@@ -430,7 +447,31 @@ impl Pool {
         f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let t = &self.target;
+        if let Some(deadline) = DEADLINE.with(Cell::get) {
+            return self.with_deadline(deadline, f);
+        }
         self.run(t.connect_timeout, t.command_timeout, "command timeout", f)
+    }
+
+    /// [`Pool::with`] under [`within`]: every wait bounded by the time left
+    /// until `deadline` (and by the client's timeouts); none left, an
+    /// [`Error::Unavailable`] at once, nothing sent.
+    fn with_deadline<T>(
+        &self,
+        deadline: Instant,
+        f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(1) {
+            return Err(Error::Unavailable {
+                addr: self.target.addr.clone(),
+                state: String::from("not asked: the caller's deadline had passed"),
+                waited: Duration::ZERO,
+                hint: String::new(),
+            });
+        }
+        let timeout = left.min(self.target.command_timeout);
+        self.bounded(timeout, "deadline", f)
     }
 
     /// Like [`Pool::with`], with every wait (connect, send, reply) bounded by
@@ -438,15 +479,26 @@ impl Pool {
     pub(crate) fn with_timeout<T>(
         &self,
         timeout: Duration,
+        f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.bounded(timeout, "node timeout", f)
+    }
+
+    /// [`Pool::with_timeout`], the budget named `budget_name` in errors.
+    fn bounded<T>(
+        &self,
+        timeout: Duration,
+        budget_name: &'static str,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let normal = self.target.command_timeout;
         let connect = timeout.min(self.target.connect_timeout);
-        self.run(connect, timeout, "node timeout", |con, retried| {
+        self.run(connect, timeout, budget_name, |con, retried| {
             con.set_timeouts(timeout)?;
-            let r = f(con, retried)?;
+            let r = f(con, retried);
+            // Also after a server error: the connection goes back to the pool.
             con.set_timeouts(normal)?;
-            Ok(r)
+            r
         })
     }
 
