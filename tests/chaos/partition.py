@@ -247,6 +247,141 @@ def scenario(base: str, wait_replicas: bool, before: float, cut: float, after: f
     return res
 
 
+# --------------------------------------------------------------------------
+# Redlock: three nodes in a namespace of their own, reached by each group
+# over its own link; a cut drops a node's packets to one group (`ip rule …
+# blackhole` on the nodes' side: the group's SYNs and commands arrive, no
+# reply comes back), as a partition between them does.
+
+NODE_IPS = ("10.77.9.1", "10.77.9.2", "10.77.9.3")
+GROUP_NET = {"a": ("10.77.1.1", "10.77.1.254"), "b": ("10.77.2.1", "10.77.2.254")}
+
+
+class RedlockNet:
+    """Namespaces for group A, group B and the nodes (S)."""
+
+    def __init__(self) -> None:
+        tag = "rl%d" % os.getpid()
+        self.ns = {"a": tag + "a", "b": tag + "b", "s": tag + "s"}
+        if os.geteuid() != 0:
+            raise RuntimeError("partition.py needs root for ip netns")
+        atexit.register(self.delete)
+        for ns in self.ns.values():
+            run(["ip", "netns", "add", ns])
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        for ip in NODE_IPS:
+            run(["ip", "-n", self.ns["s"], "addr", "add", ip + "/32", "dev", "lo"])
+        for g, (ip, gw) in GROUP_NET.items():
+            here, there = tag + g + "g", tag + g + "s"
+            run(["ip", "link", "add", here, "netns", self.ns[g], "type", "veth", "peer", "name", there,
+                 "netns", self.ns["s"]])
+            run(["ip", "-n", self.ns[g], "addr", "add", ip + "/24", "dev", here])
+            run(["ip", "-n", self.ns["s"], "addr", "add", gw + "/24", "dev", there])
+            run(["ip", "-n", self.ns[g], "link", "set", here, "up"])
+            run(["ip", "-n", self.ns["s"], "link", "set", there, "up"])
+            run(["ip", "-n", self.ns[g], "route", "add", "10.77.9.0/24", "via", gw])
+        self.rules: List[List[str]] = []
+
+    def cut(self, group: str, nodes: List[int]) -> None:
+        for n in nodes:
+            rule = ["from", NODE_IPS[n], "to", GROUP_NET[group][0], "blackhole"]
+            run(["ip", "-n", self.ns["s"], "rule", "add"] + rule)
+            self.rules.append(rule)
+
+    def heal(self) -> None:
+        while self.rules:
+            run(["ip", "-n", self.ns["s"], "rule", "del"] + self.rules.pop())
+
+    def delete(self) -> None:
+        chaos.kill_all()
+        for ns in self.ns.values():
+            run(["ip", "netns", "del", ns], check=False)
+
+
+def redlock_scenario(base: str, cut_nodes: List[int], before: float, cut: float, after: float,
+                     per_side: int) -> dict:
+    """Group A cut off from the nodes `cut_nodes` (0-based) for `cut` s."""
+    label = "redlock: group A cut off from %d of 3 nodes" % len(cut_nodes)
+    res: dict = {"scenario": label}
+    run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+    net = RedlockNet()
+    try:
+        for ip in NODE_IPS:
+            server(net.ns["s"], ip, MASTER_PORT, base, [])
+        with open(os.path.join(run_dir, "store"), "w") as f:
+            f.write("0 0\n")
+        url = " ".join("redis://%s:%d" % (ip, MASTER_PORT) for ip in NODE_IPS)
+        workers = []
+        for side in ("a", "b"):
+            for i in range(per_side):
+                wid = "%s%d" % (side, i)
+                with open(os.path.join(run_dir, "stderr-%s.log" % wid), "w") as err:
+                    p = chaos.spawn(in_ns(net.ns[side], [sys.executable, os.path.join(HERE, "worker.py"), url,
+                                                         run_dir, wid, "2000", "5000"]),
+                                    cwd=run_dir, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT)
+                workers.append(chaos.Worker(wid, "python", p))
+        wait_for("the workers", lambda: all(os.path.exists(os.path.join(run_dir, "ready-" + w.wid))
+                                            for w in workers), 60)
+        open(os.path.join(run_dir, "go"), "w").close()
+        t_start = chaos.now()
+        time.sleep(before)
+        t_cut = chaos.now()
+        net.cut("a", cut_nodes)
+        time.sleep(cut)
+        t_heal = chaos.now()
+        net.heal()
+        time.sleep(after)
+        t_stop = chaos.now()
+        open(os.path.join(run_dir, "stop"), "w").close()
+        for w in workers:
+            try:
+                w.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                w.killed = True
+                chaos.kill_proc(w.proc)
+        counter = chaos.read_store(run_dir)[0]
+        events = chaos.read_events(run_dir, workers)
+        fault = {"kind": "partition", "t_fault": t_cut, "old_master": 0, "new_master": None, "t_promotion": None}
+        res.update(chaos.analyze(events, [fault], workers, t_start, t_stop, counter))
+        oks = [e for e in events if e.get("ok")]
+        secs = (t_heal - t_cut) / 1e9
+        for side in ("a", "b"):
+            n = sum(1 for e in oks if e["w"].startswith(side) and t_cut <= e["t1"] < t_heal)
+            res["group_%s_acq_per_s_during_cut" % side] = round(n / secs, 1)
+        first_a = min((e["t1"] for e in oks if e["w"].startswith("a") and e["t1"] >= t_heal), default=None)
+        res["heal_to_old_side_first_grant_ms"] = round((first_a - t_heal) / 1e6, 1) if first_a else None
+        res["workers_not_granted_after_heal"] = sorted(
+            w.wid for w in workers if not any(e["w"] == w.wid and e["t1"] >= t_heal for e in oks))
+        errs: Dict[str, int] = {}
+        for e in events:
+            if not e.get("ok") and e["w"].startswith("a") and t_cut <= e["t1"] < t_heal:
+                errs[e["err"]] = errs.get(e["err"], 0) + 1
+        res["errors_old_side_during_cut"] = errs
+        time.sleep(2.5)   # the TTL, with room
+        left = []
+        for ip in NODE_IPS:
+            keys = cli(net.ns["s"], ip, MASTER_PORT, "KEYS", "*")
+            left += ["%s %s" % (ip, k) for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
+        res["keys_left"] = left
+    finally:
+        chaos.kill_all()
+        net.delete()
+    return res
+
+
+REDLOCK_COLUMNS = [
+    ("scenario", "scenario"),
+    ("overlaps", "overlaps"),
+    ("lost updates", "lost_updates"),
+    ("fence refusals", "fence_regressions"),
+    ("group A acq/s in cut", "group_a_acq_per_s_during_cut"),
+    ("group B acq/s in cut", "group_b_acq_per_s_during_cut"),
+    ("group A errors in cut", "errors_old_side_during_cut"),
+    ("group A: 1st grant after heal ms", "heal_to_old_side_first_grant_ms"),
+    ("acq/s", "acq_per_s"),
+]
+
+
 COLUMNS = [
     ("scenario", "scenario"),
     ("promotion after cut ms", "promotion_after_cut_ms"),
@@ -261,10 +396,11 @@ COLUMNS = [
 ]
 
 
-def table(results: List[dict]) -> str:
-    head = "| " + " | ".join(c for c, _ in COLUMNS) + " |"
-    sep = "|" + "---|" * len(COLUMNS)
-    rows = ["| " + " | ".join("-" if r.get(k) is None else str(r.get(k)) for _, k in COLUMNS) + " |"
+def table(results: List[dict], columns=None) -> str:
+    columns = columns or COLUMNS
+    head = "| " + " | ".join(c for c, _ in columns) + " |"
+    sep = "|" + "---|" * len(columns)
+    rows = ["| " + " | ".join("-" if r.get(k) is None else str(r.get(k)) for _, k in columns) + " |"
             for r in results]
     return "\n".join([head, sep] + rows)
 
@@ -278,6 +414,7 @@ def main() -> int:
     ap.add_argument("--after", type=float, default=8.0)
     ap.add_argument("--per-side", type=int, default=2)
     ap.add_argument("--isolated", action="store_true", help="only the master isolated from every worker")
+    ap.add_argument("--redlock", action="store_true", help="only Redlock (three nodes), no Sentinel")
     ap.add_argument("--json", help="append each run's figures as a JSON line")
     a = ap.parse_args()
     if a.wait_replicas:
@@ -288,9 +425,20 @@ def main() -> int:
         runs = [(False, False, True)]
     else:
         runs = [(False, False, False), (True, False, False), (False, True, False), (False, False, True)]
+    if a.redlock:
+        runs = []
     base = tempfile.mkdtemp(prefix="redislock-partition-")
     results = []
+    redlock = []
     try:
+        if not (a.wait_replicas or a.recommended or a.isolated):
+            for nodes in ([2], [0, 1]):
+                r = redlock_scenario(base, nodes, a.before, a.cut, a.after, a.per_side)
+                redlock.append(r)
+                print(json.dumps({k: v for k, v in r.items() if not k.endswith("examples")}), file=sys.stderr)
+                if a.json:
+                    with open(a.json, "a") as f:
+                        f.write(json.dumps(r) + "\n")
         for wait_replicas, recommended, isolated in runs:
             r = scenario(base, wait_replicas, a.before, a.cut, a.after, a.per_side, recommended, isolated)
             results.append(r)
@@ -300,7 +448,11 @@ def main() -> int:
                     f.write(json.dumps(r) + "\n")
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(table(results))
+    if results:
+        print(table(results))
+    if redlock:
+        print()
+        print(table(redlock, REDLOCK_COLUMNS))
     return 0
 
 

@@ -2,6 +2,8 @@
 
     python worker.py URL DIR ID TTL_MS WAIT_MS
 
+URL: one URL, or several separated by spaces (Redlock).
+
 The protocol of worker.c: DIR/ready-ID once the client exists, wait for
 DIR/go, loop until DIR/stop exists: a fenced acquisition of the lock
 "chaos", the critical section on the file store DIR/store (flock on
@@ -71,7 +73,8 @@ def main():
     store = os.path.join(d, "store")
     lockfd = os.open(os.path.join(d, "store.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     out = open(os.path.join(d, "events-%s.jsonl" % wid), "w", buffering=1)
-    client = redislock.Client(url)
+    urls = url.split()  # several: Redlock
+    client = redislock.Client(urls if len(urls) > 1 else url)
     lock = client.lock(NAME, ttl=ttl, fenced=True)
     open(os.path.join(d, "ready-" + wid), "w").close()
     go, stop = os.path.join(d, "go"), os.path.join(d, "stop")
