@@ -146,6 +146,38 @@ def sentinel(ns: str, port: int, base: str):
     return p
 
 
+def start_workers(run_dir: str, url: str, sides: List[tuple]) -> List[chaos.Worker]:
+    """`sides`: (prefix, namespace, how many). Python workers on the lock of
+    `url`, started at once once every one is ready (DIR/go)."""
+    with open(os.path.join(run_dir, "store"), "w") as f:
+        f.write("0 0\n")
+    workers = []
+    for side, ns, n in sides:
+        for i in range(n):
+            wid = "%s%d" % (side, i)
+            with open(os.path.join(run_dir, "stderr-%s.log" % wid), "w") as err:
+                p = chaos.spawn(in_ns(ns, [sys.executable, os.path.join(HERE, "worker.py"), url, run_dir, wid,
+                                           "2000", "5000"]), cwd=run_dir, stdin=subprocess.DEVNULL,
+                                stdout=err, stderr=subprocess.STDOUT)
+            workers.append(chaos.Worker(wid, "python", p))
+    wait_for("the workers", lambda: all(os.path.exists(os.path.join(run_dir, "ready-" + w.wid))
+                                        for w in workers), 60)
+    open(os.path.join(run_dir, "go"), "w").close()
+    return workers
+
+
+def stop_workers(run_dir: str, workers: List[chaos.Worker]) -> tuple:
+    """Stop them (DIR/stop): the store's counter and every attempt."""
+    open(os.path.join(run_dir, "stop"), "w").close()
+    for w in workers:
+        try:
+            w.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            w.killed = True
+            chaos.kill_proc(w.proc)
+    return chaos.read_store(run_dir)[0], chaos.read_events(run_dir, workers)
+
+
 def named_master(net: Net) -> Optional[str]:
     out = cli(net.b, B_IP, SENTINEL_PORTS[0], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
     return ":".join(out.split()) if out else None
@@ -170,24 +202,10 @@ def scenario(base: str, wait_replicas: bool, before: float, cut: float, after: f
             sentinel(net.b, port, base)
         wait_for("the sentinels to know each other and the replica", lambda: all(
             "OK" in (cli(net.b, B_IP, p, "SENTINEL", "CKQUORUM", SERVICE) or "") for p in SENTINEL_PORTS), 60)
-        with open(os.path.join(run_dir, "store"), "w") as f:
-            f.write("0 0\n")
         query = "?wait_replicas=1&wait_timeout=100ms" if wait_replicas else ""
         url = "redis+sentinel://%s/%s%s" % (",".join("%s:%d" % (B_IP, p) for p in SENTINEL_PORTS), SERVICE, query)
-        env = dict(os.environ)
-        workers = []
-        sides = (("b", net.b, 2 * per_side),) if isolated else (("a", net.a, per_side), ("b", net.b, per_side))
-        for side, ns, n in sides:
-            for i in range(n):
-                wid = "%s%d" % (side, i)
-                with open(os.path.join(run_dir, "stderr-%s.log" % wid), "w") as err:
-                    p = chaos.spawn(in_ns(ns, [sys.executable, os.path.join(HERE, "worker.py"), url, run_dir, wid,
-                                               "2000", "5000"]), cwd=run_dir, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=err, stderr=subprocess.STDOUT)
-                workers.append(chaos.Worker(wid, "python", p))
-        wait_for("the workers", lambda: all(os.path.exists(os.path.join(run_dir, "ready-" + w.wid))
-                                            for w in workers), 60)
-        open(os.path.join(run_dir, "go"), "w").close()
+        sides = [("b", net.b, 2 * per_side)] if isolated else [("a", net.a, per_side), ("b", net.b, per_side)]
+        workers = start_workers(run_dir, url, sides)
         t_start = chaos.now()
         time.sleep(before)
         t_cut = chaos.now()
@@ -202,15 +220,7 @@ def scenario(base: str, wait_replicas: bool, before: float, cut: float, after: f
         net.heal()
         time.sleep(after)
         t_stop = chaos.now()
-        open(os.path.join(run_dir, "stop"), "w").close()
-        for w in workers:
-            try:
-                w.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                w.killed = True
-                chaos.kill_proc(w.proc)
-        counter = chaos.read_store(run_dir)[0]
-        events = chaos.read_events(run_dir, workers)
+        counter, events = stop_workers(run_dir, workers)
         fault = {"kind": "partition", "t_fault": t_cut, "old_master": MASTER_PORT, "new_master": REPLICA_PORT,
                  "t_promotion": t_promotion}
         res.update(chaos.analyze(events, [fault], workers, t_start, t_stop, counter))
@@ -308,21 +318,8 @@ def redlock_scenario(base: str, cut_nodes: List[int], before: float, cut: float,
     try:
         for ip in NODE_IPS:
             server(net.ns["s"], ip, MASTER_PORT, base, [])
-        with open(os.path.join(run_dir, "store"), "w") as f:
-            f.write("0 0\n")
         url = " ".join("redis://%s:%d" % (ip, MASTER_PORT) for ip in NODE_IPS)
-        workers = []
-        for side in ("a", "b"):
-            for i in range(per_side):
-                wid = "%s%d" % (side, i)
-                with open(os.path.join(run_dir, "stderr-%s.log" % wid), "w") as err:
-                    p = chaos.spawn(in_ns(net.ns[side], [sys.executable, os.path.join(HERE, "worker.py"), url,
-                                                         run_dir, wid, "2000", "5000"]),
-                                    cwd=run_dir, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT)
-                workers.append(chaos.Worker(wid, "python", p))
-        wait_for("the workers", lambda: all(os.path.exists(os.path.join(run_dir, "ready-" + w.wid))
-                                            for w in workers), 60)
-        open(os.path.join(run_dir, "go"), "w").close()
+        workers = start_workers(run_dir, url, [("a", net.ns["a"], per_side), ("b", net.ns["b"], per_side)])
         t_start = chaos.now()
         time.sleep(before)
         t_cut = chaos.now()
@@ -332,15 +329,7 @@ def redlock_scenario(base: str, cut_nodes: List[int], before: float, cut: float,
         net.heal()
         time.sleep(after)
         t_stop = chaos.now()
-        open(os.path.join(run_dir, "stop"), "w").close()
-        for w in workers:
-            try:
-                w.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                w.killed = True
-                chaos.kill_proc(w.proc)
-        counter = chaos.read_store(run_dir)[0]
-        events = chaos.read_events(run_dir, workers)
+        counter, events = stop_workers(run_dir, workers)
         fault = {"kind": "partition", "t_fault": t_cut, "old_master": 0, "new_master": None, "t_promotion": None}
         res.update(chaos.analyze(events, [fault], workers, t_start, t_stop, counter))
         oks = [e for e in events if e.get("ok")]

