@@ -265,14 +265,24 @@ impl Client {
     ) -> Result<(LockKeys, Vec<u8>, u64, u64)> {
         let (keys, token, ttl_ms) = prepare(key, kind, opts)?;
         let started = Instant::now();
-        let grant = self.inner.deployment.acquire(
-            &keys,
-            &token,
-            ttl_ms,
-            (opts.wait, opts.fenced),
-            opts.interrupt.as_ref(),
-            started,
-        );
+        let acquire = || {
+            self.inner.deployment.acquire(
+                &keys,
+                &token,
+                ttl_ms,
+                (opts.wait, opts.fenced),
+                opts.interrupt.as_ref(),
+                started,
+            )
+        };
+        // A wait ends at its deadline, also while a server is unreachable.
+        let grant = match opts.wait {
+            Wait::Timeout(d) if !d.is_zero() => match started.checked_add(d) {
+                Some(until) => crate::net::pool::waiting_until(until, acquire),
+                None => acquire(),
+            },
+            _ => acquire(),
+        };
         self.count_acquire(&grant, kind, started);
         Ok((keys, token, grant?.fence, ttl_ms))
     }

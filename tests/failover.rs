@@ -560,6 +560,37 @@ fn a_cluster_failover_moves_the_waiters_subscriber_and_keeps_the_queue_order() {
 }
 
 #[test]
+fn a_short_wait_on_a_killed_cluster_master_ends_at_its_deadline_as_unavailability() {
+    // A 10 s command timeout: a wait that ran until its connection
+    // retries gave up (the old behaviour) would take that long.
+    let (mut servers, master, replica) = cluster_for("job");
+    let c = Client::builder(&cluster_url(&servers))
+        .command_timeout(10 * S)
+        .build()
+        .unwrap();
+    lock_once(&c, "job");
+    servers[master].kill();
+    for _ in 0..3 {
+        let opts = AcquireOptions::new(10 * S).wait(Wait::Timeout(S / 10));
+        let (r, took) = common::timed(|| c.acquire_with("job", opts));
+        let e = r.map(|_| ()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+        assert!(e.to_string().contains("may take its place"), "{e}");
+        assert!(took < 5 * S, "a 100 ms wait took {took:?}");
+    }
+    wait_until("the replica's promotion", 60 * S, || {
+        role_is_master(&servers[replica])
+    });
+    c.acquire_with(
+        "job",
+        AcquireOptions::new(10 * S).wait(Wait::Timeout(30 * S)),
+    )
+    .unwrap()
+    .release()
+    .unwrap();
+}
+
+#[test]
 fn cluster_waiters_ride_out_a_killed_master_until_its_replica_takes_over() {
     let (mut servers, master, replica) = cluster_for("job");
     let holder = cluster_client(&servers);

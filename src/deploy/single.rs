@@ -259,18 +259,32 @@ impl<P: Transport> Single<P> {
             Wait::Timeout(d) => Some(started.checked_add(d)),
             Wait::Forever => Some(None),
         };
-        let grant = match deadline {
-            None => Grant::new(
-                self.try_once(keys, token, ttl_ms, fenced, started).await?,
-                Granted::AtOnce,
-            ),
+        let attempt = match deadline {
+            None => (self.try_once(keys, token, ttl_ms, fenced, started).await)
+                .map(|fence| Grant::new(fence, Granted::AtOnce)),
             Some(deadline) => {
                 let when = (deadline, started);
-                let grant =
-                    wait::acquire(self, keys, token, ttl_ms, fenced, when, interrupt).await?;
-                keys.set_waited(grant.how != Granted::AtOnce);
-                grant
+                (wait::acquire(self, keys, token, ttl_ms, fenced, when, interrupt).await)
+                    .inspect(|grant| keys.set_waited(grant.how != Granted::AtOnce))
             }
+        };
+        let grant = match attempt {
+            // The call ran out while the server could not be reached and
+            // the deployment may give it a successor (the sentinels or the
+            // cluster can promote a replica): a moment of unavailability,
+            // not a connection fault to report.
+            Err(Error::Connection { addr, reason, .. }) if self.pool.failover_possible().await => {
+                return Err(Error::Unavailable {
+                    addr,
+                    state: format!(
+                        "unreachable ({reason}) while a replica may take its place (a failover \
+                         may be under way)"
+                    ),
+                    waited: started.elapsed(),
+                    hint: String::from("; the call's wait or command timeout ran out"),
+                })
+            }
+            r => r?,
         };
         if let Some(replicas) = self.pool.target().wait_replicas {
             self.confirm_replicated(keys, token, grant.fence, ttl_ms, replicas)

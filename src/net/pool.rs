@@ -49,6 +49,23 @@ pub(crate) fn within<T>(deadline: Instant, f: impl FnOnce() -> T) -> T {
     r
 }
 
+thread_local! {
+    /// See [`waiting_until`].
+    static WAIT_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Run `f` (an acquire that may wait until `until`) with the pauses of
+/// this thread's pools (a refused connection while a failover may be under
+/// way, a transient state, a hold) ending by `until` rather than a command
+/// timeout later; the waits on the socket keep the client's timeouts, so
+/// that a command sent is read.
+pub(crate) fn waiting_until<T>(until: Instant, f: impl FnOnce() -> T) -> T {
+    let before = WAIT_UNTIL.with(|d| d.replace(Some(until)));
+    let r = f();
+    WAIT_UNTIL.with(|d| d.set(before));
+    r
+}
+
 /// Why a pool's commands wait (see [`Pool::hold`]).
 pub(crate) enum Hold {
     /// For the server (`addr`), in the state the error would name.
@@ -516,6 +533,12 @@ impl Pool {
         budget_name: &'static str,
         mut f: impl FnMut(&mut Conn, bool) -> redis::RedisResult<T>,
     ) -> Result<T> {
+        let (budget, budget_name) = match WAIT_UNTIL.with(Cell::get) {
+            Some(until) if until < Instant::now() + budget => {
+                (until.saturating_duration_since(Instant::now()), "wait")
+            }
+            _ => (budget, budget_name),
+        };
         let mut transient = Transient::new(budget, budget_name);
         let mut sent = false;
         loop {
