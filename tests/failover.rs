@@ -570,9 +570,14 @@ fn a_short_wait_on_a_killed_cluster_master_ends_at_its_deadline_as_unavailabilit
         .unwrap();
     lock_once(&c, "job");
     servers[master].kill();
-    for _ in 0..3 {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for i in 0..4 {
         let opts = AcquireOptions::new(10 * S).wait(Wait::Timeout(S / 10));
-        let (r, took) = common::timed(|| c.acquire_with("job", opts));
+        // The blocking API, then the async one.
+        let (r, took) = common::timed(|| match i % 2 {
+            0 => c.acquire_with("job", opts),
+            _ => rt.block_on(c.acquire_with_async("job", opts)),
+        });
         let e = r.map(|_| ()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Server, "{e}");
         assert!(e.to_string().contains("may take its place"), "{e}");

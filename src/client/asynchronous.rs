@@ -84,9 +84,15 @@ impl Client {
         let (keys, token, ttl_ms) = prepare(key, kind, &opts)?;
         let ops = self.async_ops();
         let started = Instant::now();
-        let grant = ops
-            .acquire(&keys, &token, ttl_ms, (opts.wait, opts.fenced), started)
-            .await;
+        let acquire = ops.acquire(&keys, &token, ttl_ms, (opts.wait, opts.fenced), started);
+        // A wait ends at its deadline, also while a server is unreachable.
+        let grant = match opts.wait {
+            Wait::Timeout(d) if !d.is_zero() => match started.checked_add(d) {
+                Some(until) => crate::net::async_pool::waiting_until(until, acquire).await,
+                None => acquire.await,
+            },
+            _ => acquire.await,
+        };
         self.count_acquire(&grant, kind, started);
         let fence = grant?.fence;
         let lock = self.held(keys, token, fence, ttl_ms, opts.auto_renew, Some(ops));

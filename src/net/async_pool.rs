@@ -16,7 +16,7 @@
 use std::future::{poll_fn, Future};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind as RedisKind, Pipeline, Value};
@@ -221,7 +221,13 @@ impl AsyncPool {
         if self.is_cluster_target() {
             return self.run_blocking(&req).await;
         }
-        let mut transient = Transient::new(self.target_ref().command_timeout, "command timeout");
+        let (mut budget, mut budget_name) = (self.target_ref().command_timeout, "command timeout");
+        if let Ok(until) = WAIT_UNTIL.try_with(|u| *u) {
+            if until < Instant::now() + budget {
+                (budget, budget_name) = (until.saturating_duration_since(Instant::now()), "wait");
+            }
+        }
+        let mut transient = Transient::new(budget, budget_name);
         let mut sent = false;
         loop {
             match self.0.pool.hold() {
@@ -450,11 +456,28 @@ fn left_behind() -> redis::RedisError {
     ))
 }
 
+tokio::task_local! {
+    /// See [`waiting_until`].
+    static WAIT_UNTIL: Instant;
+}
+
+/// `f` (an acquire that may wait until `until`) with the pauses of the
+/// pools it uses ending by `until`, as [`crate::net::pool::waiting_until`]
+/// does for the blocking pools.
+pub(crate) async fn waiting_until<F: std::future::Future>(until: Instant, f: F) -> F::Output {
+    WAIT_UNTIL.scope(until, f).await
+}
+
 /// Run `f` on tokio's blocking threads.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(Error::Internal(format!("a blocking task failed: {e}"))))
+    // The caller's wait bounds the blocking pool's pauses too.
+    let until = WAIT_UNTIL.try_with(|u| *u).ok();
+    tokio::task::spawn_blocking(move || match until {
+        Some(until) => crate::net::pool::waiting_until(until, f),
+        None => f(),
+    })
+    .await
+    .unwrap_or_else(|e| Err(Error::Internal(format!("a blocking task failed: {e}"))))
 }
 
 fn owned(v: &[&[u8]]) -> Vec<Vec<u8>> {
