@@ -14,6 +14,7 @@
 
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
+use std::thread::LocalKey;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
@@ -36,6 +37,20 @@ use crate::sync::locked;
 thread_local! {
     /// See [`within`].
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// See [`waiting_until`].
+    static WAIT_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Run `f` with this thread's `key` set to `at`, then as it was.
+fn scoped<T>(
+    key: &'static LocalKey<Cell<Option<Instant>>>,
+    at: Instant,
+    f: impl FnOnce() -> T,
+) -> T {
+    let before = key.with(|d| d.replace(Some(at)));
+    let r = f();
+    key.with(|d| d.set(before));
+    r
 }
 
 /// Run `f` with every command this thread sends through a pool bounded to
@@ -43,15 +58,7 @@ thread_local! {
 /// the renewal, which must learn that a lock is lost before its TTL runs
 /// out rather than a command timeout later.
 pub(crate) fn within<T>(deadline: Instant, f: impl FnOnce() -> T) -> T {
-    let before = DEADLINE.with(|d| d.replace(Some(deadline)));
-    let r = f();
-    DEADLINE.with(|d| d.set(before));
-    r
-}
-
-thread_local! {
-    /// See [`waiting_until`].
-    static WAIT_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+    scoped(&DEADLINE, deadline, f)
 }
 
 /// Run `f` (an acquire that may wait until `until`) with the pauses of
@@ -60,10 +67,7 @@ thread_local! {
 /// timeout later; the waits on the socket keep the client's timeouts, so
 /// that a command sent is read.
 pub(crate) fn waiting_until<T>(until: Instant, f: impl FnOnce() -> T) -> T {
-    let before = WAIT_UNTIL.with(|d| d.replace(Some(until)));
-    let r = f();
-    WAIT_UNTIL.with(|d| d.set(before));
-    r
+    scoped(&WAIT_UNTIL, until, f)
 }
 
 /// Why a pool's commands wait (see [`Pool::hold`]).
