@@ -252,11 +252,13 @@ test-chaos: deps python-env
 ## make chaos: the fault-injection runs whose figures the README quotes (60 s
 ## each, a fault every 12 s; about 11 minutes), then a Markdown table; then
 ## the Sentinel partitions (tests/chaos/partition.py, root: network
-## namespaces; about 2 minutes), another table
+## namespaces; about 2 minutes), another table; then the clock faults
+## (tests/chaos/clocks.py, libfaketime; under a minute), a third
 chaos: deps python-env
 	$(CARGO) build --release --lib
 	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV)/bin/python tests/chaos/chaos.py --all $(CHAOS_ARGS)
 	$(VENV)/bin/python tests/chaos/partition.py
+	$(VENV)/bin/python tests/chaos/clocks.py
 
 ## make test-redlock: the Redlock tests of every language (Rust, C, Python, PHP)
 test-redlock: deps python-env

@@ -411,6 +411,24 @@ return {f}
 "#
 );
 
+/// Raise the fence counter `KEYS[4]` to at least ARGV[1] (digits): what a
+/// Redlock client sends to the nodes of its granting majority that drew
+/// less than the fence it keeps, so that every later majority draws above
+/// it whatever the nodes' clocks say. Returns 1 (raised) or 0 (already at
+/// or above); a counter of another type is the WRONGTYPE error.
+pub(crate) const FLOOR: &str = r#"
+local old = redis.pcall('GET', KEYS[4])
+if type(old) == 'table' then
+  return redis.error_reply('WRONGTYPE the fence counter does not hold a number')
+end
+local f = ARGV[1]
+if old and string.find(old, '^%d+$') and (#old > #f or (#old == #f and old >= f)) then
+  return 0
+end
+redis.call('SET', KEYS[4], f)
+return 1
+"#;
+
 /// Compare-and-PEXPIRE: sets the remaining time, never re-creates the
 /// lock. ARGV: token, ttl_ms, fence (0: none drawn). A drawn fence is
 /// kept in `{K}:meta` for as long as the lock (see [`INSPECT`]). Returns 1
@@ -769,6 +787,7 @@ pub(crate) struct Scripts {
     pub(crate) release_queued: Script,
     pub(crate) force_release: Script,
     pub(crate) fence: Script,
+    pub(crate) floor: Script,
     pub(crate) extend: Script,
     pub(crate) inspect: Script,
     pub(crate) sem_acquire: Script,
@@ -799,6 +818,7 @@ pub(crate) fn scripts() -> &'static Scripts {
         release_queued: Script::with_keys("RELEASE_QUEUED", RELEASE_QUEUED, 3, is_released),
         force_release: Script::with_keys("FORCE_RELEASE", FORCE_RELEASE, 3, is_forced),
         fence: Script::new("FENCE", FENCE, is_fence_or_nil),
+        floor: Script::new("FLOOR", FLOOR, is_flag),
         extend: Script::new("EXTEND", EXTEND, is_flag),
         inspect: Script::new("INSPECT", INSPECT, is_info),
         sem_acquire: Script::new("SEM_ACQUIRE", semaphore::SEM_ACQUIRE, is_attempt),

@@ -387,6 +387,7 @@ fn every_script_is_found() {
         "RELEASE",
         "RELEASE_QUEUED",
         "FENCE",
+        "FLOOR",
         "EXTEND",
         "INSPECT",
         "SEM_ACQUIRE",

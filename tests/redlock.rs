@@ -758,3 +758,70 @@ fn one_redlock_over_redis_7_valkey_8_and_valkey_9_speaks_one_protocol() {
         })
     });
 }
+
+/// Fences rise over Redlock whatever the nodes' clocks say. Each node draws
+/// `max(counter + 1, its clock)` and a grant keeps the largest; a node 10 s
+/// ahead (libfaketime) gives one grant a fence 10 s "ahead", and a later
+/// majority without that node would draw below it. A fenced grant raises
+/// the counters of its majority to its fence first (`FLOOR`), so the later
+/// majority, which shares a node with it, draws above.
+#[test]
+fn fenced_grants_rise_over_nodes_whose_clocks_differ() {
+    let mut servers = [
+        Server::start_skewed("+10s"),
+        Server::start(),
+        Server::start(),
+    ];
+    let client = Client::redlock(servers.iter().map(|s| s.url()))
+        .node_timeout(2 * S)
+        .build()
+        .unwrap();
+    let fenced = || AcquireOptions::new(10 * S).fenced(true);
+    // Warm every node (connections, scripts), so that no reply is late.
+    client
+        .acquire_with("warm", fenced())
+        .unwrap()
+        .release()
+        .unwrap();
+
+    // The grant of nodes 0 and 2: node 1 is frozen.
+    servers[1].pause();
+    let first = client.acquire_with("skew", fenced()).unwrap();
+    let f1 = first.fence().unwrap();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    assert!(
+        f1 > now_us + 5_000_000,
+        "the fence came from node 0's clock: {f1} vs {now_us}"
+    );
+    servers[1].resume();
+    first.release().unwrap();
+    wait_until("the release on every node", 10 * S, || {
+        servers.iter().all(|s| value(s, "skew").is_none())
+    });
+
+    // The grant of nodes 1 and 2: node 0 is frozen.
+    servers[0].pause();
+    let second = client.acquire_with("skew", fenced()).unwrap();
+    let f2 = second.fence().unwrap();
+    assert!(f2 > f1, "fences went backwards: {f1} then {f2}");
+    second.release().unwrap();
+    servers[0].resume();
+
+    // Without asking for fences, nothing more is sent (the fence stays
+    // advisory): one script per node and attempt.
+    let before: Vec<u64> = servers.iter().map(|s| script_calls(&mut s.raw())).collect();
+    let lock = client.acquire("plain", 10 * S, Wait::TryOnce).unwrap();
+    wait_until("every node to grant", 10 * S, || {
+        servers
+            .iter()
+            .all(|s| value(s, "plain").as_deref() == Some(lock.token()))
+    });
+    let after: Vec<u64> = servers.iter().map(|s| script_calls(&mut s.raw())).collect();
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(a - b, 1, "{before:?} then {after:?}");
+    }
+    lock.release().unwrap();
+}

@@ -84,7 +84,7 @@ impl Deployment for Redlock {
         keys: &LockKeys,
         token: &[u8],
         ttl_ms: u64,
-        (wait, _fenced): (Wait, bool),
+        (wait, fenced): (Wait, bool),
         interrupt: Option<&Interrupt>,
         started: Instant,
     ) -> Result<Grant> {
@@ -93,7 +93,10 @@ impl Deployment for Redlock {
             Wait::Timeout(d) => started.checked_add(d),
             Wait::Forever => None,
         };
-        acquire(self, keys, token, ttl_ms, deadline, started, interrupt)
+        let strict = fenced && !keys.shared();
+        acquire(
+            self, keys, token, ttl_ms, deadline, started, interrupt, strict,
+        )
     }
 
     fn fence(&self, keys: &LockKeys, token: &[u8]) -> Result<Option<u64>> {
@@ -360,6 +363,9 @@ fn no_quorum(key: &[u8], n: usize, errors: &[Error]) -> Error {
 }
 
 /// Acquire on a majority; retry until `deadline` (`None`: forever).
+/// `strict`: a fenced acquisition, whose fence must rise above every
+/// earlier holder's (see [`raise_floor`]).
+#[allow(clippy::too_many_arguments)]
 fn acquire(
     r: &Redlock,
     keys: &LockKeys,
@@ -368,10 +374,11 @@ fn acquire(
     deadline: Option<Instant>,
     started: Instant,
     interrupt: Option<&Interrupt>,
+    strict: bool,
 ) -> Result<Grant> {
     let mut waiting = None;
     loop {
-        let holder_ttl = match attempt(r, keys, token, ttl_ms)? {
+        let holder_ttl = match attempt(r, keys, token, ttl_ms, strict)? {
             Ok(fence) if waiting.is_none() => return Ok(Grant::new(fence, Granted::AtOnce)),
             Ok(fence) => return Ok(Grant::new(fence, Granted::AfterWait)),
             Err(holder_ttl) => holder_ttl,
@@ -404,7 +411,13 @@ fn acquire(
 
 /// One attempt: the fence when held, the holder's TTL (-1: unknown) when
 /// refused, or an error that no retry would mend.
-fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Result<u64, i64>> {
+fn attempt(
+    r: &Redlock,
+    keys: &LockKeys,
+    token: &[u8],
+    ttl_ms: u64,
+    strict: bool,
+) -> Result<Result<u64, i64>> {
     let n = r.nodes.len();
     let q = quorum_for(n, keys.kind);
     let timeout = node_timeout(r, ttl_ms);
@@ -462,11 +475,13 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
     let mut fence = 0;
     let mut holder_ttl: Option<i64> = None;
     let mut got = Vec::new();
+    let mut drawn = Vec::new();
     for (i, reply) in d.replies.iter().enumerate() {
         if let Some(Ok(v)) = reply {
             match protocol::parse_attempt(v) {
                 Some(Attempt::Taken(f) | Attempt::Handed(f)) => {
                     got.push(i);
+                    drawn.push((i, f));
                     fence = fence.max(f);
                 }
                 Some(Attempt::Held { pttl, .. }) => {
@@ -480,7 +495,17 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
         if d.pending {
             r.remember(keys, token, &round);
         }
-        return Ok(Ok(fence));
+        if !strict || raise_floor(r, keys, &drawn, fence, q, (t0, ttl_ms, timeout)) {
+            return Ok(Ok(fence));
+        }
+        // Too few raised while the grant was valid: give it back whole
+        // (late grants included) and try again.
+        tracing::debug!(
+            lock = %show_key(&keys.lock),
+            "Redlock: too few nodes raised their fence counter in time; retrying"
+        );
+        let _ = release(r, keys, token);
+        return Ok(Err(crate::error::UNKNOWN_TTL));
     }
     // Not held: take back what we got (late grants are taken back by the
     // workers that receive them).
@@ -509,6 +534,58 @@ fn attempt(r: &Redlock, keys: &LockKeys, token: &[u8], ttl_ms: u64) -> Result<Re
         return Err(no_quorum(&keys.lock, n, &errors));
     }
     Ok(Err(holder_ttl.unwrap_or(crate::error::UNKNOWN_TTL)))
+}
+
+/// Fences that never go backwards over Redlock, whatever the nodes' clocks
+/// say. Each node draws `max(counter + 1, its TIME)`, and the grant keeps
+/// the largest, `f`; nodes whose clocks differ draw apart, so a later
+/// majority without the node that drew `f` could draw below it. Before a
+/// fenced grant returns, a majority of nodes must therefore hold a counter
+/// of at least `f`: the granting nodes that drew `f`, and as many of those
+/// that drew less as are needed, raised by `FLOOR`. Any later majority
+/// shares a node with that one and draws above `f` there. One more round
+/// trip to some nodes, unless a majority drew `f` (a counter above every
+/// clock). `false` when too few answered while the grant (`t0`, its TTL,
+/// the per-node timeout) was still valid.
+fn raise_floor(
+    r: &Redlock,
+    keys: &LockKeys,
+    drawn: &[(usize, u64)],
+    f: u64,
+    q: usize,
+    (t0, ttl_ms, timeout): (Instant, u64, Duration),
+) -> bool {
+    let at_f = drawn.iter().filter(|&&(_, d)| d == f).count();
+    if at_f >= q {
+        return true;
+    }
+    let below: Vec<usize> = drawn
+        .iter()
+        .filter(|&&(_, d)| d < f)
+        .map(|&(i, _)| i)
+        .collect();
+    let need = q - at_f;
+    let job = script_job(
+        || &scripts().floor,
+        keys,
+        vec![f.to_string().into_bytes()],
+        r.command_timeout(),
+    );
+    let round = Round::send(&r.nodes, Some(&below), timeout, false, job, None);
+    let raised = |replies: &[Option<Result<Value>>]| {
+        below
+            .iter()
+            .filter(|&&i| matches!(replies[i], Some(Ok(Value::Int(0 | 1)))))
+            .count()
+    };
+    let d = round.decide(Instant::now() + timeout, |replies, last| {
+        if raised(replies) >= need {
+            return Some(Outcome::Held);
+        }
+        last.then_some(Outcome::Failed)
+    });
+    let valid = ttl_ms as i64 - t0.elapsed().as_millis() as i64 - drift_ms(ttl_ms) as i64 > 0;
+    d.outcome == Outcome::Held && valid
 }
 
 /// The pause before the next attempt: random, at most [`MAX_RETRY_DELAY`],

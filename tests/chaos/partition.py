@@ -96,8 +96,9 @@ class Net:
             run(["ip", "netns", "del", ns], check=False)
 
 
-def in_ns(ns: str, args: List[str]) -> List[str]:
-    return ["ip", "netns", "exec", ns] + args
+def in_ns(ns: Optional[str], args: List[str]) -> List[str]:
+    """`args` run inside the namespace `ns` (None: here)."""
+    return args if ns is None else ["ip", "netns", "exec", ns] + args
 
 
 def cli(ns: str, host: str, port: int, *args: str) -> Optional[str]:

@@ -17,7 +17,9 @@ long runs print it, `make chaos` (tests/chaos/chaos.py --all).
 
 Last, one network partition (tests/chaos/partition.py, two network
 namespaces made and deleted by the test): a Sentinel split brain, which
-must grant nothing beside the old master once the replica is promoted.
+must grant nothing beside the old master once the replica is promoted;
+and one clock fault (tests/chaos/clocks.py, libfaketime): Redlock nodes
+whose clocks jump ahead.
 """
 import os
 import sys
@@ -126,3 +128,21 @@ def test_a_sentinel_split_brain_grants_nothing_beside_the_old_master(tmp_path):
     assert r["workers_not_granted_after_heal"] == [], r
     assert r["keys_left"] == [], r
 
+
+
+def test_redlock_nodes_whose_clocks_jump_ahead_grant_no_second_owner_and_keep_fences_rising(tmp_path):
+    """tests/chaos/clocks.py, short: three Redlock nodes under libfaketime,
+    each clock jumping 10 s ahead (five TTLs) in turn, 2 s apart, under
+    three fenced workers. Each jump expires the lock on that node at once;
+    the other two still hold it, and fenced grants raise their majority's
+    counters, so the fences drawn on the jumped node never put a later
+    holder's number below an earlier one."""
+    import clocks  # tests/chaos/clocks.py
+
+    r = clocks.redlock_jumps(str(tmp_path), workers_n=3, every=2.0)
+    print(clocks.partition.table([r], clocks.COLUMNS))
+    assert r["server_offsets_s"] == [10.0, 10.0, 10.0], "every node's clock jumped: %s" % r["server_offsets_s"]
+    assert (r["overlaps"], r["lost_updates"]) == (0, 0), r
+    assert r["fence_regressions"] == 0, r["fence_regression_examples"]
+    assert r["workers_not_recovered"] == [], r
+    assert r["keys_left"] == [], r
