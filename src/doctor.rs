@@ -490,7 +490,11 @@ fn examine_server(wire: &mut Wire, addr: &str, pool: &Pool, out: &mut Vec<Findin
         }
     }
     check_latency(wire, &at, out);
-    check_clock(wire, &at, out)
+    let offset = check_clock(wire, &at, out);
+    if let Some(master) = offset.filter(|_| get("role") == Some("master")) {
+        check_replica_clocks(&info, master, addr, pool, out);
+    }
+    offset
 }
 
 type At<'a> = dyn Fn(Severity, &'static str, String, &str) -> Finding + 'a;
@@ -1094,19 +1098,8 @@ fn check_cluster(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) {
 /// jump when they are corrected: forward, a server expires its locks early;
 /// back, a new master after a failover hands out smaller fences.
 fn check_clock(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) -> Option<i64> {
-    let epoch_us = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as i64)
-    };
-    let before = std::time::SystemTime::now();
-    let reply = redis::cmd("TIME").query::<(i64, i64)>(wire);
-    let after = std::time::SystemTime::now();
-    let Ok((secs, micros)) = reply else {
-        return None;
-    };
-    let (before, after) = (epoch_us(before), epoch_us(after));
-    let offset = secs * 1_000_000 + micros - (before + after) / 2;
-    let text = clock_text(offset, (after - before) / 2);
+    let (offset, within) = clock_offset(wire)?;
+    let text = clock_text(offset, within);
     if offset.unsigned_abs() > CLOCK_SKEW.as_micros() as u64 {
         out.push(at(
             Severity::Warning,
@@ -1122,6 +1115,108 @@ fn check_clock(wire: &mut Wire, at: &At, out: &mut Vec<Finding>) -> Option<i64> 
         out.push(at(Severity::Ok, "clock", text, ""));
     }
     Some(offset)
+}
+
+/// The server's `TIME` less this host's clock (µs, positive when the
+/// server is ahead), and within how much (half the round trip).
+fn clock_offset(wire: &mut Wire) -> Option<(i64, i64)> {
+    let epoch_us = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64)
+    };
+    let before = std::time::SystemTime::now();
+    let reply = redis::cmd("TIME").query::<(i64, i64)>(wire);
+    let after = std::time::SystemTime::now();
+    let (secs, micros) = reply.ok()?;
+    let (before, after) = (epoch_us(before), epoch_us(after));
+    Some((
+        secs * 1_000_000 + micros - (before + after) / 2,
+        (after - before) / 2,
+    ))
+}
+
+/// The clocks of a master's replicas (its INFO's `slaveN` lines) against
+/// its own (`master_us`: its offset from this host's). A failover hands
+/// the locks to a replica with their expiry times as absolute instants of
+/// the master's clock: a replica ahead expires them early (a second owner
+/// while the first still works), one behind keeps them longer and, when
+/// the fence counter had not reached it, draws smaller fences.
+fn check_replica_clocks(
+    info: &HashMap<String, String>,
+    master_us: i64,
+    master: &str,
+    pool: &Pool,
+    out: &mut Vec<Finding>,
+) {
+    let replicas = (0..)
+        .map_while(|i| info.get(&format!("slave{i}")))
+        .filter_map(|line| {
+            let field = |k: &str| {
+                line.split(',')
+                    .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+            };
+            Some((
+                field("ip")?.to_string(),
+                field("port")?.parse::<u16>().ok()?,
+            ))
+        });
+    for (host, port) in replicas {
+        let server = format!("{host}:{port} (replica of {master})");
+        let finding = |severity, message: String, fix: &str| Finding {
+            severity,
+            check: "clock",
+            server: server.clone(),
+            message,
+            fix: fix.to_string(),
+        };
+        let offset = pool
+            .inspection_connection_to(&host, port)
+            .map_err(|e| e.to_string())
+            .and_then(|mut wire| clock_offset(&mut wire).ok_or_else(|| "TIME refused".into()));
+        let (offset, within) = match offset {
+            Ok(o) => o,
+            Err(e) => {
+                out.push(finding(
+                    Severity::Warning,
+                    format!("the replica's clock could not be read ({e})"),
+                    "run doctor where the replicas can be reached, as a user allowed TIME",
+                ));
+                continue;
+            }
+        };
+        let apart = offset - master_us;
+        let text = format!(
+            "clock {:.3} s {} its master's (± {:.1} ms)",
+            apart.unsigned_abs() as f64 / 1e6,
+            if apart >= 0 { "ahead of" } else { "behind" },
+            within as f64 / 1e3
+        );
+        if apart.unsigned_abs() <= CLOCK_SKEW.as_micros() as u64 {
+            out.push(finding(Severity::Ok, text, ""));
+        } else if apart > 0 {
+            out.push(finding(
+                Severity::Warning,
+                format!(
+                    "{text}: after a failover to it, every lock taken before expires that much \
+                     early (expiry is an instant of the master's clock, counted by the \
+                     replica's): a second owner while the first still works"
+                ),
+                "synchronise the replica's clock with its master's (chrony, \
+                 systemd-timesyncd or ntpd)",
+            ));
+        } else {
+            out.push(finding(
+                Severity::Warning,
+                format!(
+                    "{text}: after a failover to it, locks taken before last that much longer, \
+                     and fences it draws can fall below those handed out already when the \
+                     fence counter had not reached it"
+                ),
+                "synchronise the replica's clock with its master's (chrony, \
+                 systemd-timesyncd or ntpd)",
+            ));
+        }
+    }
 }
 
 /// "clock 90.000 s ahead of this host's (± 0.1 ms)".

@@ -523,6 +523,49 @@ fn a_clock_far_from_this_hosts_warns_and_redlock_nodes_are_compared() {
     assert_eq!(of(&r, "clock").len(), 3, "{r}");
 }
 
+/// A master's replicas are read too: a replica 30 s ahead of its master
+/// (libfaketime) would expire every lock 30 s early after a failover.
+#[test]
+fn a_replica_whose_clock_is_off_from_its_masters_warns() {
+    // Valkey 8.1 for all three: libfaketime needs it (see start_skewed).
+    let valkey = || common::matrix_server("valkey8");
+    let master = Server::start_bin(valkey());
+    let port = master.port.to_string();
+    let replica_of = ["--replicaof", "127.0.0.1", port.as_str()];
+    let ahead = Server::start_skewed_with("+30s", &replica_of);
+    let right = Server::start_bin_with(valkey(), &replica_of);
+    wait_until("both replicas online", 20 * S, || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut master.raw())
+            .unwrap();
+        info.matches("state=online").count() == 2
+    });
+    let r = doctor(&master.url());
+    let replica = |srv: &Server| {
+        of(&r, "clock")
+            .into_iter()
+            .find(|f| {
+                f.server
+                    .starts_with(&format!("127.0.0.1:{} (replica of", srv.port))
+            })
+            .unwrap_or_else(|| panic!("no clock finding for replica {}: {r}", srv.port))
+    };
+    let a = replica(&ahead);
+    assert_eq!(a.severity, Severity::Warning, "{r}");
+    assert!(a.message.contains("ahead of its master's"), "{}", a.message);
+    assert!(
+        a.message.contains("expires that much early"),
+        "{}",
+        a.message
+    );
+    assert!((offset_s(a) - 30.0).abs() < 1.0, "{}", a.message);
+    let b = replica(&right);
+    assert_eq!(b.severity, Severity::Ok, "{r}");
+    assert!(offset_s(b) < 1.0, "{}", b.message);
+    assert!(r.is_safe(), "warnings, not unsafe: {r}");
+}
+
 #[test]
 fn redlock_nodes_are_each_examined_and_a_majority_down_is_unreachable() {
     let mut servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();

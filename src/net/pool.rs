@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::LocalKey;
 use std::time::{Duration, Instant};
 
-use redis::{Cmd, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
+use redis::{Cmd, ConnectionAddr, ConnectionLike, ErrorKind as RedisKind, RedisResult, Value};
 
 use crate::error::{Error, Result};
 use crate::net::cluster::Routed;
@@ -367,6 +367,39 @@ impl Pool {
                 })
                 .collect(),
         })
+    }
+
+    /// A connection for `doctor` to `host:port` (a replica of one of this
+    /// pool's servers, as its master's INFO names it), with the pool's
+    /// credentials and TLS.
+    pub(crate) fn inspection_connection_to(&self, host: &str, port: u16) -> Result<Wire> {
+        let t = &self.target;
+        let (ct, timeout) = (t.connect_timeout, t.command_timeout);
+        let addr = format!("{host}:{port}");
+        let info = match &t.endpoint {
+            Endpoint::Direct(info) => (**info).clone(),
+            Endpoint::Sentinel(s) => s.master(ct)?.0,
+            Endpoint::Cluster(cluster) => {
+                return cluster
+                    .connect(&addr, ct, timeout)
+                    .map_err(|e| self.translate(e, true));
+            }
+        };
+        let at = match info.addr() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => ConnectionAddr::Tcp(host.to_string(), port),
+        };
+        Wire::connect(&info.set_addr(at), t.tls.as_ref(), ct, timeout)
+            .map_err(|e| self.translate(e, true))
     }
 
     /// The node (`host:port`) serving `key`'s slot, for a cluster; empty

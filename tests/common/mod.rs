@@ -406,6 +406,11 @@ impl Server {
     /// start a server linked with jemalloc, as Debian's redis-server is
     /// (its issue #130); Valkey's is built with libc's malloc.
     pub fn start_skewed(faketime: &str) -> Server {
+        Server::start_skewed_with(faketime, &[])
+    }
+
+    /// [`Server::start_skewed`] with more server arguments.
+    pub fn start_skewed_with(faketime: &str, args: &[&str]) -> Server {
         let lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
         assert!(
             Path::new(lib).is_file(),
@@ -417,13 +422,18 @@ impl Server {
             ("FAKETIME".into(), faketime.into()),
             ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
         ];
-        Server::start_plain(&[], Some(bin), env)
+        Server::start_plain(args, Some(bin), env)
     }
 
     /// A plain server of the binary `bin` whatever `$REDIS_SERVER` says
     /// (a fleet whose servers differ; [`matrix_server`]).
     pub fn start_bin(bin: PathBuf) -> Server {
-        Server::start_plain(&[], Some(bin), Vec::new())
+        Server::start_bin_with(bin, &[])
+    }
+
+    /// [`Server::start_bin`] with more server arguments.
+    pub fn start_bin_with(bin: PathBuf, args: &[&str]) -> Server {
+        Server::start_plain(args, Some(bin), Vec::new())
     }
 
     /// A server that speaks only TLS, with a CA and a certificate for
