@@ -59,7 +59,10 @@ DOWN_AFTER_MS = 2000
 
 
 def run(args: List[str], check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(args, check=check, capture_output=True, text=True, timeout=30)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s%s" % (" ".join(args), r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    return r
 
 
 class Net:
@@ -184,6 +187,32 @@ def named_master(net: Net) -> Optional[str]:
     return ":".join(out.split()) if out else None
 
 
+def side_figures(res: dict, events: List[dict], workers: List[chaos.Worker], t_cut: int,
+                 t_promotion: Optional[int], t_heal: int) -> None:
+    """The figures of a cut between group A (beside the old master) and
+    group B (beside the promoted replica), into `res`."""
+    oks = [e for e in events if e.get("ok")]
+    side_a = [e["t1"] for e in oks if e["w"].startswith("a")]
+    side_b = [e["t1"] for e in oks if e["w"].startswith("b")]
+    ms = lambda t: None if t is None else round(t / 1e6, 1)  # noqa: E731
+    res["promotion_after_cut_ms"] = ms(t_promotion - t_cut) if t_promotion else None
+    res["old_side_grants_after_promotion"] = (
+        sum(1 for t in side_a if t_promotion <= t < t_heal) if t_promotion else None)
+    res["old_side_grants_during_cut"] = sum(1 for t in side_a if t_cut <= t < t_heal)
+    last_a = max((t for t in side_a if t_cut <= t < t_heal), default=None)
+    res["cut_to_old_side_last_grant_ms"] = ms(last_a - t_cut) if last_a else None
+    first_b = min((t for t in side_b if t_promotion and t >= t_promotion), default=None)
+    res["promotion_to_new_side_first_grant_ms"] = ms(first_b - t_promotion) if first_b else None
+    first_a = min((t for t in side_a if t >= t_heal), default=None)
+    res["heal_to_old_side_first_grant_ms"] = ms(first_a - t_heal) if first_a else None
+    res["workers_not_granted_after_heal"] = sorted(
+        w.wid for w in workers if not any(e["w"] == w.wid and e["t1"] >= t_heal for e in oks))
+    res["errors_old_side_during_cut"] = {}
+    for e in events:
+        if not e.get("ok") and e["w"].startswith("a") and t_cut <= e["t1"] < t_heal:
+            res["errors_old_side_during_cut"][e["err"]] = res["errors_old_side_during_cut"].get(e["err"], 0) + 1
+
+
 def scenario(base: str, wait_replicas: bool, before: float, cut: float, after: float, per_side: int,
              recommended: bool = False, isolated: bool = False) -> dict:
     """One run; its figures. `isolated`: every worker on side B (the master
@@ -225,32 +254,105 @@ def scenario(base: str, wait_replicas: bool, before: float, cut: float, after: f
         fault = {"kind": "partition", "t_fault": t_cut, "old_master": MASTER_PORT, "new_master": REPLICA_PORT,
                  "t_promotion": t_promotion}
         res.update(chaos.analyze(events, [fault], workers, t_start, t_stop, counter))
-        oks = [e for e in events if e.get("ok")]
-        side_a = [e["t1"] for e in oks if e["w"].startswith("a")]
-        side_b = [e["t1"] for e in oks if e["w"].startswith("b")]
-        ms = lambda t: None if t is None else round(t / 1e6, 1)  # noqa: E731
-        res["promotion_after_cut_ms"] = ms(t_promotion - t_cut) if t_promotion else None
-        res["old_side_grants_after_promotion"] = (
-            sum(1 for t in side_a if t_promotion <= t < t_heal) if t_promotion else None)
-        res["old_side_grants_during_cut"] = sum(1 for t in side_a if t_cut <= t < t_heal)
-        last_a = max((t for t in side_a if t_cut <= t < t_heal), default=None)
-        res["cut_to_old_side_last_grant_ms"] = ms(last_a - t_cut) if last_a else None
-        first_b = min((t for t in side_b if t_promotion and t >= t_promotion), default=None)
-        res["promotion_to_new_side_first_grant_ms"] = ms(first_b - t_promotion) if first_b else None
-        first_a = min((t for t in side_a if t >= t_heal), default=None)
-        res["heal_to_old_side_first_grant_ms"] = ms(first_a - t_heal) if first_a else None
-        res["workers_not_granted_after_heal"] = sorted(
-            w.wid for w in workers if not any(e["w"] == w.wid and e["t1"] >= t_heal for e in oks))
-        res["errors_old_side_during_cut"] = {}
-        for e in events:
-            if not e.get("ok") and e["w"].startswith("a") and t_cut <= e["t1"] < t_heal:
-                res["errors_old_side_during_cut"][e["err"]] = res["errors_old_side_during_cut"].get(e["err"], 0) + 1
+        side_figures(res, events, workers, t_cut, t_promotion, t_heal)
         res["keys_left"] = None
         wait_for("the old master to follow the new one", lambda: "role:slave" in (
             cli(net.a, A_IP, MASTER_PORT, "INFO", "replication") or ""), 60)
         time.sleep(2.5)   # the TTL, with room
         keys = cli(net.b, B_IP, REPLICA_PORT, "KEYS", "*")
         # The fence counter stays by design (fences never go backwards).
+        res["keys_left"] = [k for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
+    finally:
+        chaos.kill_all()
+        net.delete()
+    return res
+
+
+# --------------------------------------------------------------------------
+# Cluster: the lock's slot master on side A with group A, the other two
+# masters and its replica on side B with group B.
+
+CLUSTER_PORTS = {"m1": 7001, "m2": 7002, "m3": 7003, "r1": 7004}
+NODE_TIMEOUT_MS = 2000
+
+
+def lock_slot() -> int:
+    """The slot of the workers' lock (CRC16/XMODEM of its name)."""
+    import binascii
+    import worker  # tests/chaos/worker.py: NAME
+    return binascii.crc_hqx(worker.NAME.encode(), 0) % 16384
+
+
+def role(ns: str, ip: str, port: int) -> Optional[str]:
+    out = cli(ns, ip, port, "ROLE")
+    return out.split()[0] if out else None
+
+
+def cluster_scenario(base: str, wait_replicas: bool, before: float, cut: float, after: float,
+                     per_side: int) -> dict:
+    """Three masters and one replica; the master of the lock's slot (m1)
+    and group A cut off from the rest for `cut` s: m1 is in the minority."""
+    label = "cluster: the lock's master in the minority" + (", wait_replicas=1" if wait_replicas else "")
+    res: dict = {"scenario": label}
+    run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+    net = Net()
+    try:
+        args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
+        where = {"m1": (net.a, A_IP), "m2": (net.b, B_IP), "m3": (net.b, B_IP), "r1": (net.b, B_IP)}
+        for name, (ns, ip) in where.items():
+            # In this run's directory: a node must not find the nodes.conf
+            # of an earlier run.
+            server(ns, ip, CLUSTER_PORTS[name], run_dir, args)
+        # From side B, whose redis-cli drives the creation (a node it cannot
+        # ask yet counts as "not empty").
+        wait_for("side B to reach m1", lambda: cli(net.b, A_IP, CLUSTER_PORTS["m1"], "PING") == "PONG", 15)
+        # redis-cli gives the first master slots 0-5460, the second
+        # 5461-10922, the third the rest: m1 goes where the lock's slot is.
+        others = ["%s:%d" % (B_IP, CLUSTER_PORTS[n]) for n in ("m2", "m3")]
+        others.insert(min(lock_slot() * 3 // 16384, 2), "%s:%d" % (A_IP, CLUSTER_PORTS["m1"]))
+        run(in_ns(net.b, [chaos.cli_bin(), "--cluster", "create"] + others + ["--cluster-yes"]))
+        m1_id = cli(net.a, A_IP, CLUSTER_PORTS["m1"], "CLUSTER", "MYID")
+        run(in_ns(net.b, [chaos.cli_bin(), "--cluster", "add-node", "%s:%d" % (B_IP, CLUSTER_PORTS["r1"]),
+                          "%s:%d" % (A_IP, CLUSTER_PORTS["m1"]), "--cluster-slave", "--cluster-master-id", m1_id]))
+        wait_for("the replica to sync", lambda: "master_link_status:up" in (
+            cli(net.b, B_IP, CLUSTER_PORTS["r1"], "INFO", "replication") or ""), 30)
+        wait_for("every node to see the cluster ok", lambda: all(
+            "cluster_state:ok" in (cli(ns, ip, CLUSTER_PORTS[n], "CLUSTER", "INFO") or "")
+            for n, (ns, ip) in where.items()), 30)
+        query = "?wait_replicas=1&wait_timeout=100ms" if wait_replicas else ""
+        url = "redis+cluster://%s%s" % (",".join("%s:%d" % (ip, CLUSTER_PORTS[n]) for n, (_, ip) in where.items()
+                                                 if n != "r1"), query)
+        workers = start_workers(run_dir, url, [("a", net.a, per_side), ("b", net.b, per_side)])
+        t_start = chaos.now()
+        time.sleep(before)
+        t_cut = chaos.now()
+        net.cut()
+        t_promotion = t_minority_fail = None
+        while chaos.now() < t_cut + cut * 1e9:
+            if t_promotion is None and role(net.b, B_IP, CLUSTER_PORTS["r1"]) == "master":
+                t_promotion = chaos.now()
+            if t_minority_fail is None and "cluster_state:fail" in (
+                    cli(net.a, A_IP, CLUSTER_PORTS["m1"], "CLUSTER", "INFO") or ""):
+                t_minority_fail = chaos.now()
+            time.sleep(0.02)
+        t_heal = chaos.now()
+        net.heal()
+        time.sleep(after)
+        t_stop = chaos.now()
+        counter, events = stop_workers(run_dir, workers)
+        fault = {"kind": "partition", "t_fault": t_cut, "old_master": CLUSTER_PORTS["m1"],
+                 "new_master": CLUSTER_PORTS["r1"], "t_promotion": t_promotion}
+        res.update(chaos.analyze(events, [fault], workers, t_start, t_stop, counter))
+        side_figures(res, events, workers, t_cut, t_promotion, t_heal)
+        res["minority_refuses_after_cut_ms"] = (round((t_minority_fail - t_cut) / 1e6, 1)
+                                                if t_minority_fail else None)
+        master = ("r1", net.b, B_IP) if t_promotion else ("m1", net.a, A_IP)
+        if t_promotion:
+            wait_for("the old master to follow the new one",
+                     lambda: role(net.a, A_IP, CLUSTER_PORTS["m1"]) == "slave", 60)
+        time.sleep(2.5)   # the TTL, with room
+        keys = cli(master[1], master[2], CLUSTER_PORTS[master[0]], "KEYS", "*")
         res["keys_left"] = [k for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
     finally:
         chaos.kill_all()
@@ -381,6 +483,7 @@ COLUMNS = [
     ("lost updates", "lost_updates"),
     ("fence refusals", "fence_regressions"),
     ("new side: 1st grant after promotion ms", "promotion_to_new_side_first_grant_ms"),
+    ("minority master refuses after cut ms", "minority_refuses_after_cut_ms"),
     ("old side: 1st grant after heal ms", "heal_to_old_side_first_grant_ms"),
     ("acq/s", "acq_per_s"),
 ]
@@ -405,44 +508,41 @@ def main() -> int:
     ap.add_argument("--per-side", type=int, default=2)
     ap.add_argument("--isolated", action="store_true", help="only the master isolated from every worker")
     ap.add_argument("--redlock", action="store_true", help="only Redlock (three nodes), no Sentinel")
+    ap.add_argument("--cluster", action="store_true", help="only Cluster (the lock's master in the minority)")
     ap.add_argument("--json", help="append each run's figures as a JSON line")
     a = ap.parse_args()
+    timing = (a.before, a.cut, a.after, a.per_side)
+    sentinel_runs = [(False, False, False), (True, False, False), (False, True, False), (False, False, True)]
     if a.wait_replicas:
-        runs = [(True, False, False)]
+        sentinel_runs = [(True, False, False)]
     elif a.recommended:
-        runs = [(False, True, False)]
+        sentinel_runs = [(False, True, False)]
     elif a.isolated:
-        runs = [(False, False, True)]
-    else:
-        runs = [(False, False, False), (True, False, False), (False, True, False), (False, False, True)]
-    if a.redlock:
-        runs = []
+        sentinel_runs = [(False, False, True)]
+    everything = not (a.wait_replicas or a.recommended or a.isolated or a.redlock or a.cluster)
+    runs = []   # (table, thunk)
+    if everything or a.redlock:
+        runs += [("redlock", lambda nodes=nodes: redlock_scenario(base, nodes, *timing)) for nodes in ([2], [0, 1])]
+    if everything or a.cluster:
+        runs += [("cluster", lambda w=w: cluster_scenario(base, w, *timing)) for w in (False, True)]
+    if not (a.redlock or a.cluster):
+        runs += [("sentinel", lambda r=r: scenario(base, r[0], *timing, recommended=r[1], isolated=r[2]))
+                 for r in sentinel_runs]
     base = tempfile.mkdtemp(prefix="redislock-partition-")
-    results = []
-    redlock = []
+    tables: Dict[str, List[dict]] = {}
     try:
-        if not (a.wait_replicas or a.recommended or a.isolated):
-            for nodes in ([2], [0, 1]):
-                r = redlock_scenario(base, nodes, a.before, a.cut, a.after, a.per_side)
-                redlock.append(r)
-                print(json.dumps({k: v for k, v in r.items() if not k.endswith("examples")}), file=sys.stderr)
-                if a.json:
-                    with open(a.json, "a") as f:
-                        f.write(json.dumps(r) + "\n")
-        for wait_replicas, recommended, isolated in runs:
-            r = scenario(base, wait_replicas, a.before, a.cut, a.after, a.per_side, recommended, isolated)
-            results.append(r)
+        for kind, thunk in runs:
+            r = thunk()
+            tables.setdefault(kind, []).append(r)
             print(json.dumps({k: v for k, v in r.items() if not k.endswith("examples")}), file=sys.stderr)
             if a.json:
                 with open(a.json, "a") as f:
                     f.write(json.dumps(r) + "\n")
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    if results:
-        print(table(results))
-    if redlock:
-        print()
-        print(table(redlock, REDLOCK_COLUMNS))
+    for kind in ("sentinel", "cluster", "redlock"):
+        if kind in tables:
+            print(table(tables[kind], REDLOCK_COLUMNS if kind == "redlock" else COLUMNS) + "\n")
     return 0
 
 
