@@ -361,6 +361,113 @@ def cluster_scenario(base: str, wait_replicas: bool, before: float, cut: float, 
 
 
 # --------------------------------------------------------------------------
+# A holder cut off from its server: the server and a second client (the
+# taker) on side B, the holder alone on side A.
+
+HOLDER_TTL_S = 3.0
+
+
+def holder_main(url: str, d: str) -> None:
+    """partition.py --holder URL DIR (inside side A): take the lock "cut",
+    renewed, and stamp DIR/held, DIR/lost (on_lost), then take it again
+    once the network is back and stamp DIR/again; stop at DIR/stop."""
+    import redislock
+    stamp = lambda name, text="": open(os.path.join(d, name), "w").write(  # noqa: E731
+        "%d %s\n" % (chaos.now(), text))
+    client = redislock.Client(url)
+    lock = client.lock("cut", ttl=HOLDER_TTL_S, auto_renew=True, fenced=True,
+                       on_lost=lambda: stamp("lost"))
+    lock.acquire()
+    stamp("held", str(lock.fence))
+    while not os.path.exists(os.path.join(d, "lost")):
+        time.sleep(0.005)
+    while not os.path.exists(os.path.join(d, "healed")):
+        time.sleep(0.005)
+    again = client.lock("cut", ttl=HOLDER_TTL_S, fenced=True)
+    while True:
+        try:
+            if again.acquire(timeout=30):
+                break
+        except redislock.LockError:
+            time.sleep(0.05)
+    stamp("again", str(again.fence))
+    again.release()
+    while not os.path.exists(os.path.join(d, "stop")):
+        time.sleep(0.01)
+
+
+def taker_main(url: str, d: str) -> None:
+    """partition.py --taker URL DIR (inside side B): wait for the lock
+    "cut", stamp DIR/taken, hold it 1 s, release."""
+    import redislock
+    lock = redislock.Client(url).lock("cut", ttl=HOLDER_TTL_S, fenced=True)
+    assert lock.acquire(timeout=60)
+    with open(os.path.join(d, "taken"), "w") as f:
+        f.write("%d %s\n" % (chaos.now(), lock.fence))
+    time.sleep(1)
+    lock.release()
+
+
+def holder_cut_scenario(base: str, cut: float = 8.0) -> dict:
+    """The holder's side cut off from the server while it holds a renewed
+    lock; the taker on the server's side waits for it."""
+    res: dict = {"scenario": "a holder cut off from its server (TTL %.0f s, renewed)" % HOLDER_TTL_S}
+    run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+    net = Net()
+    here = os.path.abspath(__file__)
+    read = lambda name: open(os.path.join(run_dir, name)).read().split()  # noqa: E731
+    has = lambda name: os.path.exists(os.path.join(run_dir, name))  # noqa: E731
+    try:
+        server(net.b, B_IP, MASTER_PORT, run_dir, [])
+        url = "redis://%s:%d" % (B_IP, MASTER_PORT)
+        for role_, ns in (("--holder", net.a), ("--taker", net.b)):
+            with open(os.path.join(run_dir, "stderr%s.log" % role_), "w") as err:
+                chaos.spawn(in_ns(ns, [sys.executable, here, role_, url, run_dir]), cwd=run_dir,
+                            stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT)
+            if role_ == "--holder":
+                wait_for("the holder to hold", lambda: has("held"), 30)
+        time.sleep(2 * HOLDER_TTL_S)   # renewals keep it; the taker waits
+        assert not has("taken"), "the taker was granted a renewed lock"
+        t_cut = chaos.now()
+        net.cut()
+        wait_for("the taker's grant", lambda: has("taken"), 30)
+        wait_for("on_lost", lambda: has("lost"), 30)
+        time.sleep(max(0.0, cut - (chaos.now() - t_cut) / 1e9))
+        t_heal = chaos.now()
+        net.heal()
+        open(os.path.join(run_dir, "healed"), "w").close()
+        wait_for("the holder to take it again", lambda: has("again"), 60)
+        t_lost, t_taken, t_again = (int(read(n)[0]) for n in ("lost", "taken", "again"))
+        fences = [int(read(n)[1]) for n in ("held", "taken", "again")]
+        ms = lambda t: round(t / 1e6, 1)  # noqa: E731
+        res["cut_to_on_lost_ms"] = ms(t_lost - t_cut)
+        res["cut_to_taker_grant_ms"] = ms(t_taken - t_cut)
+        res["on_lost_before_taker_ms"] = ms(t_taken - t_lost)
+        res["heal_to_holder_again_ms"] = ms(t_again - t_heal)
+        res["fences_rise"] = fences[0] < fences[1] < fences[2]
+        res["overlaps"] = 0 if t_lost < t_taken else 1
+        open(os.path.join(run_dir, "stop"), "w").close()
+        time.sleep(HOLDER_TTL_S + 0.5)
+        keys = cli(net.b, B_IP, MASTER_PORT, "KEYS", "*")
+        res["keys_left"] = [k for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
+    finally:
+        chaos.kill_all()
+        net.delete()
+    return res
+
+
+HOLDER_COLUMNS = [
+    ("scenario", "scenario"),
+    ("cut to on_lost ms", "cut_to_on_lost_ms"),
+    ("cut to the other side's grant ms", "cut_to_taker_grant_ms"),
+    ("on_lost before that grant ms", "on_lost_before_taker_ms"),
+    ("heal to the holder's next grant ms", "heal_to_holder_again_ms"),
+    ("fences rise", "fences_rise"),
+    ("keys left", "keys_left"),
+]
+
+
+# --------------------------------------------------------------------------
 # Redlock: three nodes in a namespace of their own, reached by each group
 # over its own link; a cut drops a node's packets to one group (`ip rule …
 # blackhole` on the nodes' side: the group's SYNs and commands arrive, no
@@ -509,8 +616,17 @@ def main() -> int:
     ap.add_argument("--isolated", action="store_true", help="only the master isolated from every worker")
     ap.add_argument("--redlock", action="store_true", help="only Redlock (three nodes), no Sentinel")
     ap.add_argument("--cluster", action="store_true", help="only Cluster (the lock's master in the minority)")
+    ap.add_argument("--holder-cut", action="store_true", help="only a holder cut off from its server")
+    ap.add_argument("--holder", nargs=2, metavar=("URL", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument("--taker", nargs=2, metavar=("URL", "DIR"), help=argparse.SUPPRESS)
     ap.add_argument("--json", help="append each run's figures as a JSON line")
     a = ap.parse_args()
+    if a.holder:
+        holder_main(*a.holder)
+        return 0
+    if a.taker:
+        taker_main(*a.taker)
+        return 0
     timing = (a.before, a.cut, a.after, a.per_side)
     sentinel_runs = [(False, False, False), (True, False, False), (False, True, False), (False, False, True)]
     if a.wait_replicas:
@@ -519,13 +635,15 @@ def main() -> int:
         sentinel_runs = [(False, True, False)]
     elif a.isolated:
         sentinel_runs = [(False, False, True)]
-    everything = not (a.wait_replicas or a.recommended or a.isolated or a.redlock or a.cluster)
+    everything = not (a.wait_replicas or a.recommended or a.isolated or a.redlock or a.cluster or a.holder_cut)
     runs = []   # (table, thunk)
     if everything or a.redlock:
         runs += [("redlock", lambda nodes=nodes: redlock_scenario(base, nodes, *timing)) for nodes in ([2], [0, 1])]
     if everything or a.cluster:
         runs += [("cluster", lambda w=w: cluster_scenario(base, w, *timing)) for w in (False, True)]
-    if not (a.redlock or a.cluster):
+    if everything or a.holder_cut:
+        runs.append(("holder", lambda: holder_cut_scenario(base)))
+    if not (a.redlock or a.cluster or a.holder_cut):
         runs += [("sentinel", lambda r=r: scenario(base, r[0], *timing, recommended=r[1], isolated=r[2]))
                  for r in sentinel_runs]
     base = tempfile.mkdtemp(prefix="redislock-partition-")
@@ -540,9 +658,10 @@ def main() -> int:
                     f.write(json.dumps(r) + "\n")
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    for kind in ("sentinel", "cluster", "redlock"):
+    columns = {"redlock": REDLOCK_COLUMNS, "holder": HOLDER_COLUMNS}
+    for kind in ("sentinel", "cluster", "redlock", "holder"):
         if kind in tables:
-            print(table(tables[kind], REDLOCK_COLUMNS if kind == "redlock" else COLUMNS) + "\n")
+            print(table(tables[kind], columns.get(kind, COLUMNS)) + "\n")
     return 0
 
 
