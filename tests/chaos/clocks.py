@@ -23,6 +23,9 @@ Scenarios:
   fence counter is gone; fences resume at the server's TIME, which is
   now below the fences already handed out.
 - the same restart with the clock right: the control case.
+- a Sentinel failover (SENTINEL FAILOVER) to a replica whose clock is
+  right, 5 s ahead or 5 s behind, under one holder of a 10 s lock and a
+  second client waiting for it: when is the second one granted?
 
 The figures are chaos.py's (overlaps, lost updates, fences the store
 refused, acquisitions per second during the faults, errors).
@@ -36,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List
+from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chaos  # noqa: E402  (tests/chaos/chaos.py)
@@ -67,7 +70,7 @@ class Clocked:
     """A throwaway server whose wall clock is off by what its offset file
     says (libfaketime re-reads it every second)."""
 
-    def __init__(self, base: str, port: int, offset: str = "+0") -> None:
+    def __init__(self, base: str, port: int, offset: str = "+0", extra: Optional[List[str]] = None) -> None:
         if not os.path.exists(FAKETIME):
             raise RuntimeError("no %s: apt-get install libfaketime (make deps does)" % FAKETIME)
         self.port = port
@@ -75,6 +78,7 @@ class Clocked:
         os.makedirs(self.dir, exist_ok=True)
         self.offset_file = os.path.join(self.dir, "faketime")
         self.proc = None
+        self.extra = extra or []
         self.start(offset)
 
     def set_offset(self, offset: str) -> None:
@@ -88,7 +92,7 @@ class Clocked:
         env = dict(os.environ, LD_PRELOAD=FAKETIME, FAKETIME_TIMESTAMP_FILE=self.offset_file,
                    FAKETIME_CACHE_DURATION="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
         args = [libc_server(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", self.dir, "--logfile", "server.log"]
+                "--appendonly", "no", "--dir", self.dir, "--logfile", "server.log"] + self.extra
         self.proc = chaos.spawn(args, cwd=self.dir, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         partition.wait_for("the server on port %d" % self.port,
@@ -176,6 +180,83 @@ def restart_back(base: str, workers_n: int, back: str) -> dict:
         chaos.kill_all()
 
 
+def sentinel(base: str, port: int, master_port: int) -> None:
+    """A sentinel (no libfaketime) watching the master on `master_port`."""
+    d = os.path.join(base, "sentinel-%d" % port)
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "sentinel.conf")
+    with open(conf, "w") as f:
+        f.write("port %d\nbind 127.0.0.1\ndir %s\nlogfile sentinel.log\n"
+                "sentinel monitor %s 127.0.0.1 %d 2\n"
+                "sentinel down-after-milliseconds %s 2000\nsentinel failover-timeout %s 3000\n"
+                % (port, d, chaos.SERVICE, master_port, chaos.SERVICE, chaos.SERVICE))
+    chaos.spawn([libc_server(), conf, "--sentinel"], cwd=d, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partition.wait_for("sentinel %d" % port, lambda: partition.cli(None, "127.0.0.1", port, "PING") == "PONG", 15)
+
+
+def failover_skewed(base: str, offset_s: int, ttl_s: float = 10.0) -> dict:
+    """A holder takes a lock of `ttl_s` on the master; the sentinels fail
+    it over to a replica whose clock is `offset_s` off; a second client
+    waiting for the lock: when is it granted?"""
+    import redislock
+    label = "Sentinel failover to a replica %s" % (
+        "with the clock right" if offset_s == 0 else "%d s %s" % (abs(offset_s), "ahead" if offset_s > 0 else "behind"))
+    try:
+        master = Clocked(base, chaos.free_port())
+        replica = Clocked(base, chaos.free_port(), "%+ds" % offset_s,
+                          ["--replicaof", "127.0.0.1", str(master.port)])
+        partition.wait_for("the replica to sync", lambda: "master_link_status:up" in (
+            partition.cli(None, "127.0.0.1", replica.port, "INFO", "replication") or ""), 30)
+        ports = [chaos.free_port() for _ in range(3)]
+        for port in ports:
+            sentinel(base, port, master.port)
+        partition.wait_for("the sentinels to know each other and the replica", lambda: all(
+            "OK" in (partition.cli(None, "127.0.0.1", p, "SENTINEL", "CKQUORUM", chaos.SERVICE) or "")
+            for p in ports), 60)
+        url = "redis+sentinel://%s/%s" % (",".join("127.0.0.1:%d" % p for p in ports), chaos.SERVICE)
+        holder = redislock.Client(url).lock("skew", ttl=ttl_s, fenced=True)
+        assert holder.acquire(timeout=10)
+        t_held = chaos.now()
+        partition.wait_for("the lock to reach the replica", lambda: partition.cli(
+            None, "127.0.0.1", replica.port, "EXISTS", "skew") == "1", 10)
+        taken: dict = {}
+
+        def take() -> None:
+            lock = redislock.Client(url).lock("skew", ttl=ttl_s, fenced=True)
+            if lock.acquire(timeout=ttl_s + abs(offset_s) + 20):
+                taken["t"], taken["fence"] = chaos.now(), lock.fence
+                lock.release()
+
+        import threading
+        taker = threading.Thread(target=take)
+        taker.start()
+        time.sleep(1)
+        t_failover = chaos.now()
+        partition.cli(None, "127.0.0.1", ports[0], "SENTINEL", "FAILOVER", chaos.SERVICE)
+        partition.wait_for("the promotion", lambda: partition.cli(
+            None, "127.0.0.1", replica.port, "ROLE").split()[0] == "master", 30)
+        t_promoted = chaos.now()
+        taker.join()
+        t_end = t_held + int(ttl_s * 1e9)
+        ms = lambda t: round(t / 1e6, 1)  # noqa: E731
+        res = {"scenario": label, "ttl_s": ttl_s, "replica_offset_s": offset_s,
+               "failover_ms": ms(t_promoted - t_failover)}
+        res["other_granted_after_hold_ms"] = ms(taken["t"] - t_held) if taken else None
+        # Granted while the holder's TTL still ran: a double grant, this long.
+        res["double_grant_ms"] = ms(max(0, t_end - taken["t"])) if taken else None
+        res["fence_rose"] = bool(taken) and taken["fence"] > holder.fence
+        res["server_offsets_s"] = [master.time_offset_s(), replica.time_offset_s()]
+        return res
+    finally:
+        chaos.kill_all()
+
+
+FAILOVER_COLUMNS = [("scenario", "scenario"), ("holder's TTL s", "ttl_s"),
+                    ("the other client granted after the holder's grant, ms", "other_granted_after_hold_ms"),
+                    ("double grant, ms", "double_grant_ms"), ("fence rose", "fence_rose")]
+
+
 COLUMNS = [("scenario", "scenario"), ("server clocks after, s", "server_offsets_s"),
            ("acq/s", "acq_per_s"), ("overlaps", "overlaps"), ("lost updates", "lost_updates"),
            ("fences refused by the store", "fence_regressions"), ("fence fell back by, s", "fence_drop_s"),
@@ -189,11 +270,13 @@ def main() -> int:
     a = ap.parse_args()
     base = tempfile.mkdtemp(prefix="redislock-clocks-")
     results = []
+    failovers = []
     try:
         for run in (lambda: redlock_jumps(base, a.workers), lambda: restart_back(base, a.workers, "-60s"),
-                    lambda: restart_back(base, a.workers, "+0")):
+                    lambda: restart_back(base, a.workers, "+0"), lambda: failover_skewed(base, 0),
+                    lambda: failover_skewed(base, 5), lambda: failover_skewed(base, -5)):
             r = run()
-            results.append(r)
+            (failovers if "ttl_s" in r else results).append(r)
             print(json.dumps({k: v for k, v in r.items() if not k.endswith("examples") and k != "faults"}),
                   file=sys.stderr)
             if a.json:
@@ -201,7 +284,8 @@ def main() -> int:
                     f.write(json.dumps(r) + "\n")
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(partition.table(results, COLUMNS))
+    print(partition.table(results, COLUMNS) + "\n")
+    print(partition.table(failovers, FAILOVER_COLUMNS))
     return 0
 
 
