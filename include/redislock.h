@@ -370,8 +370,10 @@ enum redislock_status redislock_client_open(const char *url, struct redislock_cl
  * `n == 1` this is a single-server client. With more, a lock is held when a
  * majority (n/2+1) of the servers agreed within its validity; release and
  * extend go to every server; `REDISLOCK_NO_QUORUM` when no majority can be
- * reached. Fencing numbers are advisory under Redlock (the servers keep
- * separate counters).
+ * reached. Under Redlock the fence of a fenced acquisition
+ * (`redislock_acquire_fenced`) rises above every earlier holder's (a
+ * majority's counters are raised to it first); an unfenced acquisition's
+ * is advisory (the servers keep separate counters).
  */
 enum redislock_status redislock_client_open_redlock(const char *const *urls,
                                                     size_t n,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Partitions: a Sentinel deployment split by the network while Python
-workers on both sides contend for ONE redislock lock; then the figures.
+"""Partitions: a Sentinel deployment split by the network while C, Python
+and PHP workers on both sides contend for ONE redislock lock; then the
+same with a Cluster, a Redlock and a lone holder; then the figures.
 
     target/venv-test/bin/python tests/chaos/partition.py                # both URLs, a table
     target/venv-test/bin/python tests/chaos/partition.py --wait-replicas --json OUT
@@ -21,7 +22,8 @@ turn the old master into a replica) and the run goes on for --after
 seconds. This is the split brain of the Jepsen analyses of Redis
 Sentinel: two masters at once, each with clients.
 
-The workers are tests/chaos/worker.py (fenced acquisition, TTL 2 s,
+The workers are tests/chaos/worker.c, worker.py and worker.php in turn
+on each side (--langs; three a side by default; fenced acquisition, TTL 2 s,
 waiting up to 5 s; a critical section on a file store that refuses a
 fence not above the stored one). The figures, from their CLOCK_MONOTONIC
 stamps (every namespace shares the clock and the file system):
@@ -150,20 +152,41 @@ def sentinel(ns: str, port: int, base: str):
     return p
 
 
+# The languages of the workers, in turn on each side (main() sets them from
+# --langs; the tests keep Python alone).
+WORKER_LANGS = ["python"]
+_C_WORKER: Dict[str, str] = {}
+
+
+def worker_command(lang: str, base: str) -> List[str]:
+    """How to start one chaos worker of `lang` (C: worker.c, compiled once
+    per process against the library chaos.find_library() picks)."""
+    if lang == "c":
+        if "exe" not in _C_WORKER:
+            _C_WORKER["exe"] = chaos.build_c_worker(tempfile.mkdtemp(prefix="c-", dir=base), chaos.find_library())
+        return [_C_WORKER["exe"]]
+    if lang == "php":
+        return ["php", os.path.join(HERE, "worker.php")]
+    return [sys.executable, os.path.join(HERE, "worker.py")]
+
+
 def start_workers(run_dir: str, url: str, sides: List[tuple]) -> List[chaos.Worker]:
-    """`sides`: (prefix, namespace, how many). Python workers on the lock of
-    `url`, started at once once every one is ready (DIR/go)."""
+    """`sides`: (prefix, namespace, how many). Workers on the lock of `url`,
+    of the languages of WORKER_LANGS in turn, started at once once every one
+    is ready (DIR/go)."""
     with open(os.path.join(run_dir, "store"), "w") as f:
         f.write("0 0\n")
+    env = dict(os.environ, REDISLOCK_LIB=chaos.find_library()) if set(WORKER_LANGS) - {"python"} else None
     workers = []
     for side, ns, n in sides:
         for i in range(n):
+            lang = WORKER_LANGS[i % len(WORKER_LANGS)]
             wid = "%s%d" % (side, i)
             with open(os.path.join(run_dir, "stderr-%s.log" % wid), "w") as err:
-                p = chaos.spawn(in_ns(ns, [sys.executable, os.path.join(HERE, "worker.py"), url, run_dir, wid,
-                                           "2000", "5000"]), cwd=run_dir, stdin=subprocess.DEVNULL,
-                                stdout=err, stderr=subprocess.STDOUT)
-            workers.append(chaos.Worker(wid, "python", p))
+                p = chaos.spawn(in_ns(ns, worker_command(lang, os.path.dirname(run_dir))
+                                      + [url, run_dir, wid, "2000", "5000"]), cwd=run_dir, env=env,
+                                stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT)
+            workers.append(chaos.Worker(wid, lang, p))
     wait_for("the workers", lambda: all(os.path.exists(os.path.join(run_dir, "ready-" + w.wid))
                                         for w in workers), 60)
     open(os.path.join(run_dir, "go"), "w").close()
@@ -612,7 +635,8 @@ def main() -> int:
     ap.add_argument("--before", type=float, default=3.0)
     ap.add_argument("--cut", type=float, default=10.0)
     ap.add_argument("--after", type=float, default=8.0)
-    ap.add_argument("--per-side", type=int, default=2)
+    ap.add_argument("--per-side", type=int, default=3)
+    ap.add_argument("--langs", default="c,python,php", help="the workers' languages, in turn on each side")
     ap.add_argument("--isolated", action="store_true", help="only the master isolated from every worker")
     ap.add_argument("--redlock", action="store_true", help="only Redlock (three nodes), no Sentinel")
     ap.add_argument("--cluster", action="store_true", help="only Cluster (the lock's master in the minority)")
@@ -627,6 +651,7 @@ def main() -> int:
     if a.taker:
         taker_main(*a.taker)
         return 0
+    WORKER_LANGS[:] = a.langs.split(",")
     timing = (a.before, a.cut, a.after, a.per_side)
     sentinel_runs = [(False, False, False), (True, False, False), (False, True, False), (False, False, True)]
     if a.wait_replicas:

@@ -1,7 +1,7 @@
 /*
  * One chaos worker in C (started by tests/chaos/chaos.py, not by hand).
  *
- *   worker URL DIR ID TTL_MS WAIT_MS
+ *   worker URL DIR ID TTL_MS WAIT_MS      (URL: several separated by spaces: Redlock)
  *
  * Creates DIR/ready-ID once its client is open, waits for DIR/go, then
  * loops until DIR/stop exists: a fenced acquisition of the lock "chaos"
@@ -170,8 +170,18 @@ int main(int argc, char **argv)
     }
     setvbuf(out, NULL, _IOLBF, 0);
 
+    /* Several URLs separated by spaces: Redlock. */
+    char urlbuf[4096];
+    const char *urls[16];
+    size_t nurls = 0;
+    snprintf(urlbuf, sizeof urlbuf, "%s", url);
+    for (char *save = NULL, *u = strtok_r(urlbuf, " ", &save); u && nurls < 16; u = strtok_r(NULL, " ", &save)) {
+        urls[nurls++] = u;
+    }
     redislock_client *client = NULL;
-    if (redislock_client_open(url, &client) != REDISLOCK_OK) {
+    enum redislock_status opened = nurls > 1 ? redislock_client_open_redlock(urls, nurls, &client)
+                                             : redislock_client_open(url, &client);
+    if (opened != REDISLOCK_OK) {
         char msg[1024];
         last_error(msg, sizeof msg);
         fprintf(stderr, "worker %s: cannot open %s: %s\n", id, url, msg);

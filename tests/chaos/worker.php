@@ -1,7 +1,7 @@
 <?php
 // One chaos worker in PHP (started by chaos.py, not by hand).
 //
-//   php worker.php URL DIR ID TTL_MS WAIT_MS
+//   php worker.php URL DIR ID TTL_MS WAIT_MS      (URL: several separated by spaces: Redlock)
 //
 // The protocol of worker.c: DIR/ready-ID once the client exists, wait for
 // DIR/go, loop until DIR/stop exists: a fenced acquisition of the lock
@@ -89,7 +89,8 @@ foreach ((new ReflectionMethod(RedisLock\Client::class, 'acquire'))->getParamete
 }
 $ffi = Native::get();
 if ($hasFenced) {
-    $client = new RedisLock\Client($url);
+    $urls = explode(' ', $url); // several: Redlock
+    $client = new RedisLock\Client(count($urls) > 1 ? $urls : $url);
     $acquire = fn () => $client->acquire(NAME, ttlMs: $ttlMs, waitMs: $waitMs, fenced: true);
 } else {
     $handle = $ffi->new('redislock_client*');
