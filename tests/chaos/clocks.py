@@ -139,9 +139,7 @@ def redlock_jumps(base: str, workers_n: int, jump_s: int = 10, every: float = 3.
                       t_start, faults)
         res["server_offsets_s"] = offsets
         time.sleep(TTL_MS / 1000 + 0.5)
-        res["keys_left"] = sorted({k for n in nodes for k in (partition.cli(None, "127.0.0.1", n.port, "KEYS", "*")
-                                                               or "").split()
-                                   if not k.startswith("redislock:fence:")})
+        res["keys_left"] = sorted({k for n in nodes for k in partition.keys_left(None, "127.0.0.1", n.port)})
         return res
     finally:
         chaos.kill_all()
@@ -173,8 +171,7 @@ def restart_back(base: str, workers_n: int, back: str) -> dict:
         res["grants_after_restart"] = len(after)
         res["refused_after_restart"] = sum(1 for e in oks if e["t1"] >= t_fault and e.get("cs") == "refused")
         time.sleep(TTL_MS / 1000 + 0.5)
-        res["keys_left"] = [k for k in (partition.cli(None, "127.0.0.1", node.port, "KEYS", "*") or "").split()
-                            if not k.startswith("redislock:fence:")]
+        res["keys_left"] = partition.keys_left(None, "127.0.0.1", node.port)
         return res
     finally:
         chaos.kill_all()

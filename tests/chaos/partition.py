@@ -116,6 +116,12 @@ def cli(ns: str, host: str, port: int, *args: str) -> Optional[str]:
     return r.stdout.strip() if r.returncode == 0 and not r.stdout.startswith("ERR") else None
 
 
+def keys_left(ns: Optional[str], host: str, port: int) -> List[str]:
+    """The keys on a server but the fence counters, which stay by design
+    (fences never go backwards)."""
+    return [k for k in (cli(ns, host, port, "KEYS", "*") or "").split() if not k.startswith("redislock:fence:")]
+
+
 def wait_for(what: str, predicate, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -282,9 +288,7 @@ def scenario(base: str, wait_replicas: bool, before: float, cut: float, after: f
         wait_for("the old master to follow the new one", lambda: "role:slave" in (
             cli(net.a, A_IP, MASTER_PORT, "INFO", "replication") or ""), 60)
         time.sleep(2.5)   # the TTL, with room
-        keys = cli(net.b, B_IP, REPLICA_PORT, "KEYS", "*")
-        # The fence counter stays by design (fences never go backwards).
-        res["keys_left"] = [k for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
+        res["keys_left"] = keys_left(net.b, B_IP, REPLICA_PORT)
     finally:
         chaos.kill_all()
         net.delete()
@@ -375,8 +379,7 @@ def cluster_scenario(base: str, wait_replicas: bool, before: float, cut: float, 
             wait_for("the old master to follow the new one",
                      lambda: role(net.a, A_IP, CLUSTER_PORTS["m1"]) == "slave", 60)
         time.sleep(2.5)   # the TTL, with room
-        keys = cli(master[1], master[2], CLUSTER_PORTS[master[0]], "KEYS", "*")
-        res["keys_left"] = [k for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
+        res["keys_left"] = keys_left(master[1], master[2], CLUSTER_PORTS[master[0]])
     finally:
         chaos.kill_all()
         net.delete()
@@ -471,8 +474,7 @@ def holder_cut_scenario(base: str, cut: float = 8.0) -> dict:
         res["overlaps"] = 0 if t_lost < t_taken else 1
         open(os.path.join(run_dir, "stop"), "w").close()
         time.sleep(HOLDER_TTL_S + 0.5)
-        keys = cli(net.b, B_IP, MASTER_PORT, "KEYS", "*")
-        res["keys_left"] = [k for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
+        res["keys_left"] = keys_left(net.b, B_IP, MASTER_PORT)
     finally:
         chaos.kill_all()
         net.delete()
@@ -580,11 +582,7 @@ def redlock_scenario(base: str, cut_nodes: List[int], before: float, cut: float,
                 errs[e["err"]] = errs.get(e["err"], 0) + 1
         res["errors_old_side_during_cut"] = errs
         time.sleep(2.5)   # the TTL, with room
-        left = []
-        for ip in NODE_IPS:
-            keys = cli(net.ns["s"], ip, MASTER_PORT, "KEYS", "*")
-            left += ["%s %s" % (ip, k) for k in (keys or "").split() if k and not k.startswith("redislock:fence:")]
-        res["keys_left"] = left
+        res["keys_left"] = ["%s %s" % (ip, k) for ip in NODE_IPS for k in keys_left(net.ns["s"], ip, MASTER_PORT)]
     finally:
         chaos.kill_all()
         net.delete()
