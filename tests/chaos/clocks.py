@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Clock faults: a server whose clock jumps while Python workers contend for
-ONE redislock lock (fenced, TTL 2 s, waiting up to 5 s; the workers and the
-file store of tests/chaos/worker.py); then the figures.
+"""Clock faults: a server whose clock jumps while C, Python and PHP workers
+contend for ONE redislock lock (fenced, TTL 2 s, waiting up to 5 s; the
+workers and the file store of make chaos); then the figures.
 
     target/venv-test/bin/python tests/chaos/clocks.py [--json OUT]
 
@@ -262,9 +262,11 @@ COLUMNS = [("scenario", "scenario"), ("server clocks after, s", "server_offsets_
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--langs", default="c,python,php", help="the workers' languages, in turn")
     ap.add_argument("--json", help="append each run's figures as a JSON line")
     a = ap.parse_args()
+    partition.WORKER_LANGS[:] = a.langs.split(",")
     base = tempfile.mkdtemp(prefix="redislock-clocks-")
     results = []
     failovers = []

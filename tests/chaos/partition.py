@@ -316,10 +316,13 @@ def role(ns: str, ip: str, port: int) -> Optional[str]:
 
 
 def cluster_scenario(base: str, wait_replicas: bool, before: float, cut: float, after: float,
-                     per_side: int) -> dict:
+                     per_side: int, recommended: bool = False) -> dict:
     """Three masters and one replica; the master of the lock's slot (m1)
-    and group A cut off from the rest for `cut` s: m1 is in the minority."""
-    label = "cluster: the lock's master in the minority" + (", wait_replicas=1" if wait_replicas else "")
+    and group A cut off from the rest for `cut` s: m1 is in the minority.
+    `recommended`: min-replicas-to-write 1 on m1 and its replica (the
+    other masters have no replica)."""
+    label = "cluster: the lock's master in the minority" + (", wait_replicas=1" if wait_replicas else "") + (
+        ", min-replicas-to-write 1" if recommended else "")
     res: dict = {"scenario": label}
     run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
     net = Net()
@@ -330,7 +333,9 @@ def cluster_scenario(base: str, wait_replicas: bool, before: float, cut: float, 
         for name, (ns, ip) in where.items():
             # In this run's directory: a node must not find the nodes.conf
             # of an earlier run.
-            server(ns, ip, CLUSTER_PORTS[name], run_dir, args)
+            extra = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "2"] if (
+                recommended and name in ("m1", "r1")) else []
+            server(ns, ip, CLUSTER_PORTS[name], run_dir, args + extra)
         # From side B, whose redis-cli drives the creation (a node it cannot
         # ask yet counts as "not empty").
         wait_for("side B to reach m1", lambda: cli(net.b, A_IP, CLUSTER_PORTS["m1"], "PING") == "PONG", 15)
@@ -663,7 +668,8 @@ def main() -> int:
     if everything or a.redlock:
         runs += [("redlock", lambda nodes=nodes: redlock_scenario(base, nodes, *timing)) for nodes in ([2], [0, 1])]
     if everything or a.cluster:
-        runs += [("cluster", lambda w=w: cluster_scenario(base, w, *timing)) for w in (False, True)]
+        runs += [("cluster", lambda w=w, r=r: cluster_scenario(base, w, *timing, recommended=r))
+                 for w, r in ((False, False), (True, False), (False, True))]
     if everything or a.holder_cut:
         runs.append(("holder", lambda: holder_cut_scenario(base)))
     if not (a.redlock or a.cluster or a.holder_cut):
