@@ -92,17 +92,18 @@ test-valkey-run:
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --doc
 	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-java-run test-demo
 
-## make test-valkey9: the Rust suite (the core every binding calls) against
-## Valkey 9.1, which has DELIFEQ; the bindings' suites run on 8.1 above,
-## which keeps `make test` within its time
+## make test-valkey9: the Rust integration tests (the core every binding
+## calls; the C API's aside) against Valkey 9.1, which has DELIFEQ; the
+## bindings' suites and the C API's run on 8.1 above, which keeps `make
+## test` within its time
 test-valkey9: deps
 	$(MAKE) --no-print-directory test-valkey9-run
 
 test-valkey9-run:
 	@test -x $(VALKEY9_SERVER) || { echo "make: no $(VALKEY9_SERVER): run scripts/deps.sh" >&2; exit 1; }
-	@echo "make: the Rust suite against $$($(VALKEY9_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY9_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
+	@echo "make: the Rust integration tests against $$($(VALKEY9_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY9_SERVER)); not run there: the C API's, and $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
 	$(CARGO) build
-	REDIS_SERVER=$(VALKEY9_SERVER) $(call RUST_TESTS,$(addprefix --skip ,$(VALKEY_WITHOUT_TLS)))
+	REDIS_SERVER=$(VALKEY9_SERVER) $(call SERVER_TESTS,$(addprefix --skip ,$(VALKEY_WITHOUT_TLS)))
 
 # Vendored code (redis-objects' specs, node-redlock's tests) is not ours to lint.
 lint:
@@ -153,8 +154,12 @@ NEXTEST_THREADS ?= 6
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 ifeq ($(NEXTEST),yes)
 RUST_TESTS = $(CARGO) nextest run --all-targets --no-fail-fast --test-threads=$(NEXTEST_THREADS) $(if $(strip $(1)),-- $(1))
+# The integration tests but those of the C API (the core over the C ABI,
+# checked on the other servers): for the Valkey 9.1 pass.
+SERVER_TESTS = $(CARGO) nextest run --tests --no-fail-fast --test-threads=$(NEXTEST_THREADS) -E 'not binary(c_api)' $(if $(strip $(1)),-- $(1))
 else
 RUST_TESTS = $(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS) $(1)
+SERVER_TESTS = $(CARGO) test --tests -- --test-threads=$(TEST_THREADS) $(1)
 endif
 # The C tests link the cdylib that `cargo build` makes next to the test binaries.
 test-rust:
