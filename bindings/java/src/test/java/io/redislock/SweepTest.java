@@ -31,7 +31,10 @@ class SweepTest {
           throw new RuntimeException(e);
         }
       });
-      assertTrue(client.stats().releasesOk() >= 1, "released, not expired");
+      // The server deleted the key before it replied: the release is
+      // counted once its reply is read. A key that expired is never counted.
+      Servers.waitUntil("the sweep's release to be counted (released, not expired)", 30,
+          () -> client.stats().releasesOk() >= 1);
       assertTrue(lock.tryLock(30, TimeUnit.SECONDS), "another thread of the JVM takes it after the sweep");
       assertEquals(1, lock.getHoldCount());
       lock.unlock();
