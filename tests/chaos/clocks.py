@@ -177,21 +177,6 @@ def restart_back(base: str, workers_n: int, back: str) -> dict:
         chaos.kill_all()
 
 
-def sentinel(base: str, port: int, master_port: int) -> None:
-    """A sentinel (no libfaketime) watching the master on `master_port`."""
-    d = os.path.join(base, "sentinel-%d" % port)
-    os.makedirs(d, exist_ok=True)
-    conf = os.path.join(d, "sentinel.conf")
-    with open(conf, "w") as f:
-        f.write("port %d\nbind 127.0.0.1\ndir %s\nlogfile sentinel.log\n"
-                "sentinel monitor %s 127.0.0.1 %d 2\n"
-                "sentinel down-after-milliseconds %s 2000\nsentinel failover-timeout %s 3000\n"
-                % (port, d, chaos.SERVICE, master_port, chaos.SERVICE, chaos.SERVICE))
-    chaos.spawn([libc_server(), conf, "--sentinel"], cwd=d, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    partition.wait_for("sentinel %d" % port, lambda: partition.cli(None, "127.0.0.1", port, "PING") == "PONG", 15)
-
-
 def failover_skewed(base: str, offset_s: int, ttl_s: float = 10.0) -> dict:
     """A holder takes a lock of `ttl_s` on the master; the sentinels fail
     it over to a replica whose clock is `offset_s` off; a second client
@@ -206,8 +191,8 @@ def failover_skewed(base: str, offset_s: int, ttl_s: float = 10.0) -> dict:
         partition.wait_for("the replica to sync", lambda: "master_link_status:up" in (
             partition.cli(None, "127.0.0.1", replica.port, "INFO", "replication") or ""), 30)
         ports = [chaos.free_port() for _ in range(3)]
-        for port in ports:
-            sentinel(base, port, master.port)
+        for port in ports:   # no libfaketime on the sentinels
+            partition.sentinel(None, port, base, "127.0.0.1", ("127.0.0.1", master.port), libc_server())
         partition.wait_for("the sentinels to know each other and the replica", lambda: all(
             "OK" in (partition.cli(None, "127.0.0.1", p, "SENTINEL", "CKQUORUM", chaos.SERVICE) or "")
             for p in ports), 60)

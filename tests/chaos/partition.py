@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chaos  # noqa: E402  (tests/chaos/chaos.py)
@@ -142,7 +142,10 @@ def server(ns: str, ip: str, port: int, base: str, extra: List[str]):
     return p
 
 
-def sentinel(ns: str, port: int, base: str):
+def sentinel(ns: Optional[str], port: int, base: str, bind: str = B_IP,
+             master: Tuple[str, int] = (A_IP, MASTER_PORT), binary: Optional[str] = None):
+    """A sentinel on `bind`:`port` inside `ns`, watching `master` (down-after
+    DOWN_AFTER_MS, quorum 2), of `binary` (default: the suite's server)."""
     d = os.path.join(base, "sentinel-%d" % port)
     os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, "sentinel.conf")
@@ -151,10 +154,10 @@ def sentinel(ns: str, port: int, base: str):
                 "sentinel monitor %s %s %d 2\n"
                 "sentinel down-after-milliseconds %s %d\n"
                 "sentinel failover-timeout %s 3000\n"
-                % (port, B_IP, d, SERVICE, A_IP, MASTER_PORT, SERVICE, DOWN_AFTER_MS, SERVICE))
-    p = chaos.spawn(in_ns(ns, [chaos.server_bin(), conf, "--sentinel"]), cwd=d, stdin=subprocess.DEVNULL,
+                % (port, bind, d, SERVICE, master[0], master[1], SERVICE, DOWN_AFTER_MS, SERVICE))
+    p = chaos.spawn(in_ns(ns, [binary or chaos.server_bin(), conf, "--sentinel"]), cwd=d, stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for("sentinel %d" % port, lambda: cli(ns, B_IP, port, "PING") == "PONG", 15)
+    wait_for("sentinel %d" % port, lambda: cli(ns, bind, port, "PING") == "PONG", 15)
     return p
 
 
