@@ -420,11 +420,15 @@ fn a_client_that_cannot_hear_a_majority_of_its_sentinels_grants_nothing_until_it
     // kernel shows the connection closed by the client), it hears one of
     // three, and refuses: its master may have been cut off beside it while
     // the others promote a replica.
+    wait_until("a listener on the second sentinel", 20 * S, || {
+        listeners(&sentinels[1]).len() == 1
+    });
+    let listening = listeners(&sentinels[1]);
     sentinels[1].pause();
     wait_until(
         "the listener to hang up on the frozen sentinel",
         60 * S,
-        || closed_by_the_client(sentinels[1].port) > 0,
+        || listener_hung_up(sentinels[1].port, &listening),
     );
     let before = lock_calls(&master);
     let e = c.acquire("refused", 10 * S, Wait::TryOnce).unwrap_err();
@@ -450,32 +454,71 @@ fn a_client_that_cannot_hear_a_majority_of_its_sentinels_grants_nothing_until_it
     lock.release().unwrap();
 }
 
-/// The ids of `sentinel`'s clients subscribed to the four channels a
-/// client's listener subscribes to.
-fn listeners(sentinel: &Server) -> Vec<String> {
+#[test]
+fn servers_that_are_no_sentinels_are_not_counted_as_heard() {
+    // A URL whose second and third addresses are plain servers (a typo, or
+    // a dead sentinel's port taken by another server): they take the
+    // listener's SUBSCRIBE but cannot name the master, so they vouch for
+    // nothing, and one sentinel of three is no majority.
+    let (master, replica, sentinels) = deployment(None);
+    let url = format!(
+        "redis+sentinel://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}/mymaster",
+        sentinels[0].port, master.port, replica.port
+    );
+    let c = Client::builder(&url)
+        .connect_timeout(S)
+        .command_timeout(3 * S)
+        .build()
+        .unwrap();
+    // The first call starts the listeners; each subscribes on its server
+    // and asks it the master, which a plain server refuses.
+    let _ = c.acquire("vouched", 10 * S, Wait::TryOnce);
+    wait_until("both plain servers asked the master", 20 * S, || {
+        [&master, &replica]
+            .iter()
+            .all(|srv| info(srv, "errorstats").contains("errorstat_ERR:count="))
+    });
+    let before = lock_calls(&master);
+    let e = c.acquire("vouched", 10 * S, Wait::TryOnce).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Server, "{e}");
+    assert!(e.to_string().contains("hears 1 of the 3"), "{e}");
+    assert_eq!(lock_calls(&master), before, "nothing reached the master");
+}
+
+/// The id and the client-side port of each of `sentinel`'s clients
+/// subscribed to the four channels a client's listener subscribes to.
+fn listeners(sentinel: &Server) -> Vec<(String, u16)> {
     let list: String = sentinel
         .query(redis::cmd("CLIENT").arg("LIST"))
         .unwrap_or_default();
     list.lines()
         .filter(|l| l.split(' ').any(|f| f == "sub=4"))
-        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
-        .map(str::to_string)
+        .filter_map(|l| {
+            let id = l.split(' ').find_map(|f| f.strip_prefix("id="))?;
+            let addr = l.split(' ').find_map(|f| f.strip_prefix("addr="))?;
+            let port = addr.rsplit(':').next()?.parse().ok()?;
+            Some((id.to_string(), port))
+        })
         .collect()
 }
 
-/// Connections to `port` that their client closed while the server has
-/// not (CLOSE-WAIT, in the kernel's table: a stopped server's too).
-fn closed_by_the_client(port: u16) -> usize {
+/// Whether one of `listeners`' connections to `port` was closed by the
+/// client while the server has not closed it (CLOSE-WAIT, in the kernel's
+/// table: a stopped server's too). Only those: other connections the
+/// stopped server had not finished closing (a killed sentinel's links to
+/// it) say nothing about the listener.
+fn listener_hung_up(port: u16, listeners: &[(String, u16)]) -> bool {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
     let local = format!(":{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[1].ends_with(&local) && f[3] == "08"
-        })
-        .count()
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3
+            && f[1].ends_with(&local)
+            && f[3] == "08"
+            && listeners
+                .iter()
+                .any(|(_, p)| f[2].ends_with(&format!(":{p:04X}")))
+    })
 }
 
 #[test]
@@ -488,7 +531,7 @@ fn a_listener_that_hears_nothing_from_its_sentinel_hangs_up_and_listens_again() 
     wait_until("a listener on every sentinel", 20 * S, || {
         sentinels.iter().all(|s| listeners(s).len() == 1)
     });
-    let before: Vec<Vec<String>> = sentinels.iter().map(listeners).collect();
+    let before: Vec<Vec<(String, u16)>> = sentinels.iter().map(listeners).collect();
     // Frozen sentinels keep their connections open and answer nothing, as
     // sentinels cut off by a partition do: without its PINGs, a listener
     // would wait on them for ever, and count them as heard.
@@ -498,7 +541,12 @@ fn a_listener_that_hears_nothing_from_its_sentinel_hangs_up_and_listens_again() 
     wait_until(
         "every listener to hang up on its frozen sentinel",
         60 * S,
-        || sentinels.iter().all(|s| closed_by_the_client(s.port) > 0),
+        || {
+            sentinels
+                .iter()
+                .zip(&before)
+                .all(|(s, old)| listener_hung_up(s.port, old))
+        },
     );
     for s in &mut sentinels {
         s.resume();

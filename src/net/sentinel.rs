@@ -810,7 +810,13 @@ fn hear(
 ) -> Option<redis::RedisError> {
     let (ping_every, deaf_after) = {
         let s = weak.upgrade()?;
+        // Counted as heard only once it named the master: a server that
+        // accepts SUBSCRIBE but is no sentinel (a wrong address, a dead
+        // sentinel's port taken by another server) vouches for nothing.
         let found = s.ask_one(i, timeout);
+        if let Err(e) = found {
+            return Some(e);
+        }
         heard_again(&s, pid, found)
     };
     let mut heard = Instant::now();
