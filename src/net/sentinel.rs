@@ -557,6 +557,22 @@ impl Sentinel {
         }
     }
 
+    /// A listener's answer from a sentinel, as a reason to count it as
+    /// heard: only a sentinel that names the service's master vouches for
+    /// it. A server that takes SUBSCRIBE but is no sentinel (a wrong
+    /// address, a dead sentinel's port taken by another server) or a
+    /// sentinel that does not monitor the service is an error here, and
+    /// is not counted toward the majority.
+    fn vouches(&self, answer: redis::RedisResult<Option<Found>>) -> redis::RedisResult<Found> {
+        answer?.ok_or_else(|| {
+            redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a sentinel that does not monitor the service",
+                self.service.clone(),
+            ))
+        })
+    }
+
     /// An event from sentinel `i`.
     ///
     /// `+failover-state-send-slaveof-noone` (from the sentinel that leads a
@@ -786,14 +802,8 @@ fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
 /// The sentinel `i` of `s` is heard from now on: it was just asked the
 /// master (a switch may have come while nobody listened). The PING period
 /// and the silence limit, from what the sentinels said.
-fn heard_again(
-    s: &Sentinel,
-    pid: u32,
-    found: redis::RedisResult<Option<Found>>,
-) -> (Duration, Duration) {
-    if let Ok(Some(found)) = found {
-        let _ = s.adopt(found, "a sentinel heard again");
-    }
+fn heard_again(s: &Sentinel, pid: u32, found: Found) -> (Duration, Duration) {
+    let _ = s.adopt(found, "a sentinel heard again");
     s.listening(true, pid);
     heartbeat(locked(&s.follow.known).down_after)
 }
@@ -810,14 +820,10 @@ fn hear(
 ) -> Option<redis::RedisError> {
     let (ping_every, deaf_after) = {
         let s = weak.upgrade()?;
-        // Counted as heard only once it named the master: a server that
-        // accepts SUBSCRIBE but is no sentinel (a wrong address, a dead
-        // sentinel's port taken by another server) vouches for nothing.
-        let found = s.ask_one(i, timeout);
-        if let Err(e) = found {
-            return Some(e);
+        match s.vouches(s.ask_one(i, timeout)) {
+            Ok(found) => heard_again(&s, pid, found),
+            Err(e) => return Some(e),
         }
-        heard_again(&s, pid, found)
     };
     let mut heard = Instant::now();
     let mut next_ping = heard + ping_every;
@@ -871,10 +877,10 @@ fn poll(
     };
     let (ping_every, deaf_after) = {
         let s = weak.upgrade()?;
-        let found = s.ask_on(&mut wire);
-        if let Err(e) = found {
-            return Some(e);
-        }
+        let found = match s.vouches(s.ask_on(&mut wire)) {
+            Ok(found) => found,
+            Err(e) => return Some(e),
+        };
         tracing::debug!(sentinel = %s.sentinels[i].0, "SUBSCRIBE refused (ACL): asking the master at each period instead");
         heard_again(&s, pid, found)
     };
@@ -888,11 +894,10 @@ fn poll(
             std::thread::sleep(Duration::from_millis(50).min(ping_every));
         }
         let s = weak.upgrade()?;
-        match s.ask_on(&mut wire) {
-            Ok(Some(found)) => {
+        match s.vouches(s.ask_on(&mut wire)) {
+            Ok(found) => {
                 let _ = s.adopt(found, "a sentinel asked");
             }
-            Ok(None) => {}
             Err(e) => break e,
         }
     };
