@@ -489,6 +489,21 @@ fn only_sentinels_that_name_the_master_are_counted_as_heard() {
     assert_eq!(e.kind(), ErrorKind::Server, "{e}");
     assert!(e.to_string().contains("hears 1 of the 3"), "{e}");
     assert_eq!(lock_calls(&master), before, "nothing reached the master");
+    // The plain server is tried again at the listener's growing pause (2 s
+    // at most by now), not at once: each try is two connections (the
+    // subscription and the question). At once would be one every 100 ms.
+    let connections = || -> u64 {
+        let stats = info(&replica, "stats");
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap()
+    };
+    let first = connections();
+    std::thread::sleep(4 * S);
+    let tried = connections() - first;
+    assert!(tried <= 8, "{tried} connections to the plain server in 4 s");
 }
 
 /// The id and the client-side port of each of `sentinel`'s clients

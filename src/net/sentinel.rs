@@ -774,8 +774,20 @@ fn listener(weak: &Weak<Sentinel>, i: usize, pid: u32) {
         });
         let lost = match subscribed {
             Ok(wire) => {
-                (pause, said) = (Duration::from_millis(100), false);
-                hear(weak, i, pid, wire, timeout)
+                let Some(s) = weak.upgrade() else { return };
+                // Asked at once: a switch may have come while nobody
+                // listened. Only a sentinel that names the master is heard;
+                // an address that does not (see [`Sentinel::vouches`]) is
+                // tried again at the growing pause, not at once.
+                match s.vouches(s.ask_one(i, timeout)) {
+                    Ok(found) => {
+                        (pause, said) = (Duration::from_millis(100), false);
+                        let beat = heard_again(&s, pid, found);
+                        drop(s);
+                        hear(weak, i, pid, wire, beat, timeout)
+                    }
+                    Err(e) => Some(e),
+                }
             }
             Err(_) if refused => poll(weak, i, pid, &info, tls.as_ref(), timeout),
             Err(e) => Some(e),
@@ -808,23 +820,19 @@ fn heard_again(s: &Sentinel, pid: u32, found: Found) -> (Duration, Duration) {
     heartbeat(locked(&s.follow.known).down_after)
 }
 
-/// Listen on `wire`, subscribed to sentinel `i`'s events, until it is
-/// lost (the error) or the client is gone (`None`). PINGs it, and hangs up
-/// on a silence longer than [`heartbeat`] allows.
+/// Listen on `wire`, subscribed to sentinel `i`'s events (the sentinel
+/// just counted as heard, with its PING period and silence limit from
+/// [`heartbeat`]), until it is lost (the error, and no longer counted) or
+/// the client is gone (`None`). PINGs it, and hangs up on a longer
+/// silence.
 fn hear(
     weak: &Weak<Sentinel>,
     i: usize,
     pid: u32,
     mut wire: Wire,
+    (ping_every, deaf_after): (Duration, Duration),
     timeout: Duration,
 ) -> Option<redis::RedisError> {
-    let (ping_every, deaf_after) = {
-        let s = weak.upgrade()?;
-        match s.vouches(s.ask_one(i, timeout)) {
-            Ok(found) => heard_again(&s, pid, found),
-            Err(e) => return Some(e),
-        }
-    };
     let mut heard = Instant::now();
     let mut next_ping = heard + ping_every;
     let lost = loop {
