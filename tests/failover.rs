@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use common::cluster::{owner, replica_of};
 use common::sentinel::{deployment, fail_over, hosts, info, master_port, replicated};
-use common::{cluster_url, command_calls, start_cluster_with_replicas, wait_until, Server};
+use common::{
+    cluster_url, command_calls, info_field, start_cluster_with_replicas, wait_until, Server,
+};
 use redislock::{AcquireOptions, Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
@@ -492,14 +494,8 @@ fn only_sentinels_that_name_the_master_are_counted_as_heard() {
     // The plain server is tried again at the listener's growing pause (2 s
     // at most by now), not at once: each try is two connections (the
     // subscription and the question). At once would be one every 100 ms.
-    let connections = || -> u64 {
-        let stats = info(&replica, "stats");
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix("total_connections_received:"))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap()
-    };
+    let mut raw = replica.raw();
+    let mut connections = || info_field(&mut raw, "stats", "total_connections_received");
     let first = connections();
     std::thread::sleep(4 * S);
     let tried = connections() - first;
