@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{free_port, Server};
+use common::{RefusingPort, Server};
 
 const S: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -151,8 +151,22 @@ fn verdict(stdout: &str) -> (u32, u32) {
     (nums[0], nums[1])
 }
 
-fn dead_url() -> String {
-    format!("redis://127.0.0.1:{}?connect_timeout=1s", free_port())
+/// A URL nothing answers at, for as long as it lives.
+struct DeadUrl {
+    _port: RefusingPort,
+    url: String,
+}
+
+impl AsRef<std::ffi::OsStr> for DeadUrl {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.url.as_ref()
+    }
+}
+
+fn dead_url() -> DeadUrl {
+    let port = RefusingPort::new();
+    let url = format!("redis://127.0.0.1:{}?connect_timeout=1s", port.port);
+    DeadUrl { _port: port, url }
 }
 
 #[test]
@@ -189,13 +203,14 @@ fn redlock_from_c() {
         } else {
             "node_timeout=2s"
         };
+        let dead = dead_url();
         let with = |url: String| match url.contains('?') {
             true => format!("{url}&{opt}"),
             false => format!("{url}?{opt}"),
         };
         let out = cmd
             .args(servers.iter().map(|s| with(s.url())))
-            .arg(with(dead_url()))
+            .arg(with(dead.url.clone()))
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -311,7 +326,8 @@ fn the_daemon_example_builds_with_pkg_config_shared_and_static() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("daemon: 2 done"));
     // An unreachable server: the daemon backs off, then reports and fails.
     let out = Command::new(&fixed)
-        .args([&dead_url(), "1"])
+        .arg(dead_url())
+        .arg("1")
         .output()
         .unwrap();
     assert!(!out.status.success());
