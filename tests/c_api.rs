@@ -151,15 +151,18 @@ fn verdict(stdout: &str) -> (u32, u32) {
     (nums[0], nums[1])
 }
 
-/// A URL nothing answers at, for as long as it lives.
+/// A URL nothing answers at, for as long as it lives. It lends its URL
+/// (`.arg(dead_url().url())` keeps it for the whole statement) rather than
+/// handing itself over: `Command::arg` drops what it is given on return,
+/// which would free the port before the program runs.
 struct DeadUrl {
     _port: RefusingPort,
     url: String,
 }
 
-impl AsRef<std::ffi::OsStr> for DeadUrl {
-    fn as_ref(&self) -> &std::ffi::OsStr {
-        self.url.as_ref()
+impl DeadUrl {
+    fn url(&self) -> &str {
+        &self.url
     }
 }
 
@@ -176,7 +179,7 @@ fn the_c_test_program_passes() {
     let srv = Server::start();
     let out = Command::new(&exe)
         .arg(srv.url())
-        .arg(dead_url())
+        .arg(dead_url().url())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -238,7 +241,7 @@ fn the_c_test_program_is_clean_under_valgrind() {
         .arg(suppressions())
         .arg(&exe)
         .arg(srv.url())
-        .arg(dead_url())
+        .arg(dead_url().url())
         .output()
         .expect("valgrind (apt-get install valgrind)");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -326,12 +329,17 @@ fn the_daemon_example_builds_with_pkg_config_shared_and_static() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("daemon: 2 done"));
     // An unreachable server: the daemon backs off, then reports and fails.
     let out = Command::new(&fixed)
-        .arg(dead_url())
+        .arg(dead_url().url())
         .arg("1")
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("REDISLOCK_CONNECTION"));
+    let said = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("REDISLOCK_CONNECTION"), "{said}");
 }
 
 #[test]
@@ -561,7 +569,7 @@ fn doctor_from_c_with_and_without_valgrind() {
         let out = c_program(&exe, valgrind)
             .arg(safe.url())
             .arg(unsafe_.url())
-            .arg(dead_url())
+            .arg(dead_url().url())
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
