@@ -110,9 +110,10 @@ async fn every_wait_mode_and_operation_works_with_the_same_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_server_is_a_connection_error_not_a_hang() {
+    let dead = common::RefusingPort::new();
     let c = Client::open(&format!(
         "redis://127.0.0.1:{}?connect_timeout=300ms",
-        common::free_port()
+        dead.port
     ))
     .unwrap();
     let started = Instant::now();

@@ -462,7 +462,8 @@ fn errors_exit_with_their_codes_and_never_show_the_password() {
     assert!(!out.contains("wr0ng") && !err.contains("wr0ng"), "{err}");
     assert!(err.contains("password"), "{err}");
     // Nothing listening.
-    let dead = format!("redis://:s3cr3t-pw@127.0.0.1:{}", common::free_port());
+    let refusing = common::RefusingPort::new();
+    let dead = format!("redis://:s3cr3t-pw@127.0.0.1:{}", refusing.port);
     let (code, _, err) = output(redislock(&srv, &["status", "--url", &dead, "pw"]));
     assert_eq!(code, 69, "{err}");
     assert!(

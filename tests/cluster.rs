@@ -311,7 +311,8 @@ fn migrate_under_a_held_lock(servers: &[Server], client: &Client) {
 #[test]
 fn a_dead_node_in_the_url_is_skipped_and_a_dead_cluster_is_a_connection_error() {
     let servers = start_cluster(3);
-    let dead = common::free_port();
+    let refusing = common::RefusingPort::new();
+    let dead = refusing.port;
     let url = common::cluster_url(&servers).replace(
         "redis+cluster://",
         &format!("redis+cluster://127.0.0.1:{dead},"),

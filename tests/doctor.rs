@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use common::{cluster_url, free_port, start_cluster, wait_until, Server};
+use common::{cluster_url, start_cluster, wait_until, Server};
 use redislock::{Client, Finding, Report, Severity};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redislock");
@@ -590,7 +590,8 @@ fn redlock_nodes_are_each_examined_and_a_majority_down_is_unreachable() {
 
 #[test]
 fn an_unreachable_server_exits_69_and_a_bad_url_64() {
-    let port = free_port();
+    let refusing = common::RefusingPort::new();
+    let port = refusing.port;
     let url = format!("redis://127.0.0.1:{port}");
     let e = Client::open(&url).unwrap().doctor().unwrap_err();
     assert_eq!(e.kind(), redislock::ErrorKind::Connection, "{e}");

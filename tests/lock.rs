@@ -813,7 +813,8 @@ fn binary_names_and_tokens_round_trip() {
 #[test]
 fn bad_input_is_rejected_before_any_io() {
     // Nothing listens here: a Connection error would mean I/O happened.
-    let client = Client::builder(&format!("redis://127.0.0.1:{}", common::free_port()))
+    let dead = common::RefusingPort::new();
+    let client = Client::builder(&format!("redis://127.0.0.1:{}", dead.port))
         .connect_timeout(ms(200))
         .build()
         .unwrap();

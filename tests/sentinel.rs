@@ -177,7 +177,8 @@ fn bad_sentinel_urls_are_invalid_arguments() {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
     }
     // No sentinel answers: a connection error naming the sentinels.
-    let port = common::free_port();
+    let refusing = common::RefusingPort::new();
+    let port = refusing.port;
     let c = Client::builder(&format!(
         "redis+sentinel://:pw@127.0.0.1:{port}/mymaster?sentinel_password=spw"
     ))

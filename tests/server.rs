@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, timed, wait_until, Server};
+use common::{timed, wait_until, Server};
 use redislock::{Client, ErrorKind, Wait};
 
 const S: Duration = Duration::from_secs(1);
@@ -74,7 +74,8 @@ fn the_harness_runs_the_server_that_redis_server_names() {
 
 #[test]
 fn a_dead_server_is_a_connection_error_within_the_connect_timeout() {
-    let port = free_port();
+    let refusing = common::RefusingPort::new();
+    let port = refusing.port;
     // Opening never connects: this works with nothing listening.
     let client = Client::builder(&format!("redis://127.0.0.1:{port}"))
         .connect_timeout(ms(500))
