@@ -213,7 +213,7 @@ fn redlock_from_c() {
         };
         let out = cmd
             .args(servers.iter().map(|s| with(s.url())))
-            .arg(with(dead.url.clone()))
+            .arg(with(dead.url().to_string()))
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);

@@ -164,28 +164,21 @@ pub fn free_port() -> u16 {
 /// started meanwhile can take it (a port [`free_port`] returned can be
 /// taken by the next server any test starts).
 pub struct RefusingPort {
-    fd: libc::c_int,
+    _socket: socket2::Socket,
     pub port: u16,
 }
 
 impl RefusingPort {
     pub fn new() -> Self {
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        // SAFETY: a socket of our own, and a sockaddr_in of the size given.
-        unsafe {
-            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-            let mut addr: libc::sockaddr_in = std::mem::zeroed();
-            addr.sin_family = libc::AF_INET as libc::sa_family_t;
-            addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-            let at = &mut addr as *mut libc::sockaddr_in as *mut libc::sockaddr;
-            assert_eq!(libc::bind(fd, at, len), 0, "bind 127.0.0.1:0");
-            let mut got = len;
-            assert_eq!(libc::getsockname(fd, at, &mut got), 0, "getsockname");
-            RefusingPort {
-                fd,
-                port: u16::from_be(addr.sin_port),
-            }
+        use socket2::{Domain, Socket, Type};
+        // socket2 leaves SO_REUSEADDR off and sets close-on-exec.
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+        let at = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        socket.bind(&at.into()).expect("bind 127.0.0.1:0");
+        let port = socket.local_addr().unwrap().as_socket().unwrap().port();
+        RefusingPort {
+            _socket: socket,
+            port,
         }
     }
 }
@@ -193,13 +186,6 @@ impl RefusingPort {
 impl Default for RefusingPort {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-impl Drop for RefusingPort {
-    fn drop(&mut self) {
-        // SAFETY: the descriptor is ours and closed once.
-        unsafe { libc::close(self.fd) };
     }
 }
 
