@@ -5,8 +5,18 @@ PREFIX ?= /usr/local
 PYTHON ?= python3
 # A fresh virtualenv per run: the wheel is tested as a user installs it.
 VENV := target/venv-test
+# Everything from PyPI comes from a lock file: requirements/NAME.txt, exact
+# versions with every file's sha256 (make deps-update writes them anew).
+# $(call PIP_LOCKED,VENV,NAME...): install those lock files into VENV.
+PIP_LOCKED = $(1)/bin/pip install -q --disable-pip-version-check --require-hashes $(addprefix -r requirements/,$(addsuffix .txt,$(2)))
+# A virtualenv with pip at the locked version: $(call LOCKED_VENV,VENV).
+LOCKED_VENV = $(PYTHON) -m venv $(1) && $(call PIP_LOCKED,$(1),pip)
+# The wheel, built as `pip wheel .` builds it but with the build backend
+# (maturin) from requirements/build.txt: $(call LOCAL_WHEEL,VENV,OUTDIR).
+LOCAL_WHEEL = $(call PIP_LOCKED,$(1),build) && CARGO_TARGET_DIR=$(CURDIR)/target/python \
+	$(1)/bin/pip wheel -q --no-deps --no-build-isolation -w $(2) .
 
-.PHONY: all deps build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
+.PHONY: all deps deps-update test-latest build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node bench-java java test-java test-java-run \
 	test-valkey test-valkey-run test-valkey9 test-valkey9-run demo demo-run \
 	test-chaos chaos fuzz dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
@@ -15,6 +25,16 @@ all: build
 
 deps:
 	@scripts/deps.sh
+
+## make deps-update: the lock files (requirements/*.txt, the package-lock.json
+## files) written anew from what PyPI and npm serve today, for review
+deps-update:
+	scripts/deps-update.sh
+
+## make test-latest: the suites that come from the registries, at the pinned
+## versions and at the newest ones they serve (not part of make test)
+test-latest: deps python-env
+	scripts/test-latest.sh
 
 build: deps
 	$(CARGO) build --release
@@ -108,6 +128,8 @@ test-valkey9-run:
 # Vendored code (redis-objects' specs, node-redlock's tests) is not ours to lint.
 lint:
 	scripts/check-versions.sh
+	scripts/check-pins.py
+	scripts/check-pins.py --self-test
 	$(CARGO) fmt --all --check
 	for f in $$(git ls-files 'bindings/ruby/*.rb' 'bindings/ruby/*.gemspec' 'examples/*.rb' \
 			':(exclude)bindings/ruby/test/redis-objects/*'); do \
@@ -124,15 +146,15 @@ lint:
 # With WHEEL_FROM_DIST set (make test) it is the wheel of dist/ (dist-test).
 wheel: deps
 	rm -rf $(VENV) target/wheels-test
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
+	$(call LOCKED_VENV,$(VENV))
 	$(if $(WHEEL_FROM_DIST),mkdir -p target/wheels-test && cp dist/redislock-*.whl target/wheels-test/, \
-		CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV)/bin/pip wheel -q --no-deps -w target/wheels-test .)
+		$(call LOCAL_WHEEL,$(VENV),target/wheels-test))
 
 # The wheel goes into a fresh virtualenv; pytest runs from tests/python so
 # that `import redislock` finds the installed wheel, never the source tree.
 python-env: wheel
-	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl pytest redis mypy celery prometheus_client
+	$(call PIP_LOCKED,$(VENV),test)
+	$(VENV)/bin/pip install -q --no-deps target/wheels-test/redislock-*.whl
 
 test-python: python-env
 	$(MAKE) --no-print-directory test-python-run
@@ -141,7 +163,8 @@ test-python: python-env
 # Without rebuilding the wheel: test-valkey-run runs this again.
 test-python-run:
 	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider
-	tests/redis_py_suite.sh $(VENV)/bin/python
+	scripts/pinned.sh download test redis target/redis-py-suite --no-binary=:all: >/dev/null
+	REDIS_PY_SUITE_REQUIREMENTS=$(CURDIR)/requirements/redis-py-suite.txt tests/redis_py_suite.sh $(VENV)/bin/python
 
 # Many Rust tests mostly wait on servers' own timers (a Sentinel failover
 # takes seconds): four at a time on two cores with cargo test, which runs
@@ -195,9 +218,15 @@ node: deps
 test-node: deps python-env
 	$(MAKE) --no-print-directory test-node-run
 
-# TypeScript and Node's types (the tsc check), ava and ioredis (node-redlock's
-# own tests), from the npm registry.
+# TypeScript and Node's types (the tsc check), node-redlock and ioredis (the
+# rollout tests), from the npm registry at tests/node-tools/package-lock.json.
 NODE_TOOLS := target/node-tools
+# $(call NPM_LOCKED,DIR,PREFIX): `npm ci` of DIR's package-lock.json into
+# PREFIX (exact versions, integrity-checked), again only when the lock changed.
+NPM_LOCKED = cmp -s $(1)/package-lock.json $(2)/package-lock.json && test -d $(2)/node_modules \
+	|| { rm -rf $(2) && mkdir -p $(2) && cp $(1)/package.json $(1)/package-lock.json $(2)/ \
+		&& npm ci --loglevel=error --no-audit --no-fund --prefix $(2) \
+		|| { rm -f $(2)/package-lock.json; exit 1; }; }
 # Without rebuilding the wheel: test-valkey-run runs this again. The addon
 # is a debug build (quicker to compile; the same code); make test's is the
 # one of dist/ (NODE_ADDON).
@@ -207,8 +236,7 @@ test-node-run:
 	$(NODE_ADDON)
 	cd bindings/node && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		node --test --test-concurrency=1 test/*.test.js
-	test -x $(NODE_TOOLS)/node_modules/.bin/tsc -a -d $(NODE_TOOLS)/node_modules/ava -a -d $(NODE_TOOLS)/node_modules/ioredis \
-		|| npm install --silent --no-audit --no-fund --prefix $(NODE_TOOLS) typescript@5 @types/node@20 ava@4.3.3 ioredis@4.31.0
+	$(call NPM_LOCKED,tests/node-tools,$(NODE_TOOLS))
 	$(NODE_TOOLS)/node_modules/.bin/tsc -p examples/node/tsconfig.json
 	node bindings/node/test/redlock-suite/run.js
 
@@ -296,7 +324,8 @@ test-stress-redlock: deps python-env
 
 ## make demo: C, Python, PHP, Ruby, Node.js and Java processes and `redislock run` share one lock live
 demo: deps wheel
-	$(VENV)/bin/pip install -q target/wheels-test/redislock-*.whl redis
+	$(call PIP_LOCKED,$(VENV),demo)
+	$(VENV)/bin/pip install -q --no-deps target/wheels-test/redislock-*.whl
 	$(MAKE) --no-print-directory demo-run DEMO_SECONDS=5
 
 # The demo in a short mode, reusing test-python's virtualenv; fails when the
@@ -331,12 +360,11 @@ BENCH_ARGS ?=
 bench: deps
 	bench/deps.sh
 	$(CARGO) build --release --lib --bins --examples
-	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
-	$(VENV_BENCH)/bin/pip install -q --upgrade pip
+	test -x $(VENV_BENCH)/bin/python || $(call LOCKED_VENV,$(VENV_BENCH))
 	rm -rf target/wheels-bench
-	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w target/wheels-bench .
+	$(call LOCAL_WHEEL,$(VENV_BENCH),target/wheels-bench)
 	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps target/wheels-bench/redislock-*.whl
-	$(VENV_BENCH)/bin/pip install -q redis==8.1.0 python-redis-lock pottery redlock-py matplotlib
+	$(call PIP_LOCKED,$(VENV_BENCH),bench)
 	$(MAKE) --no-print-directory bench-c
 	$(MAKE) --no-print-directory bench-node
 	$(MAKE) --no-print-directory bench-java
@@ -350,16 +378,16 @@ bench-quick:
 BASE ?= HEAD
 VERSUS := target/bench-versus
 bench-versus: deps
-	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
-	$(VENV_BENCH)/bin/pip install -q redis==8.1.0
+	test -x $(VENV_BENCH)/bin/python || $(call LOCKED_VENV,$(VENV_BENCH))
+	$(call PIP_LOCKED,$(VENV_BENCH),bench build)
 	rm -rf $(VERSUS)/base-src $(VERSUS)/base $(VERSUS)/new $(VERSUS)/wheels
 	git worktree prune
 	git worktree add --detach $(VERSUS)/base-src $(BASE)
 	# Its own cargo target: a target shared by two checkouts of one crate
 	# can leave the other checkout's library in place of this one's.
-	cd $(VERSUS)/base-src && CARGO_TARGET_DIR=$(CURDIR)/$(VERSUS)/cargo $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps -w $(CURDIR)/$(VERSUS)/wheels/base .
+	cd $(VERSUS)/base-src && CARGO_TARGET_DIR=$(CURDIR)/$(VERSUS)/cargo $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(CURDIR)/$(VERSUS)/wheels/base .
 	git worktree remove --force $(VERSUS)/base-src
-	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w $(VERSUS)/wheels/new .
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(VERSUS)/wheels/new .
 	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/base $(VERSUS)/wheels/base/redislock-*.whl
 	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/new $(VERSUS)/wheels/new/redislock-*.whl
 	test "$$(cmp -s $(VERSUS)/base/redislock/_native.abi3.so $(VERSUS)/new/redislock/_native.abi3.so; echo $$?)" != 0 \
@@ -372,10 +400,10 @@ bench-versus: deps
 SEMAPHORE_ARGS ?=
 bench-semaphore: deps
 	$(CARGO) build --release --lib
-	test -x $(VENV_BENCH)/bin/python || $(PYTHON) -m venv $(VENV_BENCH)
-	$(VENV_BENCH)/bin/pip install -q redis==8.1.0
+	test -x $(VENV_BENCH)/bin/python || $(call LOCKED_VENV,$(VENV_BENCH))
+	$(call PIP_LOCKED,$(VENV_BENCH),bench build)
 	rm -rf target/wheels-bench
-	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps -w target/wheels-bench .
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w target/wheels-bench .
 	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps target/wheels-bench/redislock-*.whl
 	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV_BENCH)/bin/python bench/semaphore.py $(SEMAPHORE_ARGS)
 
@@ -412,10 +440,7 @@ bench-node: deps
 	ln -sf $(CURDIR)/target/release/libredislock.so $(BENCH_NODE)/lib/libredislock.so.0
 	$(CC) $(BENCH_CFLAGS) -Iinclude bench/c/handoff_waiter.c \
 		-o $(BENCH_NODE)/handoff_waiter -Ltarget/release -lredislock -Wl,-rpath,$(CURDIR)/$(BENCH_NODE)/lib
-	cmp -s bench/node/package.json $(BENCH_NODE)/package.json && test -d $(BENCH_NODE)/node_modules/redlock \
-		|| { mkdir -p $(BENCH_NODE) && cp bench/node/package.json $(BENCH_NODE)/package.json \
-			&& npm install --loglevel=error --no-audit --no-fund --prefix $(BENCH_NODE) \
-			|| { rm -f $(BENCH_NODE)/package.json; exit 1; }; }
+	$(call NPM_LOCKED,bench/node,$(BENCH_NODE))
 	node bench/node/bench.js $(BENCH_NODE_ARGS)
 
 ## make bench-java: the Java binding's uncontended cycle (tryAcquire + release,

