@@ -11,10 +11,14 @@
 #      its tests/ (test_lock.py, test_asyncio/test_lock.py, their conftest.py
 #      and helpers) and pyproject.toml (pytest settings) into a temporary
 #      directory; redis-py's own package is not extracted, so the installed
-#      one is tested;
+#      one is tested. With $REDIS_PY_SUITE_SDIST_SHA256 set, the sdist's
+#      SHA-256 must be that (hex), or the script stops (exit 2);
 #   2. installs what those conftest files import (packaging, pytest-asyncio,
 #      pytest-timeout) with the virtualenv's pip into target/redis-py-suite/
-#      (not into the virtualenv);
+#      (not into the virtualenv): the newest releases, or, with
+#      $REDIS_PY_SUITE_REQUIREMENTS set to a requirements file with hashes,
+#      exactly what it lists (pip install --require-hashes -r FILE, every
+#      dependency pinned with its hash: pip refuses anything else);
 #   3. starts a throwaway redis-server on a free loopback port (never 6379,
 #      as tests/python/redis_server.py does; $REDIS_SERVER chooses the
 #      binary, e.g. Valkey's, as for every suite) and stops it afterwards;
@@ -45,14 +49,49 @@ if [ -z "$SDIST" ]; then
     SDIST=$CACHE/redis-$VERSION.tar.gz
 fi
 [ -f "$SDIST" ] || { echo "redis_py_suite: no sdist $SDIST" >&2; exit 2; }
+if [ -n "${REDIS_PY_SUITE_SDIST_SHA256:-}" ]; then
+    GOT=$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$SDIST")
+    WANT=$(printf %s "$REDIS_PY_SUITE_SDIST_SHA256" | tr 'A-F' 'a-f')
+    if [ "$GOT" != "$WANT" ]; then
+        echo "redis_py_suite: $SDIST has SHA-256 $GOT, not $WANT (\$REDIS_PY_SUITE_SDIST_SHA256):" \
+             "refusing to run its tests (a wrong pin for redis $VERSION, or a bad download: delete the file to fetch it again)" >&2
+        exit 2
+    fi
+    echo "redis_py_suite: the redis-py $VERSION sdist has the expected SHA-256"
+fi
 
 # What redis-py's conftest files import, beyond redis and pytest: installed
 # with the virtualenv's pip into a directory of their own (put on PYTHONPATH
 # for this run only), so the virtualenv itself is left as it was.
+# With $REDIS_PY_SUITE_REQUIREMENTS, exactly what that file pins (and
+# hashes), in a directory named after the file's content.
 DEPS=$CACHE/deps-$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-if ! PYTHONPATH=$DEPS "$PY" -c 'import packaging, pytest_asyncio, pytest_timeout' 2>/dev/null; then
+if [ -n "${REDIS_PY_SUITE_REQUIREMENTS:-}" ]; then
+    [ -f "$REDIS_PY_SUITE_REQUIREMENTS" ] || {
+        echo "redis_py_suite: no requirements file $REDIS_PY_SUITE_REQUIREMENTS (\$REDIS_PY_SUITE_REQUIREMENTS)" >&2
+        exit 2
+    }
+    DEPS=$DEPS-$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:16])' \
+        "$REDIS_PY_SUITE_REQUIREMENTS")
+    if [ ! -f "$DEPS/.installed" ]; then
+        rm -rf "$DEPS"
+        "$PY" -m pip install -q --require-hashes -r "$REDIS_PY_SUITE_REQUIREMENTS" --target "$DEPS" >&2 || {
+            echo "redis_py_suite: pip could not install $REDIS_PY_SUITE_REQUIREMENTS" >&2
+            exit 2
+        }
+        touch "$DEPS/.installed"
+    fi
+    PYTHONPATH=$DEPS "$PY" -c 'import packaging, pytest_asyncio, pytest_timeout' || {
+        echo "redis_py_suite: $REDIS_PY_SUITE_REQUIREMENTS lacks packaging, pytest-asyncio or pytest-timeout" >&2
+        exit 2
+    }
+elif ! PYTHONPATH=$DEPS "$PY" -c 'import packaging, pytest_asyncio, pytest_timeout' 2>/dev/null; then
     "$PY" -m pip install -q --target "$DEPS" --upgrade packaging pytest-asyncio pytest-timeout >&2
 fi
+PYTHONPATH=$DEPS "$PY" -c '
+import importlib.metadata as m
+print("redis_py_suite: with " + ", ".join(
+    "%s %s" % (d, m.version(d)) for d in ("redis", "pytest", "packaging", "pytest-asyncio", "pytest-timeout")))'
 
 WORK=$(mktemp -d /tmp/redislock-redis-py-suite.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT INT TERM
@@ -104,6 +143,16 @@ EXPECTED_FAILURES = {
     "tests.test_lock.TestLock.test_lock_token": "lock without expiry refused (TTL renewed instead)",
     "tests.test_lock.TestLock.test_lock_token_thread_local_false":
         "lock without expiry refused (TTL renewed instead)",
+    # redis-py 8.2: extend/reacquire of a timeout=0 lock. The drop-in
+    # behaves as redis-py (extend raises LockNotOwnedError, reacquire
+    # returns True and changes nothing), but the tests then assert
+    # PTTL == -1, a key without expiry.
+    "tests.test_lock.TestLock.test_extend_lock_zero_additional_time_replace_ttl_raises_error":
+        "timeout=0: asserts a key without expiry (TTL renewed instead)",
+    "tests.test_lock.TestLock.test_extend_lock_zero_timeout_without_replace_raises_error":
+        "timeout=0: asserts a key without expiry (TTL renewed instead)",
+    "tests.test_lock.TestLock.test_reacquire_lock_zero_timeout_keeps_lock":
+        "timeout=0: asserts a key without expiry (TTL renewed instead)",
     # These replace redis.lock's internal clock (mod_time) and count the
     # polling sleeps ([0.05] * 8). redislock does not poll: a waiter is woken
     # when the lock is released, and waits out blocking_timeout on the real
@@ -117,7 +166,20 @@ EXPECTED_FAILURES = {
         "lock without expiry refused (TTL renewed instead)",
     "tests.test_asyncio.test_lock.TestLock.test_lock_token_thread_local_false":
         "lock without expiry refused (TTL renewed instead)",
+    "tests.test_asyncio.test_lock.TestLock.test_extend_lock_zero_additional_time_replace_ttl_raises_error":
+        "timeout=0: asserts a key without expiry (TTL renewed instead)",
+    "tests.test_asyncio.test_lock.TestLock.test_extend_lock_zero_timeout_without_replace_raises_error":
+        "timeout=0: asserts a key without expiry (TTL renewed instead)",
+    "tests.test_asyncio.test_lock.TestLock.test_reacquire_lock_zero_timeout_keeps_lock":
+        "timeout=0: asserts a key without expiry (TTL renewed instead)",
     "tests.test_asyncio.test_lock.TestLock.test_blocking_timeout":
+        "patches redis-py's clock (asyncio), counts polling sleeps",
+    # redis-py 8.2: acquire(sleep=...) overrides the constructor's sleep.
+    # The drop-in takes the argument (and checks it), but these count the
+    # polling sleeps on redis-py's clock, as test_blocking_timeout does.
+    "tests.test_asyncio.test_lock.TestLock.test_acquire_sleep_overrides_constructor_sleep":
+        "patches redis-py's clock (asyncio), counts polling sleeps",
+    "tests.test_asyncio.test_lock.TestLock.test_blocking_timeout_sleep_overrides_constructor_sleep":
         "patches redis-py's clock (asyncio), counts polling sleeps",
 }
 

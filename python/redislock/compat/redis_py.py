@@ -17,16 +17,32 @@ so processes using either class exclude each other on the same name.
 What changes:
 
 - Waiting is redislock's hand-off: a waiter is woken when the lock is
-  released (in arrival order), not every ``sleep`` seconds; ``sleep`` is
-  accepted and unused. ``blocking_timeout`` is the whole wait.
+  released (in arrival order), not every ``sleep`` seconds; ``sleep`` (of
+  the constructor or of ``acquire``) is checked and unused.
+  ``blocking_timeout`` is the whole wait.
 - ``timeout=None`` (or 0), a lock without expiry in redis-py, is a lock
   with a TTL of :data:`NO_TIMEOUT_TTL` seconds renewed in the background
   while this process holds it: it stays held as long as the holder lives,
   and frees itself when the holder dies instead of never. ``extend`` and
-  ``reacquire`` refuse it, as redis-py does.
+  ``reacquire`` treat it as redis-py 8.2 treats a key without expiry:
+  with ``timeout=None`` both raise ``LockError``; with ``timeout=0``
+  ``extend`` raises ``LockNotOwnedError`` and ``reacquire`` changes
+  nothing and returns True (when the lock is still held).
 - ``extend(t)`` adds ``t`` to the remaining time that Redis reports (one
   PTTL read, then redislock's owner-checked extend): not one atomic step,
-  so the lock gets up to one round trip more than asked.
+  so the lock gets up to one round trip more than asked. As in redis-py
+  8.2, times count in whole milliseconds, and a resulting TTL of zero or
+  less (``extend(0, replace_ttl=True)``, ``extend(-20)``, ``reacquire()``
+  with a timeout under 1 ms) leaves the expiry as it is and returns True
+  once the lock is found still held (``LockNotOwnedError`` otherwise).
+- ``release()`` forgets the token only once the lock is known to be
+  released or not owned (as redis-py 8.2): when the connection fails it
+  raises ``redis.exceptions.ConnectionError`` and keeps ``local.token``,
+  so ``owned()`` tells the truth and ``release()`` can be retried (by
+  compare-and-delete of the token; the background renewal of a
+  ``timeout=None`` lock stops with the failed release). It does not clear
+  a token that another acquirer stored in the meantime
+  (``thread_local=False``, or asyncio tasks sharing one Lock).
 - Every acquisition has a fencing number: :attr:`Lock.fence`.
 - A Lock object dropped (garbage-collected) while held releases its lock,
   as redislock's locks do; redis-py leaves the key until it expires. Keep
@@ -46,6 +62,7 @@ instead (Sentinel, Cluster, Redlock, client certificates).
 from __future__ import annotations
 
 import logging
+import math
 import ssl
 import threading
 import uuid
@@ -210,6 +227,29 @@ def client_for(redis_client: Any) -> "redislock.Client":
         return client
 
 
+def _milliseconds(value: Any, what: str) -> int:
+    """Seconds as redis-py counts them for extend and reacquire: whole
+    milliseconds, truncated. TypeError for what is not a number, ValueError
+    for NaN and infinities."""
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise ValueError(f"{what} must be a finite number of seconds, not {value!r}")
+    return int(seconds * 1000)
+
+
+def _check_sleep(sleep: Any) -> None:
+    """``sleep`` is unused (waiters are woken on release) but checked as
+    redis-py's polling would use it: None or a number of seconds >= 0."""
+    if sleep is None:
+        return
+    if isinstance(sleep, (bool, str, bytes)) or not hasattr(sleep, "__float__"):
+        raise TypeError(f"sleep must be a number of seconds, not {type(sleep).__name__}")
+    if not float(sleep) >= 0:  # also NaN
+        raise ValueError(f"sleep must be a number of seconds >= 0, not {sleep!r}")
+
+
 def _translate(e: BaseException, name: Any) -> NoReturn:
     """Raise redis-py's exception for a redislock one."""
     if isinstance(e, redislock.LockNotOwned):
@@ -236,6 +276,7 @@ class _Base:
         thread_local: bool = True,
         raise_on_release_error: bool = True,
     ) -> None:
+        _check_sleep(sleep)
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -289,25 +330,55 @@ class _Base:
         held = self._held()
         if held is None:
             raise LockError(
-                f"Cannot {what} a lock acquired by another Lock object (a token set by hand)",
+                f"Cannot {what} a lock this Lock object holds only by its token (a token set "
+                "by hand, or kept by a release that failed): release() it, or acquire anew",
                 lock_name=self.name,
             )
         return held
 
-    def _forget_for_release(self) -> "tuple[bytes, Optional[redislock.Lock]]":
-        """The token to release and its acquisition, cleared from this
-        thread's state; LockError when there is none."""
-        expected = self.local.token
+    def _token_to_release(self) -> Union[str, bytes]:
+        """The token release() gives do_release(); LockError when none."""
+        expected: Optional[Union[str, bytes]] = self.local.token
         if expected is None:
             raise LockError(
                 "Cannot release a lock that's not owned or is already unlocked.",
                 lock_name=self.name,
             )
-        held = self._held()
-        self.local.token = None
-        self.local.lock = None
-        self.local.released = held
-        return expected, held
+        return expected
+
+    def _handle_to_release(self, expected_token: Union[str, bytes]) -> "tuple[bytes, Optional[redislock.Lock]]":
+        """The encoded token and, when this object acquired it, the
+        acquisition to release (no longer kept: it gives its lock up in the
+        release whatever the outcome, and a retry goes by the token)."""
+        token = self._encode(expected_token)
+        held = self.local.lock
+        if held is not None and held.token == token:
+            self.local.lock = None
+            self.local.released = held
+            return token, held
+        released = self.local.released
+        if released is None or released.token != token:
+            self.local.released = None  # no fence to report for this token
+        return token, None
+
+    def _forget(self, expected_token: Union[str, bytes]) -> None:
+        """After a release that left the lock not ours: forget the token,
+        but only if it is still the one released (another acquirer of this
+        object may have stored its own meanwhile)."""
+        if self.local.token == expected_token:
+            self.local.token = None
+            self.local.lock = None
+
+    def _no_expiry(self) -> NoReturn:
+        """extend() of a ``timeout=0`` lock: redis-py 8.2's script finds the
+        key without expiry and reports it not owned; so does this."""
+        raise LockNotOwnedError(
+            "Cannot extend a lock with timeout=0 (no expiry in redis-py; renewed while held here)",
+            lock_name=self.name,
+        )
+
+    def _not_owned(self, what: str, cause: Optional[BaseException] = None) -> NoReturn:
+        raise LockNotOwnedError(f"Cannot {what} a lock that's no longer owned", lock_name=self.name) from cause
 
     def _stores(self, stored: Any, token: bytes) -> bool:
         """Whether the value read from the key is ``token``."""
@@ -395,9 +466,9 @@ class Lock(_Base):
         """Take the lock; True once taken. ``blocking=False`` tries once;
         ``blocking_timeout`` bounds the wait in seconds (None: forever).
         ``token``: the value stored under the key (default: a random
-        one). ``sleep`` is unused: a waiter is woken when the lock is
-        released."""
-        del sleep
+        one). ``sleep`` (overrides the constructor's) is checked and
+        unused: a waiter is woken when the lock is released."""
+        _check_sleep(sleep)
         tok = uuid.uuid4().hex.encode() if token is None else self._encode(token)
         wait = self._wait(blocking, blocking_timeout)
         if self._acquire(tok, wait):
@@ -445,25 +516,31 @@ class Lock(_Base):
 
     def release(self) -> None:
         """Release; LockError when not acquired, LockNotOwnedError when the
-        lock expired or was taken over (the token is cleared either way)."""
-        expected, held = self._forget_for_release()
-        if held is not None:
-            try:
-                held.release()
-            except redislock.LockError as e:
-                _translate(e, self.name)
-        else:
+        lock expired or was taken over (the token is cleared after either),
+        ConnectionError when Redis could not be reached (the token is kept:
+        call release() again)."""
+        expected = self._token_to_release()
+        try:
             self.do_release(expected)
+        except LockNotOwnedError:
+            self._forget(expected)
+            raise
+        self._forget(expected)
 
     def do_release(self, expected_token: Union[str, bytes]) -> None:
-        """Release the key if it holds ``expected_token`` (compare-and-delete);
+        """Release the key if it holds ``expected_token`` (through this
+        object's acquisition when it made it, else compare-and-delete);
         LockNotOwnedError otherwise."""
+        token, held = self._handle_to_release(expected_token)
         try:
-            released = self._client.release_token(self.name, self._encode(expected_token))
+            if held is not None:
+                held.release()
+                return
+            released = self._client.release_token(self.name, token)
         except redislock.LockError as e:
             _translate(e, self.name)
         if not released:
-            raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
+            self._not_owned("release")
 
     def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
         """Add ``additional_time`` seconds to the remaining time (or, with
@@ -472,12 +549,16 @@ class Lock(_Base):
         return self.do_extend(additional_time, replace_ttl)
 
     def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
+        ms = _milliseconds(additional_time, "additional_time")
         held = self._held_for("extend")
-        ttl = float(additional_time)
+        if not self.timeout:
+            self._no_expiry()
         if not replace_ttl:
-            remaining = self.redis.pttl(self.name)
-            ttl += max(0, int(remaining)) / 1000.0
-        return self._set_ttl(held, ttl, "extend")
+            remaining = int(self.redis.pttl(self.name))
+            if remaining < 0:  # no key, or a key without expiry: not this lock
+                self._not_owned("extend")
+            ms += remaining
+        return self._set_ttl(held, ms, "extend")
 
     def reacquire(self) -> Literal[True]:
         """Reset the remaining time to ``timeout``."""
@@ -486,14 +567,20 @@ class Lock(_Base):
 
     def do_reacquire(self) -> Literal[True]:
         held = self._held_for("reacquire")
-        assert self.timeout is not None
-        return self._set_ttl(held, float(self.timeout), "reacquire")
+        ms = _milliseconds(self.timeout or 0, "timeout")
+        return self._set_ttl(held, ms, "reacquire")
 
-    def _set_ttl(self, held: "redislock.Lock", ttl: float, what: str) -> Literal[True]:
+    def _set_ttl(self, held: "redislock.Lock", ms: int, what: str) -> Literal[True]:
+        """Set the remaining time to ``ms``; one that is not positive leaves
+        the expiry alone once the lock is found still held (redis-py 8.2)."""
         try:
-            held.extend(ttl)
+            if ms <= 0:
+                if not held.owned():
+                    self._not_owned(what)
+            else:
+                held.extend(ms / 1000.0)
         except redislock.LockNotOwned as e:
-            raise LockNotOwnedError(f"Cannot {what} a lock that's no longer owned", lock_name=self.name) from e
+            self._not_owned(what, e)
         except redislock.LockError as e:
             _translate(e, self.name)
         return True

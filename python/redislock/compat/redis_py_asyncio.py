@@ -7,7 +7,8 @@
 The same as :mod:`redislock.compat.redis_py` (read its notes on what
 changes), with redis-py's asyncio signatures: ``acquire``, ``release``,
 ``extend``, ``reacquire``, ``locked``, ``owned`` are awaited, and ``async
-with`` takes the lock. Waiting never blocks the event loop and holds no
+with`` takes the lock; ``acquire`` takes redis-py 8.2's keyword-only
+``sleep`` (checked, unused). Waiting never blocks the event loop and holds no
 thread: the waiter is woken through redislock's subscriber connection when
 the lock is released. ``owned`` and ``extend`` run redislock's blocking
 call in the loop's default executor.
@@ -25,7 +26,7 @@ from redis.exceptions import LockError, LockNotOwnedError
 import redislock
 
 from . import redis_py
-from .redis_py import Number, _translate
+from .redis_py import Number, _check_sleep, _milliseconds, _translate
 
 __all__ = ["Lock", "LockError", "LockNotOwnedError"]
 
@@ -62,8 +63,12 @@ class Lock(redis_py._Base):
         blocking: Optional[bool] = None,
         blocking_timeout: Optional[Number] = None,
         token: Optional[Union[str, bytes]] = None,
+        *,
+        sleep: Optional[Number] = None,
     ) -> bool:
-        """Take the lock; True once taken (see the sync class)."""
+        """Take the lock; True once taken (see the sync class). ``sleep``
+        (overrides the constructor's) is checked and unused."""
+        _check_sleep(sleep)
         tok = uuid.uuid4().hex.encode() if token is None else self._encode(token)
         wait = self._wait(blocking, blocking_timeout)
         if await self._acquire(tok, wait):
@@ -108,24 +113,29 @@ class Lock(redis_py._Base):
         return self._stores(await self.redis.get(self.name), token)
 
     async def release(self) -> None:
-        """Release; LockError when not acquired, LockNotOwnedError when lost."""
-        expected, held = self._forget_for_release()
-        if held is not None:
-            try:
-                await held.release_async()
-            except redislock.LockError as e:
-                _translate(e, self.name)
-        else:
+        """Release; LockError when not acquired, LockNotOwnedError when lost
+        (the token is cleared after either), ConnectionError when Redis
+        could not be reached (the token is kept: release again). A token
+        that another task stored in this Lock meanwhile is left alone."""
+        expected = self._token_to_release()
+        try:
             await self.do_release(expected)
+        except LockNotOwnedError:
+            self._forget(expected)
+            raise
+        self._forget(expected)
 
     async def do_release(self, expected_token: Union[str, bytes]) -> None:
-        token = self._encode(expected_token)
+        token, held = self._handle_to_release(expected_token)
         try:
+            if held is not None:
+                await held.release_async()
+                return
             released = await _off_loop(lambda: self._client.release_token(self.name, token))
         except redislock.LockError as e:
             _translate(e, self.name)
         if not released:
-            raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
+            self._not_owned("release")
 
     async def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
         """Add ``additional_time`` seconds (or set it, ``replace_ttl``)."""
@@ -133,11 +143,16 @@ class Lock(redis_py._Base):
         return await self.do_extend(additional_time, replace_ttl)
 
     async def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
+        ms = _milliseconds(additional_time, "additional_time")
         held = self._held_for("extend")
-        ttl = float(additional_time)
+        if not self.timeout:
+            self._no_expiry()
         if not replace_ttl:
-            ttl += max(0, int(await self.redis.pttl(self.name))) / 1000.0
-        return await self._set_ttl(held, ttl, "extend")
+            remaining = int(await self.redis.pttl(self.name))
+            if remaining < 0:  # no key, or a key without expiry: not this lock
+                self._not_owned("extend")
+            ms += remaining
+        return await self._set_ttl(held, ms, "extend")
 
     async def reacquire(self) -> Literal[True]:
         """Reset the remaining time to ``timeout``."""
@@ -146,14 +161,19 @@ class Lock(redis_py._Base):
 
     async def do_reacquire(self) -> Literal[True]:
         held = self._held_for("reacquire")
-        assert self.timeout is not None
-        return await self._set_ttl(held, float(self.timeout), "reacquire")
+        ms = _milliseconds(self.timeout or 0, "timeout")
+        return await self._set_ttl(held, ms, "reacquire")
 
-    async def _set_ttl(self, held: "redislock.Lock", ttl: float, what: str) -> Literal[True]:
+    async def _set_ttl(self, held: "redislock.Lock", ms: int, what: str) -> Literal[True]:
+        """As the sync class's: ``ms`` <= 0 leaves the expiry alone."""
         try:
-            await _off_loop(lambda: held.extend(ttl))
+            if ms <= 0:
+                if not await _off_loop(held.owned):
+                    self._not_owned(what)
+            else:
+                await _off_loop(lambda: held.extend(ms / 1000.0))
         except redislock.LockNotOwned as e:
-            raise LockNotOwnedError(f"Cannot {what} a lock that's no longer owned", lock_name=self.name) from e
+            self._not_owned(what, e)
         except redislock.LockError as e:
             _translate(e, self.name)
         return True
