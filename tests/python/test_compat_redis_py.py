@@ -489,3 +489,148 @@ def test_asyncio_lock_class_hand_off_and_errors(server, raw):
         await r.aclose()
 
     asyncio.run(main())
+
+
+# -- redis-py 8.2's behaviours ----------------------------------------------
+
+def _drop_paused_commands(raw) -> None:
+    """While writes are paused (CLIENT PAUSE WRITE): close every other
+    client's connection, which drops the commands waiting there (a timed-out
+    release may still be waiting on a connection the client keeps), and
+    wait until the server has none left, so that nothing runs on unpause:
+    the release was lost on the way, as in a network failure."""
+    me = raw.client_id()
+    for c in raw.client_list():
+        if int(c["id"]) != me:
+            raw.client_kill_filter(_id=int(c["id"]))
+    wait_until(lambda: int(raw.info("clients")["blocked_clients"]) == 0,
+               what="the paused release to be dropped")
+
+
+def test_release_that_cannot_reach_redis_keeps_the_token_for_a_retry(server, raw):
+    # Writes are paused on the server: the release's command waits there
+    # until the client gives up (socket_timeout 0.5 s is its command
+    # timeout); then it is dropped.
+    r = redis.Redis(port=server.port, socket_timeout=0.5)
+    lock = r.lock("foo", timeout=60, lock_class=Lock)
+    assert lock.acquire(blocking=False)
+    token = lock.local.token
+    raw.client_pause(60000, all=False)
+    try:
+        with pytest.raises(redis.exceptions.ConnectionError) as e:
+            lock.release()
+        assert isinstance(e.value.__cause__, redislock.LockConnectionError)  # ours underneath
+        _drop_paused_commands(raw)
+    finally:
+        raw.client_unpause()
+    assert raw.get("foo") == token  # still held in Redis ...
+    assert lock.local.token == token  # ... and still known to the caller
+    assert lock.owned() and lock.locked()
+    with pytest.raises(LockError, match="release"):  # the acquisition's handle was given up
+        lock.extend(10)
+    lock.release()  # the retry: compare-and-delete of the token
+    assert raw.get("foo") is None and lock.local.token is None
+    with pytest.raises(LockError):
+        lock.release()
+
+
+def test_extend_and_reacquire_to_zero_or_less_keep_the_expiry(raw):
+    lock = raw.lock("foo", timeout=10, lock_class=Lock)
+    assert lock.acquire(blocking=False)
+    assert raw.pexpire("foo", 5000)  # a TTL none of the calls below would set
+    for call in (lambda: lock.extend(0, replace_ttl=True), lambda: lock.extend(-1, replace_ttl=True),
+                 lambda: lock.extend(-20), lambda: lock.extend(0.0004, replace_ttl=True)):
+        assert call() is True
+        assert 0 < raw.pttl("foo") <= 5000
+        assert raw.get("foo") == lock.local.token
+    # A negative time whose sum is still positive shortens the lock, as in
+    # redis-py (PTTL + additional_time).
+    assert lock.extend(-4) is True
+    assert 0 < raw.pttl("foo") <= 1000
+    # Not held any more: the same calls say so.
+    raw.set("foo", "someone-else")
+    with pytest.raises(LockNotOwnedError) as e:
+        lock.extend(0, replace_ttl=True)
+    assert e.value.lock_name == "foo"
+    with pytest.raises(LockNotOwnedError):
+        lock.extend(-20)
+    raw.delete("foo")
+
+
+def test_timeout_zero_extend_is_not_owned_and_reacquire_keeps_it(raw):
+    # redis-py 8.2 on a timeout=0 lock (a key without expiry there):
+    # extend raises LockNotOwnedError, reacquire returns True and changes
+    # nothing. Here the lock is renewed in the background meanwhile.
+    lock = raw.lock("foo", timeout=0, lock_class=Lock)
+    assert lock.acquire(blocking=False)
+    with pytest.raises(LockNotOwnedError):
+        lock.extend(0, replace_ttl=True)
+    with pytest.raises(LockNotOwnedError):
+        lock.extend(10)
+    assert lock.reacquire() is True
+    assert raw.get("foo") == lock.local.token and lock.owned()
+    assert raw.pttl("foo") > 0  # renewed, never without expiry
+    lock.release()
+    assert raw.get("foo") is None
+
+
+def test_bad_times_are_typed_errors(raw):
+    lock = raw.lock("foo", timeout=10, lock_class=Lock)
+    with pytest.raises(TypeError, match="sleep"):
+        Lock(raw, "foo", sleep="0.1")
+    with pytest.raises(ValueError, match="sleep"):
+        Lock(raw, "foo", sleep=-1)
+    with pytest.raises(TypeError, match="sleep"):
+        lock.acquire(sleep="0.1")
+    with pytest.raises(ValueError, match="sleep"):
+        lock.acquire(sleep=float("nan"))
+    assert raw.get("foo") is None  # nothing was tried
+    assert lock.acquire(sleep=0.01, blocking=False)  # taken, and unused
+    for bad, kind in (("1", TypeError), (None, TypeError), (True, TypeError),
+                      (float("nan"), ValueError), (float("inf"), ValueError)):
+        with pytest.raises(kind, match="additional_time"):
+            lock.extend(bad)
+    assert raw.get("foo") == lock.local.token
+    lock.release()
+
+
+def test_asyncio_sleep_keyword_release_retry_and_zero_extend(server, raw):
+    import asyncio
+
+    import redis.asyncio as aredis
+
+    from redislock.compat.redis_py_asyncio import Lock as ALock
+
+    async def main():
+        r = aredis.Redis(port=server.port, socket_timeout=0.5)
+        lock = r.lock("foo", timeout=60, sleep=0.5, lock_class=ALock)
+        with pytest.raises(TypeError, match="sleep"):
+            await lock.acquire(sleep="x")
+        assert await lock.acquire(False, sleep=0.01)  # blocking stays the first positional
+        token = lock.local.token
+        raw.pexpire("foo", 5000)
+        assert await lock.extend(0, replace_ttl=True) is True
+        assert await lock.extend(-20) is True
+        assert 0 < raw.pttl("foo") <= 5000
+
+        raw.client_pause(60000, all=False)
+        try:
+            with pytest.raises(redis.exceptions.ConnectionError):
+                await lock.release()
+            _drop_paused_commands(raw)
+        finally:
+            raw.client_unpause()
+        assert lock.local.token == token and raw.get("foo") == token
+        assert await lock.owned()
+        await lock.release()
+        assert raw.get("foo") is None and lock.local.token is None
+
+        zero = r.lock("foo", timeout=0, lock_class=ALock)
+        assert await zero.acquire(blocking=False)
+        with pytest.raises(LockNotOwnedError):
+            await zero.extend(1)
+        assert await zero.reacquire() is True
+        await zero.release()
+        await r.aclose()
+
+    asyncio.run(main())
