@@ -29,7 +29,11 @@ use Symfony\Component\Lock\Store\ExpiringStoreTrait;
  * token and nothing else (SET NX PX semantics), so it excludes plain
  * SET NX users of the same name; it is neither a ZSET nor wire-compatible
  * with Symfony's RedisStore, and has no read (shared) locks (SharedStore
- * has, on a read-write lock of the same name). The token and
+ * has, on a read-write lock that a Store lock of the same name holds off).
+ * Symfony's RedisStore and Store exclude each other (each finds the
+ * other's value under the name); a blocking acquire finding Symfony's
+ * RedisStore's sorted set there gives up at once (LockConflictedException)
+ * instead of waiting (docs/php.md, rolling migration). The token and
  * the fencing number live in the Key's state: a serialized Key can be
  * released or refreshed by another process. This class never calls FFI
  * itself (php-fpm's ffi.enable=preload): it goes through RedisLock\Client.
