@@ -205,6 +205,61 @@ class RedisServer {
   }
 }
 
+/**
+ * A Redis Cluster of `masters` masters on free ports, the slots shared out
+ * between them; `nodes` is the servers (each to be destroyed), to which
+ * every node is pushed as soon as it runs.
+ */
+async function startCluster(nodes, masters = 3) {
+  const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '3000'];
+  const mine = await Promise.all(
+    Array.from({ length: masters }, async () => {
+      const s = await RedisServer.start(args);
+      nodes.push(s);
+      return s;
+    }),
+  );
+  await Promise.all(
+    mine.map((n, i) =>
+      n.raw.call('CLUSTER', 'ADDSLOTSRANGE', Math.floor((i * 16384) / masters), Math.floor(((i + 1) * 16384) / masters) - 1),
+    ),
+  );
+  for (const n of mine.slice(1)) await mine[0].raw.call('CLUSTER', 'MEET', '127.0.0.1', n.port);
+  for (const n of mine) {
+    await waitUntil(`cluster node ${n.port} to see the whole cluster`, async () => {
+      const info = await n.raw.str('CLUSTER', 'INFO');
+      return /^cluster_state:ok/m.test(info) && new RegExp(`^cluster_known_nodes:${masters}\\b`, 'm').test(info);
+    });
+  }
+  return mine;
+}
+
+/** Where the npm packages of tests/node-tools are installed (make test-node: npm ci). */
+const NODE_TOOLS = process.env.REDISLOCK_NODE_TOOLS
+  ? path.resolve(process.env.REDISLOCK_NODE_TOOLS)
+  : path.join(ROOT, 'target', 'node-tools', 'node_modules');
+
+/**
+ * An npm package of tests/node-tools (node-redlock, ioredis): its path, or
+ * an Error that says how to install it (a test that needs it fails, never
+ * skips).
+ */
+function nodeTool(name) {
+  const dir = path.join(NODE_TOOLS, name);
+  if (!fs.existsSync(path.join(dir, 'package.json'))) {
+    throw new Error(
+      `no ${name} in ${NODE_TOOLS}: install the Node.js test packages with \`make test-node\` ` +
+        '(npm ci of tests/node-tools/package-lock.json into target/node-tools)',
+    );
+  }
+  return dir;
+}
+
+/** The version of an installed npm package of tests/node-tools. */
+function nodeToolVersion(name) {
+  return JSON.parse(fs.readFileSync(path.join(nodeTool(name), 'package.json'), 'utf8')).version.replace(/^v/, '');
+}
+
 let keySeq = 0;
 /** A key no other test uses. */
 function keyFor(tag = 'k') {
@@ -212,4 +267,4 @@ function keyFor(tag = 'k') {
   return `node:${process.pid}:${tag}:${keySeq}`;
 }
 
-module.exports = { ROOT, RedisServer, Raw, sleep, waitUntil, keyFor, freePort };
+module.exports = { ROOT, RedisServer, Raw, sleep, waitUntil, keyFor, freePort, startCluster, nodeTool, nodeToolVersion };

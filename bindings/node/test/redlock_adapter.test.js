@@ -1,17 +1,18 @@
 'use strict';
-// What node-redlock's own tests (redlock-suite/run.js runs them) cannot
-// show: in the four tests that fail on `attempts.length === 11`, the checks
-// after that count (ava reports only a test's first failing check); and
-// that acquire, extend and release reach every Redlock node, which their
-// Redlock tests read as soon as the call resolved at a majority (a race
-// they may lose). Here through the same adapter, with no ioredis (the
-// adapter reads only a client's `options`).
+// The node-redlock API over redislock (redlock_adapter.js), beyond what
+// redlock_contract.test.js checks of node-redlock's documented contract:
+// how it maps redislock's outcomes (one attempt, its vote the deployment's
+// outcome: a ResourceLockedError or redislock's own connection error), the
+// order it takes several resources in and what it lets go of when one is
+// held, and that acquire, extend and release reach every Redlock node, also
+// those that answer after the majority. Here the clients are only what the
+// adapter reads of an ioredis client (its `options`).
 
 const assert = require('node:assert/strict');
 const { test, before, after } = require('node:test');
 
 const { LockConnectionError } = require('..');
-const { Redlock, ExecutionError, ResourceLockedError } = require('./redlock-suite/adapter');
+const { Redlock, ExecutionError, ResourceLockedError } = require('./redlock_adapter');
 const { RedisServer, keyFor, freePort, waitUntil } = require('./helper');
 
 let servers;

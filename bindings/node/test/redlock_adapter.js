@@ -1,15 +1,18 @@
 'use strict';
-// node-redlock's API (the `redlock` package, 5.0.0-beta.2) over redislock's
-// Client, to run node-redlock's own tests against redislock (run.js). It
-// only translates: the ioredis clients given to `new Redlock` become the URL
-// of a redislock Client (several: Redlock; a Cluster: redis+cluster://),
-// node-redlock's settings become redislock's options, and redislock's
-// outcomes become node-redlock's (ExecutionError, ResourceLockedError, a new
-// Lock from extend). Acquiring, waiting, renewing, releasing and the Redlock
-// quorum are redislock's; nothing here retries or keeps time.
+// node-redlock's API (the `redlock` package, 5.0.0-beta.2: its README and
+// index.d.ts) over redislock's Client, for the tests: redlock_contract.test.js
+// checks that code written for node-redlock keeps its documented contract on
+// it, and rollout.test.js that it excludes node-redlock itself on the same
+// names. It is test code, not part of the package. It only translates: the
+// ioredis clients given to `new Redlock` become the URL of a redislock
+// Client (several: Redlock; a Cluster: redis+cluster://), node-redlock's
+// settings become redislock's options, and redislock's outcomes become
+// node-redlock's (ExecutionError, ResourceLockedError, a new Lock from
+// extend). Acquiring, waiting, renewing, releasing and the Redlock quorum
+// are redislock's; nothing here retries or keeps time.
 //
-// What differs from node-redlock, and why, is in docs/node.md ("node-redlock's
-// own tests"). In short:
+// What differs from node-redlock, and why, is in docs/node.md ("Coming from
+// node-redlock"). In short:
 // - A wait is redislock's (one acquisition, queued and handed the lock, or
 //   retrying over Redlock) for retryCount x retryDelay ms (retryCount 0: one
 //   try; -1: as long as it takes), not retryCount + 1 attempts; so an
@@ -17,6 +20,7 @@
 //   deployment's outcome, keyed by the redislock Client (redislock reports
 //   the outcome of the deployment, not of each node). retryJitter and
 //   driftFactor are redislock's own (drift: 1% of the TTL + 2 ms).
+// - A duration over 30 days is refused with redislock's RangeError.
 // - Several resources are several redislock locks with one token, taken in
 //   name order (so that two overlapping acquisitions cannot deadlock) and
 //   let go if one of them cannot be had: all or nothing as node-redlock's
@@ -26,7 +30,7 @@
 // - Custom scripts cannot be given, nor clients with a keyPrefix.
 
 const { EventEmitter } = require('node:events');
-const { Client, LockError, LockTimeoutError, LockNotOwnedError, LockUnconfirmedError } = require('../..');
+const { Client, LockError, LockTimeoutError, LockNotOwnedError, LockUnconfirmedError } = require('..');
 
 /** node-redlock's defaults. */
 const defaultSettings = Object.freeze({
