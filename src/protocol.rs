@@ -707,8 +707,7 @@ pub(crate) struct Script {
     pub(crate) name: &'static str,
     pub(crate) source: &'static str,
     pub(crate) sha: String,
-    /// How many of [`LockKeys::script_keys`] it takes at most, from the
-    /// first (a semaphore has four: its scripts of five take four).
+    /// How many of [`LockKeys::all`] it takes, from the first.
     pub(crate) nkeys: usize,
     /// The shape of every reply it gives.
     pub(crate) accepts: Accepts,
@@ -822,11 +821,11 @@ pub(crate) fn scripts() -> &'static Scripts {
         floor: Script::new("FLOOR", FLOOR, is_flag),
         extend: Script::new("EXTEND", EXTEND, is_flag),
         inspect: Script::new("INSPECT", INSPECT, is_info),
-        sem_acquire: Script::with_keys("SEM_ACQUIRE", semaphore::SEM_ACQUIRE, 5, is_attempt),
-        sem_release: Script::with_keys("SEM_RELEASE", semaphore::SEM_RELEASE, 5, is_released),
+        sem_acquire: Script::new("SEM_ACQUIRE", semaphore::SEM_ACQUIRE, is_attempt),
+        sem_release: Script::new("SEM_RELEASE", semaphore::SEM_RELEASE, is_released),
         sem_extend: Script::new("SEM_EXTEND", semaphore::SEM_EXTEND, is_flag),
         sem_fence: Script::new("SEM_FENCE", semaphore::SEM_FENCE, is_fence_or_nil),
-        sem_cancel: Script::with_keys("SEM_CANCEL", semaphore::SEM_CANCEL, 5, is_fence_or_nil),
+        sem_cancel: Script::new("SEM_CANCEL", semaphore::SEM_CANCEL, is_fence_or_nil),
         sem_inspect: Script::new("SEM_INSPECT", semaphore::SEM_INSPECT, is_shared_info),
     }));
     let ptr = std::ptr::null_mut();
@@ -876,22 +875,6 @@ pub(crate) struct KindScripts {
     pub(crate) fence: &'static Script,
 }
 
-/// The KEYS of a lock's scripts ([`LockKeys::script_keys`]): four, or
-/// five for a read-write lock. Read as a slice.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct ScriptKeys<'a> {
-    keys: [&'a [u8]; 5],
-    len: usize,
-}
-
-impl<'a> std::ops::Deref for ScriptKeys<'a> {
-    type Target = [&'a [u8]];
-
-    fn deref(&self) -> &[&'a [u8]] {
-        &self.keys[..self.len]
-    }
-}
-
 /// The names of the keys that one lock uses (see the module comment).
 #[derive(Debug)]
 pub(crate) struct LockKeys {
@@ -908,9 +891,6 @@ pub(crate) struct LockKeys {
     /// Set when this holder's grant came after a wait: its release then
     /// looks at the queue first ([`RELEASE_QUEUED`]).
     waited: AtomicBool,
-    /// A read-write lock's name `K` itself, whose existence holds both
-    /// sides off (see [`semaphore`]); empty for the other kinds.
-    guard: Vec<u8>,
 }
 
 impl Clone for LockKeys {
@@ -925,7 +905,6 @@ impl Clone for LockKeys {
             meta: self.meta.clone(),
             rest,
             waited: AtomicBool::new(self.waited()),
-            guard: self.guard.clone(),
         }
     }
 }
@@ -940,7 +919,6 @@ impl LockKeys {
             meta,
             rest: OnceBox::new(),
             waited: AtomicBool::new(false),
-            guard: Vec::new(),
         }
     }
 
@@ -956,17 +934,12 @@ impl LockKeys {
         push_companion(&mut lock, key, base);
         let mut meta = lock.clone();
         meta.extend_from_slice(b":info");
-        let guard = match kind {
-            Kind::Read | Kind::Write => key.to_vec(),
-            _ => Vec::new(),
-        };
         LockKeys {
             lock,
             kind,
             meta,
             rest: OnceBox::new(),
             waited: AtomicBool::new(false),
-            guard,
         }
     }
 
@@ -1067,26 +1040,6 @@ impl LockKeys {
     pub(crate) fn all(&self) -> [&[u8]; 4] {
         let (queue, counter) = self.rest();
         [&self.lock, &self.meta, queue, counter]
-    }
-
-    /// The KEYS the scripts are sent: [`LockKeys::all`], then, for a
-    /// read-write lock, its name `K` itself (the guard that SEM_ACQUIRE,
-    /// SEM_RELEASE and SEM_CANCEL look at). A script that takes fewer
-    /// ([`Script::nkeys`]) ignores the rest.
-    pub(crate) fn script_keys(&self) -> ScriptKeys<'_> {
-        let [lock, meta, queue, counter] = self.all();
-        ScriptKeys {
-            keys: [lock, meta, queue, counter, &self.guard],
-            len: if self.guard.is_empty() { 4 } else { 5 },
-        }
-    }
-
-    /// The KEYS `script` is sent: the first [`Script::nkeys`] of
-    /// [`LockKeys::script_keys`] (the guard only where it is looked at).
-    pub(crate) fn keys_for(&self, script: &Script) -> ScriptKeys<'_> {
-        let mut keys = self.script_keys();
-        keys.len = keys.len.min(script.nkeys);
-        keys
     }
 
     /// The KEYS of RELEASE: lock, meta (the first two of [`LockKeys::all`]).
@@ -1543,34 +1496,6 @@ mod tests {
             ]
         );
         assert_eq!(keys.release(), [&b"jobs"[..], b"{jobs}:meta"]);
-        assert_eq!(&*keys.script_keys(), &keys.all()[..]);
-        // A read-write lock's scripts get the name itself, its guard, last;
-        // those that do not look at it do not get it; a semaphore has none.
-        let rw = LockKeys::of(b"jobs", Kind::Write);
-        let guarded = [
-            &b"{jobs}:rw"[..],
-            b"{jobs}:rw:info",
-            b"{jobs}:rw:queue",
-            counter.as_bytes(),
-            b"jobs",
-        ];
-        assert_eq!(&*rw.script_keys(), &guarded[..]);
-        let s = scripts();
-        for script in [&s.sem_acquire, &s.sem_release, &s.sem_cancel] {
-            assert_eq!(&*rw.keys_for(script), &guarded[..], "{}", script.name);
-        }
-        for script in [&s.sem_extend, &s.sem_fence, &s.sem_inspect] {
-            assert_eq!(&*rw.keys_for(script), &guarded[..4], "{}", script.name);
-        }
-        assert_eq!(LockKeys::of(b"jobs", Kind::Read).script_keys().len(), 5);
-        let sem = LockKeys::of(
-            b"jobs",
-            Kind::Semaphore {
-                limit: 2,
-                permits: 1,
-            },
-        );
-        assert_eq!(&*sem.keys_for(&s.sem_acquire), &sem.all()[..]);
         let tagged = LockKeys::new(b"{u1}:job");
         assert_eq!(tagged.meta(), b"{u1}:job:meta");
         assert_eq!(tagged.queue(), b"{u1}:job:queue");

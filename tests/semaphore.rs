@@ -2,9 +2,8 @@
 //! permits held under contention, arrival order with no barging, a waiter
 //! for several permits not starved, a writer not starved by readers,
 //! readers behind a writer entering together, a dead holder's permits back
-//! within its lease, one holder's renewal never extending another, a
-//! plain holder of a read-write lock's name (`SET K tok NX` by any client)
-//! holding both sides off, and nothing left behind.
+//! within its lease, one holder's renewal never extending another, and
+//! nothing left behind.
 
 mod common;
 
@@ -250,15 +249,13 @@ fn renewing_one_holder_never_extends_another() {
 fn a_waiter_that_gives_up_leaves_nothing_and_names_never_collide() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();
-    // The write side first: the plain lock of the name, once held, would
-    // hold the read-write lock off (see the test below).
-    let write = client.acquire_write("shared-name", try_once()).unwrap();
     let lock = client
         .acquire("shared-name", 30 * S, Wait::TryOnce)
         .unwrap();
     let sem = client
         .acquire_semaphore("shared-name", 1, 1, try_once())
         .unwrap();
+    let write = client.acquire_write("shared-name", try_once()).unwrap();
     let e = client
         .acquire_semaphore(
             "shared-name",
@@ -274,85 +271,6 @@ fn a_waiter_that_gives_up_leaves_nothing_and_names_never_collide() {
     lock.release().unwrap();
     assert!(nothing_left(&srv, "shared-name", "sem"));
     assert!(nothing_left(&srv, "shared-name", "rw"));
-}
-
-#[test]
-fn a_plain_holder_of_the_name_holds_both_sides_off() {
-    // A fleet migrating from `SET K tok NX` locks (Symfony's lock before
-    // 5.2, the predis helper, Laravel's) runs both at once for a while.
-    let srv = Server::start();
-    let client = Client::open(&srv.url()).unwrap();
-    let mut raw = srv.raw();
-    let set: Option<String> = redis::cmd("SET")
-        .arg("catalog")
-        .arg("old-owner")
-        .arg("NX")
-        .arg("PX")
-        .arg(60_000)
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(set.as_deref(), Some("OK"));
-    for e in [
-        client.acquire_write("catalog", try_once()).unwrap_err(),
-        client.acquire_read("catalog", try_once()).unwrap_err(),
-    ] {
-        assert_eq!(e.kind(), ErrorKind::NotAcquired);
-    }
-    assert!(nothing_left(&srv, "catalog", "rw"));
-    // Waiters queue behind the plain holder. The writer gives up: its
-    // leaving serves nobody while the name is held, so the reader behind
-    // it stays queued.
-    let (c1, c2) = (client.clone(), client.clone());
-    let writer =
-        thread::spawn(move || c1.acquire_write("catalog", opts(30 * S, Wait::Timeout(5 * S))));
-    wait_until("the writer to queue", 10 * S, || {
-        queued(&srv, "catalog", "rw") == 1
-    });
-    let reader = thread::spawn(move || c2.acquire_read("catalog", waiting()));
-    wait_until("the reader to queue", 10 * S, || {
-        queued(&srv, "catalog", "rw") == 2
-    });
-    assert_eq!(
-        writer.join().unwrap().unwrap_err().kind(),
-        ErrorKind::NotAcquired
-    );
-    assert_eq!(queued(&srv, "catalog", "rw"), 1);
-    assert_eq!(client.inspect_rw("catalog").unwrap().holder_count, 0);
-    // The old owner releases with its own DEL: the reader's retry sees it.
-    let _: () = raw.del("catalog").unwrap();
-    let r = reader.join().unwrap().unwrap();
-    assert_eq!(client.inspect_rw("catalog").unwrap().holder_count, 1);
-    // A read-write holder writes nothing under the name: a plain lock of
-    // it is not stopped (documented).
-    let set: Option<String> = redis::cmd("SET")
-        .arg("catalog")
-        .arg("old-owner")
-        .arg("NX")
-        .arg("PX")
-        .arg(60_000)
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(set.as_deref(), Some("OK"));
-    r.release().unwrap();
-    let _: () = raw.del("catalog").unwrap();
-    // Any value under the name holds it off, e.g. Symfony's RedisStore
-    // (5.2 and later) keeps its holders in a sorted set there.
-    let _: () = raw.zadd("catalog", "token", 1).unwrap();
-    let e = client.acquire_read("catalog", try_once()).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::NotAcquired);
-    let _: () = raw.del("catalog").unwrap();
-    client
-        .acquire_write("catalog", try_once())
-        .unwrap()
-        .release()
-        .unwrap();
-    assert!(nothing_left(&srv, "catalog", "rw"));
-    // A semaphore has no guard.
-    let _: () = raw.set("permits", "x").unwrap();
-    let sem = client
-        .acquire_semaphore("permits", 1, 1, try_once())
-        .unwrap();
-    sem.release().unwrap();
 }
 
 #[test]
@@ -581,7 +499,7 @@ fn a_renewed_holder_outlives_its_ttl_and_keeps_out_others() {
 }
 
 #[test]
-fn an_uncontended_cycle_runs_16_commands_17_for_a_reader_and_every_key_it_makes_expires() {
+fn an_uncontended_cycle_runs_16_commands_and_every_key_it_makes_expires() {
     let srv = Server::start();
     let client = Client::open(&srv.url()).unwrap();
     let mut raw = srv.raw();
@@ -611,10 +529,9 @@ fn an_uncontended_cycle_runs_16_commands_17_for_a_reader_and_every_key_it_makes_
     }
     let total = common::info_field(&mut raw, "stats", "total_commands_processed") - base - 1;
     // Acquire: EVALSHA, TIME, the purge, HGETALL, LLEN, the fence's SET …
-    // GET, ZADD, HSET, 2 PEXPIREs, and for a reader the EXISTS of the
-    // name itself (the guard). Release: EVALSHA, TIME, the purge, ZREM,
-    // HDEL, LLEN.
-    assert_eq!(total, 3 * 16 + 3 * 17, "six cycles");
+    // GET, ZADD, HSET, 2 PEXPIREs. Release: EVALSHA, TIME, the purge,
+    // ZREM, HDEL, LLEN.
+    assert_eq!(total, 6 * 16, "six cycles");
     // Nothing of either name is left, and no other key was made (the
     // fence counter of the slot is the only one that stays).
     assert!(nothing_left(&srv, "cheap", "sem"));
@@ -694,13 +611,12 @@ fn statistics_count_acquisitions_by_kind_and_the_permits_held() {
     );
     two.release().unwrap();
     read.release().unwrap();
-    // The plain lock of the name holds the read-write lock off.
-    lock.release().unwrap();
     client
         .acquire_write("counted", try_once())
         .unwrap()
         .release()
         .unwrap();
+    lock.release().unwrap();
     let s = client.stats();
     assert_eq!(
         (s.acquired_writes, s.permits_held_now, s.held_now),

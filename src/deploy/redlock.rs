@@ -282,13 +282,13 @@ fn script_job(
     let packed = {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let script = script();
-        script.evalsha_packed(&keys.keys_for(script), &args)
+        script.evalsha_packed(&keys.all()[..script.nkeys], &args)
     };
     let shape = (script().name, script().accepts);
     Job::new(packed, wait, shape, move |p: &Pool| {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let script = script();
-        p.script_within(wait, script, &keys.keys_for(script), &args)
+        p.script_within(wait, script, &keys.all()[..script.nkeys], &args)
     })
 }
 
@@ -307,7 +307,7 @@ fn release_on(pool: &Pool, keys: &LockKeys, token: &[u8]) -> Result<Value> {
         let grace = QUEUE_GRACE_MS.to_string();
         pool.script(
             &scripts().sem_release,
-            &keys.keys_for(&scripts().sem_release),
+            &keys.all(),
             &[token, grace.as_bytes()],
             None,
         )
@@ -831,7 +831,7 @@ fn inspect_shared(r: &Redlock, keys: &LockKeys) -> Result<SharedInfo> {
     let k = keys.clone();
     let inspect = &scripts().sem_inspect;
     let job = Job::new(
-        inspect.evalsha_packed(&keys.keys_for(inspect), &[]),
+        inspect.evalsha_packed(&keys.all()[..inspect.nkeys], &[]),
         r.command_timeout(),
         (inspect.name, inspect.accepts),
         move |p: &Pool| p.script(&scripts().sem_inspect, &k.all(), &[], None),
@@ -880,7 +880,7 @@ fn inspect(r: &Redlock, keys: &LockKeys) -> Result<LockInfo> {
     let k = keys.clone();
     let inspect = &scripts().inspect;
     let job = Job::new(
-        inspect.evalsha_packed(&keys.keys_for(inspect), &[]),
+        inspect.evalsha_packed(&keys.all()[..inspect.nkeys], &[]),
         r.command_timeout(),
         (inspect.name, inspect.accepts),
         move |p: &Pool| p.script(&scripts().inspect, &k.all(), &[], None),

@@ -105,7 +105,7 @@ impl<P: Transport> Single<P> {
         let (ms, fence) = (ttl_ms.to_string(), fence.to_string());
         let grace = QUEUE_GRACE_MS.to_string();
         let extend = keys.scripts().extend.eval(
-            &keys.keys_for(keys.scripts().extend),
+            &keys.all(),
             &[token, ms.as_bytes(), fence.as_bytes(), grace.as_bytes()],
         );
         let wait_ms = t.as_millis().max(1) as u64;
@@ -298,7 +298,7 @@ impl<P: Transport> Single<P> {
     pub(crate) async fn release(&self, keys: &LockKeys, token: &[u8]) -> Result<bool> {
         let grace = QUEUE_GRACE_MS.to_string();
         let sent = if keys.shared() {
-            let all = keys.keys_for(&scripts().sem_release);
+            let all = keys.all();
             self.pool
                 .script_resent(&scripts().sem_release, &all, &[token, grace.as_bytes()])
                 .await
@@ -393,7 +393,7 @@ impl<P: Transport> Single<P> {
             .script(
                 keys.scripts().extend,
                 &keys.lock,
-                &keys.keys_for(keys.scripts().extend),
+                &keys.all(),
                 &[token, ms.as_bytes(), fence.as_bytes(), grace.as_bytes()],
                 None,
             )
@@ -437,12 +437,7 @@ impl<P: Transport> Single<P> {
             }
             let (ttl, fence) = (l.ttl_ms.to_string(), l.fence.to_string());
             let args = [l.token, ttl.as_bytes(), fence.as_bytes(), grace.as_bytes()];
-            pipe.add_command(
-                l.keys
-                    .scripts()
-                    .extend
-                    .eval(&l.keys.keys_for(l.keys.scripts().extend), &args),
-            );
+            pipe.add_command(l.keys.scripts().extend.eval(&l.keys.all(), &args));
         }
         let sent = if locks.len() > usize::from(alone.is_some()) {
             self.pool.pipeline(&pipe).await
@@ -481,7 +476,7 @@ impl<P: Transport> Single<P> {
             .script(
                 keys.scripts().fence,
                 &keys.lock,
-                &keys.keys_for(keys.scripts().fence),
+                &keys.all(),
                 &[token],
                 None,
             )
@@ -498,26 +493,14 @@ impl<P: Transport> Single<P> {
 
     pub(crate) async fn inspect(&self, keys: &LockKeys) -> Result<LockInfo> {
         let reply = self
-            .script(
-                &scripts().inspect,
-                &keys.lock,
-                &keys.keys_for(&scripts().inspect),
-                &[],
-                None,
-            )
+            .script(&scripts().inspect, &keys.lock, &keys.all(), &[], None)
             .await?;
         protocol::parse_info(&reply).ok_or_else(|| self.unexpected("INSPECT", &reply))
     }
 
     pub(crate) async fn inspect_shared(&self, keys: &LockKeys) -> Result<SharedInfo> {
         let reply = self
-            .script(
-                &scripts().sem_inspect,
-                &keys.lock,
-                &keys.keys_for(&scripts().sem_inspect),
-                &[],
-                None,
-            )
+            .script(&scripts().sem_inspect, &keys.lock, &keys.all(), &[], None)
             .await?;
         protocol::parse_shared_info(&reply).ok_or_else(|| self.unexpected("SEM_INSPECT", &reply))
     }

@@ -97,13 +97,7 @@ pub(super) async fn try_take(
             &tail[1],
         ];
         let reply = server
-            .script(
-                keys.scripts().enqueue,
-                &keys.lock,
-                &keys.keys_for(keys.scripts().enqueue),
-                &args,
-                None,
-            )
+            .script(keys.scripts().enqueue, &keys.lock, &keys.all(), &args, None)
             .await?;
         return match protocol::parse_attempt(&reply) {
             Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Ok(Tried::Taken(fence)),
@@ -131,7 +125,7 @@ pub(super) async fn try_take(
         .script(
             &scripts().acquire,
             &keys.lock,
-            &keys.keys_for(&scripts().acquire),
+            &keys.all(),
             &[token, ttl.as_bytes(), b"0", f],
             Some(&[token, ttl.as_bytes(), b"1", f]),
         )
@@ -236,13 +230,7 @@ pub(super) async fn acquire(
         let mut args = again.clone();
         args[3] = if first { b"1" } else { b"0" };
         let reply = match server
-            .script(
-                enqueue,
-                &keys.lock,
-                &keys.keys_for(enqueue),
-                &args,
-                Some(&again),
-            )
+            .script(enqueue, &keys.lock, &keys.all(), &args, Some(&again))
             .await
         {
             Ok(r) => r,
@@ -515,7 +503,7 @@ impl<T: Transport> Drop for Queued<'_, T> {
             let left = io
                 .script(
                     keys.scripts().cancel,
-                    &keys.keys_for(keys.scripts().cancel),
+                    &keys.all(),
                     &[&token, &member, grace.as_bytes()],
                     None,
                 )
@@ -529,7 +517,7 @@ impl<T: Transport> Drop for Queued<'_, T> {
                     let _ = if keys.shared() {
                         io.script(
                             &scripts().sem_release,
-                            &keys.keys_for(&scripts().sem_release),
+                            &keys.all(),
                             &[&token, grace.as_bytes()],
                             None,
                         )
@@ -699,7 +687,7 @@ async fn cancel(
         .script(
             keys.scripts().cancel,
             &keys.lock,
-            &keys.keys_for(keys.scripts().cancel),
+            &keys.all(),
             &[token, member, grace.as_bytes()],
             None,
         )

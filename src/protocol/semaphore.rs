@@ -14,13 +14,7 @@
 //! A read-write lock named `K` keeps the same under `{K}:rw`: a reader is a
 //! holder of one permit and a writer a holder of [`WRITER`] permits, both
 //! with a limit of [`WRITER`], so that any number of readers or one writer
-//! fit. Its scripts take `K` itself as a fifth key, the guard: while `K`
-//! exists (a plain lock of `K`, taken by this library or by any client's
-//! `SET K tok NX`, as the lock code a fleet migrates from takes it; or any
-//! other value there) neither side is admitted nor the queue served, and
-//! waiters notice that `K` went by their retries. A read-write holder
-//! does not stop a plain lock of `K` (nothing is written under `K`). A
-//! semaphore has no guard.
+//! fit. Neither collides with the plain lock `K`.
 //!
 //! A caller is admitted when nobody waits ahead of it and the permits held
 //! plus its own fit its limit (a call's limit is the number of permits it
@@ -114,8 +108,7 @@ macro_rules! sem_serve_lua {
         concat!(
             r#"
 local served, d, minef = 0, 0, false
-local guarded = KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1
-while n > 0 and not guarded do
+while n > 0 do
   local m = redis.call('LINDEX', KEYS[3], 0)
   if not m then n = 0 break end
   local a = string.find(m, ':', 51, true)
@@ -173,9 +166,7 @@ end
 /// lease runs out (-1: no holder), false, waiters ahead}.
 ///
 /// Uncontended, it runs 9 commands: TIME, the purge, LLEN, HGETALL, the
-/// fence's SET … GET, ZADD, HSET and the two PEXPIREs (a read-write lock
-/// one more: the EXISTS of its guard `KEYS[5]`). While the guard exists it
-/// answers {0, the guard's PTTL (-1: no expiry), false, waiters ahead}. A newcomer behind
+/// fence's SET … GET, ZADD, HSET and the two PEXPIREs. A newcomer behind
 /// waiters queues with 5: TIME, the purge, LLEN, ZRANGE, RPUSH.
 pub(crate) const SEM_ACQUIRE: &str = concat!(
     sem_prelude_lua!(),
@@ -211,20 +202,6 @@ if mine and redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   -- queued.
   if queued then return {1, mine, 1} end
   return {1, mine}
-end
-if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
-  -- A read-write lock's name itself is held (a plain lock, ours or any
-  -- client's SET NX, or any other value): neither side is admitted and
-  -- the queue is not served. A waiter queues, or keeps its place; its
-  -- retries see the name go.
-  local pttl = redis.call('PTTL', KEYS[5])
-  local pos = false
-  if queued and n > 0 then pos = redis.call('LPOS', KEYS[3], member) end
-  if member == '' then return {0, pttl, false, n} end
-  if not pos then pos = redis.call('RPUSH', KEYS[3], member) - 1 end
-  local keep = math.max(pttl, redis.call('PTTL', KEYS[1]), 0) + grace
-  if redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KEYS[3], keep) end
-  return {0, pttl, false, pos}
 end
 local fresh = used == 0
 "#,

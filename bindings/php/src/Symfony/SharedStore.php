@@ -34,14 +34,11 @@ use Symfony\Component\Lock\Store\ExpiringStoreTrait;
  * served in arrival order: a queued writer stops new readers, so a stream
  * of readers cannot starve a writer (Symfony's RedisStore lets readers in
  * while a writer polls). The read-write lock lives under keys of its own
- * ({name}:rw, see docs/PROTOCOL.md) and writes nothing under the name
- * itself, but while the name holds any value (a Store lock of it, a plain
- * SET NX holder as Symfony 5.1's RedisStore takes it, Symfony 5.2+'s
- * RedisStore, which keeps its holders under the name) neither side is
- * given: the redislock core refuses it, and a waiter gets it once the name
- * is gone. The reverse does not hold: a SharedStore holder does not stop
- * a Store or Symfony RedisStore lock of the name (docs/php.md, rolling
- * migration).
+ * ({name}:rw, see docs/PROTOCOL.md), never under the plain lock of the same
+ * name: Store and SharedStore locks of one name do not exclude each other,
+ * and neither do SharedStore and Symfony's own RedisStore or a plain
+ * SET NX holder of the name (Symfony 5.1), either way (docs/php.md,
+ * rolling migration: drain first, or a new name).
  *
  * Switching sides: acquire() on a Key that holds the read side (promotion),
  * or acquireRead() on one that holds the write side (demotion), releases

@@ -29,7 +29,8 @@ use Symfony\Component\Lock\Store\ExpiringStoreTrait;
  * token and nothing else (SET NX PX semantics), so it excludes plain
  * SET NX users of the same name; it is neither a ZSET nor wire-compatible
  * with Symfony's RedisStore, and has no read (shared) locks (SharedStore
- * has, on a read-write lock that a Store lock of the same name holds off).
+ * has, on a read-write lock of the same name, which a Store lock does not
+ * exclude).
  * Symfony's RedisStore and Store exclude each other (each finds the
  * other's value under the name); a blocking acquire finding Symfony's
  * RedisStore's sorted set there gives up at once (LockConflictedException)
