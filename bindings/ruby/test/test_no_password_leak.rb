@@ -8,13 +8,6 @@ require "yaml"
 # serialises an object's instance variables.
 require "active_support"
 require "active_support/core_ext/object/json"
-$LOAD_PATH.unshift(File.expand_path("redis-objects/lib", __dir__))
-begin
-  verbose, $VERBOSE = $VERBOSE, nil # redis-objects' own warnings are not ours
-  require "redis/objects"
-ensure
-  $VERBOSE = verbose
-end
 require "redislock/redis_objects"
 
 # No public object of the gem shows a password given in a URL, however it

@@ -1,6 +1,17 @@
 # frozen_string_literal: true
 
 require_relative "../redislock"
+require_relative "redis_objects_model"
+
+# redis-objects when it is installed (its Redis::Objects, whose Redis::Lock
+# the switch then replaces), else the lock part of Redis::Objects below.
+if defined?(::Redis) && !::Redis.const_defined?(:Objects, false)
+  begin
+    require "redis/objects"
+  rescue LoadError
+    ::Redis.const_set(:Objects, RedisLock::RedisObjects::Model)
+  end
+end
 
 module RedisLock
   # A drop-in for redis-objects' Redis::Lock over this library's lock.
@@ -27,7 +38,8 @@ module RedisLock
     # and `x.class.name` say what redis-objects says. With redis-objects
     # loaded, the commands every redis-objects object has (exists?, ttl,
     # expire, type, rename, ...) come from its Redis::Helpers::CoreCommands,
-    # run on #redis; delete/del/clear are this library's forced release.
+    # run on #redis (without it: KeyCommands, the same key commands);
+    # delete/del/clear are this library's forced release.
     klass = Class.new do
       attr_reader :key, :options
 
@@ -182,8 +194,9 @@ module RedisLock
         ::Redis.const_set(:Lock, klass)
         # The commands every redis-objects object has; the class's own
         # methods (delete, clear, to_hash, ...) take precedence.
-        core = defined?(::Redis::Helpers::CoreCommands) && ::Redis::Helpers::CoreCommands
-        klass.include(core) if core && !(klass < core)
+        # Without redis-objects, the same commands from this library.
+        core = defined?(::Redis::Helpers::CoreCommands) ? ::Redis::Helpers::CoreCommands : KeyCommands
+        klass.include(core) unless klass < core
         klass
       end
 
