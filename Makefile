@@ -125,14 +125,12 @@ test-valkey9-run:
 	$(CARGO) build
 	REDIS_SERVER=$(VALKEY9_SERVER) $(call SERVER_TESTS,$(addprefix --skip ,$(VALKEY_WITHOUT_TLS)))
 
-# Vendored code (redis-objects' specs, node-redlock's tests) is not ours to lint.
 lint:
 	scripts/check-versions.sh
 	scripts/check-pins.py
 	scripts/check-pins.py --self-test
 	$(CARGO) fmt --all --check
-	for f in $$(git ls-files 'bindings/ruby/*.rb' 'bindings/ruby/*.gemspec' 'examples/*.rb' \
-			':(exclude)bindings/ruby/test/redis-objects/*'); do \
+	for f in $$(git ls-files 'bindings/ruby/*.rb' 'bindings/ruby/*.gemspec' 'examples/*.rb'); do \
 		ruby -wc $$f >/dev/null || exit 1; done
 	$(CARGO) clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
@@ -196,8 +194,8 @@ test-php:
 	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit
 
 ## make test-ruby: the Ruby gem's minitest suite (Debian's ruby-minitest), with
-## Python and PHP holders of the same locks, against the library test-rust built;
-## then redis-objects' own specs (Debian's bacon) against the Redis::Lock switch
+## Python and PHP holders of the same locks and the redis-objects switch, against
+## the library test-rust built
 test-ruby: deps python-env
 	$(MAKE) --no-print-directory test-ruby-run
 
@@ -206,7 +204,6 @@ test-ruby-run:
 	$(CARGO) build
 	cd bindings/ruby && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		ruby -w -Itest -e 'ARGV.each { |f| require File.expand_path(f) }' test/test_*.rb
-	REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so ruby bindings/ruby/test/redis_objects_specs.rb
 
 ## make node: the Node.js addon, built (release) into bindings/node, so that
 ## require('<this repository>/bindings/node') works
@@ -219,7 +216,8 @@ test-node: deps python-env
 	$(MAKE) --no-print-directory test-node-run
 
 # TypeScript and Node's types (the tsc check), node-redlock and ioredis (the
-# rollout tests), from the npm registry at tests/node-tools/package-lock.json.
+# contract and rollout tests), from the npm registry at
+# tests/node-tools/package-lock.json.
 NODE_TOOLS := target/node-tools
 # $(call NPM_LOCKED,DIR,PREFIX): `npm ci` of DIR's package-lock.json into
 # PREFIX (exact versions, integrity-checked), again only when the lock changed.
@@ -234,11 +232,10 @@ NODE_ADDON ?= node bindings/node/build.js --debug
 test-node-run:
 	$(CARGO) build
 	$(NODE_ADDON)
+	$(call NPM_LOCKED,tests/node-tools,$(NODE_TOOLS))
 	cd bindings/node && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		node --test --test-concurrency=1 test/*.test.js
-	$(call NPM_LOCKED,tests/node-tools,$(NODE_TOOLS))
 	$(NODE_TOOLS)/node_modules/.bin/tsc -p examples/node/tsconfig.json
-	node bindings/node/test/redlock-suite/run.js
 
 ## make java: the Java binding's jar, target/java/redislock-<version>.jar
 ## (the classes; the library comes from -Dredislock.library, REDISLOCK_LIB,

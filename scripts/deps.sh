@@ -53,8 +53,7 @@ have gem  || need+=(ruby)
 for lib in ffi minitest redis; do
   have ruby && ruby -e "require '$lib'" >/dev/null 2>&1 || need+=("ruby-$lib")
 done
-# redis-objects' own specs run with bacon, under ActiveSupport (as in Rails).
-have bacon || need+=(ruby-bacon)
+# The no-password-leak test serialises under ActiveSupport (as in Rails).
 have ruby && ruby -e "require 'active_support'" >/dev/null 2>&1 || need+=(ruby-activesupport)
 # The Node.js addon and its tests: Debian's node and npm (npm fetches
 # TypeScript for the declarations' check).

@@ -98,10 +98,7 @@ pytest_count() {
     echo "$summary"
   fi
 }
-py_peer_tests=()
-for f in test_rollout_python.py test_compat_redis_py.py test_celery.py; do
-  [ -f "tests/python/$f" ] && py_peer_tests+=("$f")
-done
+py_peer_tests=(test_rollout_python.py test_compat_redis_py.py test_celery.py)
 echo "test-latest: ${py_peer_tests[*]}"
 p=$(pytest_count "$root/$venv/bin/python" "$root/$latest/python-pinned.log" "${py_peer_tests[@]}")
 n=$(pytest_count "$root/$latest/venv/bin/python" "$root/$latest/python-newest.log" "${py_peer_tests[@]}")
@@ -132,13 +129,10 @@ rm -rf "$latest/node-tools" && mkdir -p "$latest/node-tools"
 nodever() { node -p "require('$root/$1/node_modules/$2/package.json').version"; }
 
 # node_count TOOLS LOG: "N passed" of the Node.js peer tests with TOOLS' modules
-node_tests=()
-for f in redlock_contract.test.js rollout.test.js; do
-  [ -f "bindings/node/test/$f" ] && node_tests+=("test/$f")
-done
+node_tests=(test/redlock_contract.test.js test/rollout.test.js)
 node_count() {
   local out rc pass fail
-  out=$(cd bindings/node && REDISLOCK_NODE_TOOLS=$root/$1 REDISLOCK_LIB=$lib node --test --test-concurrency=1 "${node_tests[@]}" 2>&1)
+  out=$(cd bindings/node && REDISLOCK_NODE_TOOLS=$root/$1/node_modules REDISLOCK_LIB=$lib node --test --test-concurrency=1 "${node_tests[@]}" 2>&1)
   rc=$?
   echo "$out" >"$2"
   pass=$(sed -n 's/^# pass \([0-9]*\)/\1/p' <<<"$out" | tail -1)
