@@ -166,7 +166,7 @@ def self_test(root):
         cwd=root, capture_output=True, text=True, check=True,
     ).stdout.split()
     plants = {
-        "Makefile": lambda t: t + "\nplanted:\n\tpip install -q requests\n",
+        "Makefile": lambda t: t + "\nplanted:\n\t" + "pip" + " install -q requests\n",
         "scripts/planted.sh": lambda t: "#!/bin/sh\nnpm install --prefix x left-pad@1\n",
         "requirements/test.txt": lambda t: t.replace("--hash=sha256:", "--hash=sha256:x", 1)
         .replace("==", ">=", 1),
