@@ -37,7 +37,8 @@ compgen -G "target/wheels-test/redislock-*.whl" >/dev/null || die "no wheel in t
 rows=()
 failed=0
 row() { # SUITE PINNED NEWEST
-  rows+=("$(printf '%-44s %-28s %s' "$1" "$2" "$3")")
+  rows+=("$1" "  pinned: $2" "  newest: $3")
+  case "$2 $3" in *FAILED*) failed=1 ;; esac
 }
 
 # newest_pypi NAME: the newest version of NAME that PyPI serves.
@@ -61,17 +62,19 @@ celery_pinned=$(pyver "$venv" celery)
 celery_newest=$(pyver "$latest/venv" celery)
 [ "$redis_newest" = "$(newest_pypi redis)" ] || echo "test-latest: note: pip installed redis $redis_newest; PyPI lists $(newest_pypi redis) (a release for a newer Python?)"
 
+# Each count below runs in a command substitution (a subshell): a failure
+# shows in what it prints, "FAILED (...)", which row() looks for.
+
 # redis_py_suite PYTHON CACHE [REQUIREMENTS]: "sync N/M, asyncio N/M" (or the failure)
 redis_py_suite() {
   local out rc counts
-  out=$(REDIS_PY_SUITE_CACHE=$3 REDIS_PY_SUITE_REQUIREMENTS=${4:-} tests/redis_py_suite.sh "$1" 2>&1)
+  out=$(REDIS_PY_SUITE_CACHE=$2 REDIS_PY_SUITE_REQUIREMENTS=${3:-} tests/redis_py_suite.sh "$1" 2>&1)
   rc=$?
-  echo "$out" >"$3.log"
+  echo "$out" >"$2.log"
   counts=$(sed -n "s/^redis_py_suite: tests\.\([a-z_.]*\): \([0-9]*\) of \([0-9]*\) of redis-py's tests pass.*/\1 \2\/\3/p" <<<"$out" |
     sed 's/^test_asyncio.test_lock/asyncio/; s/^test_lock/sync/' | paste -sd, - | sed 's/,/, /g')
   if [ $rc -ne 0 ]; then
-    failed=1
-    echo "FAILED (${counts:-no count}; $3.log)"
+    echo "FAILED (${counts:-no count}; $2.log)"
   else
     echo "${counts:-?}"
   fi
@@ -92,7 +95,6 @@ pytest_count() {
   echo "$out" >"$log"
   summary=$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' <<<"$out" | tail -1 | sed 's/=//g; s/ in [0-9.]*s.*//; s/^ *//')
   if [ $rc -ne 0 ]; then
-    failed=1
     echo "FAILED (${summary:-no summary}; $log)"
   else
     echo "$summary"
@@ -126,7 +128,7 @@ rm -rf "$latest/node-tools" && mkdir -p "$latest/node-tools"
 (cd "$latest/node-tools" && echo '{"name":"redislock-test-latest","private":true}' >package.json &&
   npm install --loglevel=error --no-audit --no-fund --no-package-lock "redlock@$redlock_newest" "ioredis@$ioredis_newest" >/dev/null) ||
   die "npm could not install redlock@$redlock_newest and ioredis@$ioredis_newest"
-nodever() { node -p "require('$root/$1/node_modules/$2/package.json').version"; }
+nodever() { node -p "require('$root/$1/node_modules/$2/package.json').version.replace(/^v/, '')"; }
 
 # node_count TOOLS LOG: "N passed" of the Node.js peer tests with TOOLS' modules
 node_tests=(test/redlock_contract.test.js test/rollout.test.js)
@@ -138,7 +140,6 @@ node_count() {
   pass=$(sed -n 's/^# pass \([0-9]*\)/\1/p' <<<"$out" | tail -1)
   fail=$(sed -n 's/^# fail \([0-9]*\)/\1/p' <<<"$out" | tail -1)
   if [ $rc -ne 0 ]; then
-    failed=1
     echo "FAILED (${pass:-?} passed, ${fail:-?} failed; $2)"
   else
     echo "${pass:-?} passed"
@@ -152,7 +153,6 @@ row "node-redlock + ioredis tests" "$(nodever "$node_tools" redlock), $(nodever 
   "$(nodever "$latest/node-tools" redlock), $(nodever "$latest/node-tools" ioredis): $n"
 
 echo
-printf '%-44s %-28s %s\n' "suite" "pinned" "newest"
 printf '%s\n' "${rows[@]}"
 if [ $failed -ne 0 ]; then
   echo "test-latest: a suite failed (see its log above); the lock files stay where they are until it passes"
