@@ -222,7 +222,7 @@ NODE_TOOLS := target/node-tools
 # $(call NPM_LOCKED,DIR,PREFIX): `npm ci` of DIR's package-lock.json into
 # PREFIX (exact versions, integrity-checked), again only when the lock changed.
 NPM_LOCKED = cmp -s $(1)/package-lock.json $(2)/package-lock.json && test -d $(2)/node_modules \
-	|| { rm -rf $(2) && mkdir -p $(2) && cp $(1)/package.json $(1)/package-lock.json $(2)/ \
+	|| { mkdir -p $(2) && cp $(1)/package.json $(1)/package-lock.json $(2)/ \
 		&& npm ci --loglevel=error --no-audit --no-fund --prefix $(2) \
 		|| { rm -f $(2)/package-lock.json; exit 1; }; }
 # Without rebuilding the wheel: test-valkey-run runs this again. The addon
