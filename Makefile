@@ -13,7 +13,8 @@ PIP_LOCKED = $(1)/bin/pip install -q --disable-pip-version-check --require-hashe
 LOCKED_VENV = $(PYTHON) -m venv $(1) && $(call PIP_LOCKED,$(1),pip)
 # The wheel, built as `pip wheel .` builds it but with the build backend
 # (maturin) from requirements/build.txt: $(call LOCAL_WHEEL,VENV,OUTDIR).
-LOCAL_WHEEL = $(call PIP_LOCKED,$(1),build) && CARGO_TARGET_DIR=$(CURDIR)/target/python \
+# The backend runs the venv's `maturin`: the venv's bin comes first on the PATH.
+LOCAL_WHEEL = $(call PIP_LOCKED,$(1),build) && PATH=$(CURDIR)/$(1)/bin:$$PATH CARGO_TARGET_DIR=$(CURDIR)/target/python \
 	$(1)/bin/pip wheel -q --no-deps --no-build-isolation -w $(2) .
 
 .PHONY: all deps deps-update test-latest build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
@@ -382,9 +383,9 @@ bench-versus: deps
 	git worktree add --detach $(VERSUS)/base-src $(BASE)
 	# Its own cargo target: a target shared by two checkouts of one crate
 	# can leave the other checkout's library in place of this one's.
-	cd $(VERSUS)/base-src && CARGO_TARGET_DIR=$(CURDIR)/$(VERSUS)/cargo $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(CURDIR)/$(VERSUS)/wheels/base .
+	cd $(VERSUS)/base-src && PATH=$(CURDIR)/$(VENV_BENCH)/bin:$$PATH CARGO_TARGET_DIR=$(CURDIR)/$(VERSUS)/cargo $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(CURDIR)/$(VERSUS)/wheels/base .
 	git worktree remove --force $(VERSUS)/base-src
-	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(VERSUS)/wheels/new .
+	PATH=$(CURDIR)/$(VENV_BENCH)/bin:$$PATH CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(VERSUS)/wheels/new .
 	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/base $(VERSUS)/wheels/base/redislock-*.whl
 	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/new $(VERSUS)/wheels/new/redislock-*.whl
 	test "$$(cmp -s $(VERSUS)/base/redislock/_native.abi3.so $(VERSUS)/new/redislock/_native.abi3.so; echo $$?)" != 0 \
@@ -400,7 +401,7 @@ bench-semaphore: deps
 	test -x $(VENV_BENCH)/bin/python || $(call LOCKED_VENV,$(VENV_BENCH))
 	$(call PIP_LOCKED,$(VENV_BENCH),bench build)
 	rm -rf target/wheels-bench
-	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w target/wheels-bench .
+	PATH=$(CURDIR)/$(VENV_BENCH)/bin:$$PATH CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w target/wheels-bench .
 	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps target/wheels-bench/redislock-*.whl
 	REDISLOCK_LIB=$(CURDIR)/target/release/libredislock.so $(VENV_BENCH)/bin/python bench/semaphore.py $(SEMAPHORE_ARGS)
 

@@ -192,7 +192,9 @@ if [ "${DIST_SKIP_SDIST:-}" = 1 ]; then
   echo "python: the sdist check skipped (DIST_SKIP_SDIST=1)"
   exit 0
 fi
-build_env=(PATH="$DIST_CARGO_PATH")
+svenv=$work/venv-sdist
+# The venv's bin first: the build backend runs its `maturin` from there.
+build_env=(PATH="$svenv/bin:$DIST_CARGO_PATH")
 if [ -n "${DIST_SDIST_CARGO_TARGET_DIR:-}" ]; then
   mkdir -p "$DIST_SDIST_CARGO_TARGET_DIR"
   # The dependencies are reused, never redislock itself: the sdist's files
@@ -208,7 +210,6 @@ if [ -n "${DIST_SDIST_ENV:-}" ]; then
   maturin_args="$maturin_args --target $DIST_TARGET"
 fi
 [ -z "$maturin_args" ] || build_env+=(MATURIN_PEP517_ARGS="${maturin_args# }")
-svenv=$work/venv-sdist
 started=$(date +%s%N)
 new_venv "$svenv" || die "python: python3 -m venv $svenv failed"
 # The build backend (build-system.requires: maturin) at the version and
