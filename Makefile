@@ -35,6 +35,7 @@ deps-update:
 ## make test-latest: the suites that come from the registries, at the pinned
 ## versions and at the newest ones they serve (not part of make test)
 test-latest: deps python-env
+	$(call NPM_LOCKED,tests/node-tools,$(NODE_TOOLS))
 	scripts/test-latest.sh
 
 build: deps

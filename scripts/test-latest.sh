@@ -18,7 +18,8 @@
 #     (pre-releases included: 5.0.0-beta.2 is newer than the `latest` tag)
 #     and ioredis.
 # The pinned side reuses make test's virtualenv (make python-env) and
-# target/node-tools; the newest side is made in target/latest/ each run.
+# target/node-tools (installed by the Makefile's NPM_LOCKED); the newest
+# side is made in target/latest/ each run.
 # Prints one line per suite: the pass count pinned and newest, with the
 # versions. Exits 1 when a suite fails at either version (the newest may
 # need a change before the lock files move to it), 0 when all pass.
@@ -108,10 +109,8 @@ row "Python peers (redis-py, Celery)" "redis $redis_pinned, celery $celery_pinne
 
 # --- Node.js: node-redlock and ioredis at their newest ---------------------
 node_tools=target/node-tools
-if [ ! -d "$node_tools/node_modules" ] || ! cmp -s tests/node-tools/package-lock.json "$node_tools/package-lock.json"; then
-  rm -rf "$node_tools" && mkdir -p "$node_tools" && cp tests/node-tools/package.json tests/node-tools/package-lock.json "$node_tools/" &&
-    npm ci --loglevel=error --no-audit --no-fund --prefix "$node_tools" >/dev/null || die "npm ci of tests/node-tools"
-fi
+cmp -s tests/node-tools/package-lock.json "$node_tools/package-lock.json" && [ -d "$node_tools/node_modules" ] ||
+  die "no $node_tools from tests/node-tools/package-lock.json: run make test-latest (it installs it)"
 # The highest version published, pre-releases included (npm's `latest` tag
 # of redlock is 4.2.0, below 5.0.0-beta.2).
 newest_npm() {
