@@ -243,7 +243,10 @@ test-node-run:
 ## (the classes; the library comes from -Dredislock.library, REDISLOCK_LIB,
 ## a jar that bundles it (make dist) or the system path)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-JAVA_JAR := target/java/redislock-$(VERSION).jar
+# JAVA_OUT: where the jar, test classes and reports go (JAVA_OUT=target/java-x
+# keeps two runs apart).
+JAVA_OUT ?= target/java
+JAVA_JAR := $(JAVA_OUT)/redislock-$(VERSION).jar
 # Debian's JNA and JUnit 5 (libjna-java, junit5): no Maven repository needed.
 JNA_JAR := /usr/share/java/jna.jar
 JUNIT_CP := /usr/share/java/junit-jupiter-api.jar:/usr/share/java/opentest4j.jar:/usr/share/java/apiguardian-api.jar:/usr/share/java/junit-platform-commons.jar
@@ -263,14 +266,14 @@ test-java: deps python-env
 test-java-run:
 	$(CARGO) build
 	bindings/java/build.sh $(JAVA_JAR) $(VERSION)
-	rm -rf target/java/test-classes target/java/reports
+	rm -rf $(JAVA_OUT)/test-classes $(JAVA_OUT)/reports
 	javac --release 17 -Xlint:all -Werror -encoding UTF-8 -cp $(JAVA_JAR):$(JNA_JAR):$(JUNIT_CP) \
-		-d target/java/test-classes $$(find bindings/java/src/test/java -name '*.java')
+		-d $(JAVA_OUT)/test-classes $$(find bindings/java/src/test/java -name '*.java')
 	cd bindings/java && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		java -Dredislock.root=$(CURDIR) -jar /usr/share/java/junit-platform-console-standalone.jar \
-		--class-path $(CURDIR)/target/java/test-classes:$(CURDIR)/$(JAVA_JAR):$(JNA_JAR) \
+		--class-path $(CURDIR)/$(JAVA_OUT)/test-classes:$(CURDIR)/$(JAVA_JAR):$(JNA_JAR) \
 		--scan-class-path --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree \
-		--reports-dir $(CURDIR)/target/java/reports
+		--reports-dir $(CURDIR)/$(JAVA_OUT)/reports $(JAVA_TEST_ARGS)
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
 ## Sentinel and on Cluster, C, Python, PHP and Java workers; about 2 minutes):
