@@ -268,7 +268,7 @@ test-java-run:
 	bindings/java/build.sh $(JAVA_JAR) $(VERSION)
 	rm -rf $(JAVA_OUT)/test-classes $(JAVA_OUT)/reports
 	javac --release 17 -Xlint:all -Werror -encoding UTF-8 -cp $(JAVA_JAR):$(JNA_JAR):$(JUNIT_CP) \
-		-d $(JAVA_OUT)/test-classes $$(find bindings/java/src/test/java -name '*.java')
+		-d $(JAVA_OUT)/test-classes $$(find bindings/java/src/test/java bindings/java/build-only -name '*.java')
 	cd bindings/java && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so PYTHON=$(CURDIR)/$(VENV)/bin/python \
 		java -Dredislock.root=$(CURDIR) -jar /usr/share/java/junit-platform-console-standalone.jar \
 		--class-path $(CURDIR)/$(JAVA_OUT)/test-classes:$(CURDIR)/$(JAVA_JAR):$(JNA_JAR) \

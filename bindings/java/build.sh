@@ -5,6 +5,8 @@
 # beside it. No Maven needed: pom.xml describes the same sources for users
 # who build with Maven or Gradle. Both jars carry the licences in META-INF/.
 # With SOURCE_DATE_EPOCH set (make dist), every entry carries that time.
+# build-only/ (JSpecify's @Nullable, which pom.xml takes from Maven Central)
+# is compiled onto the class path and never packaged.
 set -euo pipefail
 jar_out=$1 version=$2 lib=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,7 +20,9 @@ for f in LICENSE-MIT LICENSE-APACHE; do
   cp "$here/../../$f" "$work/classes/META-INF/"
   cp "$here/../../$f" "$work/meta/META-INF/"
 done
-javac --release 17 -Xlint:all -Werror -encoding UTF-8 -cp "$jna" -d "$work/classes" \
+javac --release 17 -Xlint:all -Werror -encoding UTF-8 -d "$work/build-only" \
+  $(find "$here/build-only" -name '*.java')
+javac --release 17 -Xlint:all -Werror -encoding UTF-8 -cp "$jna:$work/build-only" -d "$work/classes" \
   $(find "$here/src/main/java" -name '*.java')
 cat > "$work/manifest" <<MF
 Automatic-Module-Name: io.redislock

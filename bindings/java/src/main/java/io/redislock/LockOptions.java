@@ -4,6 +4,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How to take a lock (immutable; every method returns a new instance):
@@ -34,14 +35,14 @@ public final class LockOptions {
       new LockOptions(Duration.ofSeconds(30), null, false, false, null, false);
 
   private final Duration ttl;
-  private final Duration wait; // null: the call's default; negative: forever
+  private final @Nullable Duration wait; // null: the call's default; negative: forever
   private final boolean autoRenew;
   private final boolean fenced;
-  private final byte[] token;
+  private final byte @Nullable [] token;
   private final boolean interruptOnLoss;
 
   private LockOptions(
-      Duration ttl, Duration wait, boolean autoRenew, boolean fenced, byte[] token,
+      Duration ttl, @Nullable Duration wait, boolean autoRenew, boolean fenced, byte @Nullable [] token,
       boolean interruptOnLoss) {
     this.ttl = ttl;
     this.wait = wait;
@@ -84,12 +85,12 @@ public final class LockOptions {
   }
 
   /** The caller's own token (UTF-8), unique per acquisition; null: random. */
-  public LockOptions token(String token) {
+  public LockOptions token(@Nullable String token) {
     return token(token == null ? null : token.getBytes(StandardCharsets.UTF_8));
   }
 
   /** The caller's own token (bytes, copied), unique per acquisition; null: random. */
-  public LockOptions token(byte[] token) {
+  public LockOptions token(byte @Nullable [] token) {
     if (token != null && token.length == 0) {
       throw new IllegalArgumentException("token must not be empty (null draws a random one)");
     }
@@ -110,7 +111,7 @@ public final class LockOptions {
   }
 
   /** The wait, or null when unset (the call's default). Negative means forever. */
-  public Duration waitTime() {
+  public @Nullable Duration waitTime() {
     return wait;
   }
 
@@ -127,11 +128,11 @@ public final class LockOptions {
   }
 
   /** A copy of the caller's token, or null. */
-  public byte[] token() {
+  public byte @Nullable [] token() {
     return token == null ? null : token.clone();
   }
 
-  byte[] tokenBytes() {
+  byte @Nullable [] tokenBytes() {
     return token;
   }
 
@@ -155,7 +156,7 @@ public final class LockOptions {
   }
 
   @Override
-  public boolean equals(Object o) {
+  public boolean equals(@Nullable Object o) {
     if (!(o instanceof LockOptions)) {
       return false;
     }
