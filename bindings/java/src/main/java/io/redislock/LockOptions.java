@@ -1,9 +1,6 @@
 package io.redislock;
 
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.Arrays;
-import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -28,145 +25,63 @@ import org.jspecify.annotations.Nullable;
  *   <li>{@code token}: the caller's own token, unique per acquisition (by
  *       default 128 random bits, 32 hex characters).
  * </ul>
+ *
+ * <p>Options start from {@link #ttl(Duration)} or {@link #DEFAULT}. The
+ * factory {@code ttl(Duration)} is static, and Java does not let a static
+ * interface method be called through an instance: {@code
+ * opts.autoRenew(true).ttl(d)}, which would silently drop what came before
+ * it, does not compile. To change the TTL of existing options, use
+ * {@link #withTtl(Duration)}. The one implementation is this package's own
+ * (the interface is sealed); two options are equal when every setting is.
  */
-public final class LockOptions {
+public sealed interface LockOptions permits LockOptionsImpl {
   /** 30 s TTL, wait unset (forever for {@code acquire}, once for {@code tryAcquire}). */
-  public static final LockOptions DEFAULT =
-      new LockOptions(Duration.ofSeconds(30), null, false, false, null, false);
+  LockOptions DEFAULT = LockOptionsImpl.DEFAULT;
 
-  private final Duration ttl;
-  private final @Nullable Duration wait; // null: the call's default; negative: forever
-  private final boolean autoRenew;
-  private final boolean fenced;
-  private final byte @Nullable [] token;
-  private final boolean interruptOnLoss;
-
-  private LockOptions(
-      Duration ttl, @Nullable Duration wait, boolean autoRenew, boolean fenced, byte @Nullable [] token,
-      boolean interruptOnLoss) {
-    this.ttl = ttl;
-    this.wait = wait;
-    this.autoRenew = autoRenew;
-    this.fenced = fenced;
-    this.token = token;
-    this.interruptOnLoss = interruptOnLoss;
-  }
-
-  /** The default options with this TTL. */
-  public static LockOptions ttl(Duration ttl) {
+  /** The default options with this TTL (1 ms to 30 days): where options start. */
+  static LockOptions ttl(Duration ttl) {
     return DEFAULT.withTtl(ttl);
   }
 
   /** These options with another TTL (1 ms to 30 days). */
-  public LockOptions withTtl(Duration ttl) {
-    Units.ttlMs(ttl);
-    return new LockOptions(ttl, wait, autoRenew, fenced, token, interruptOnLoss);
-  }
+  LockOptions withTtl(Duration ttl);
 
   /** Wait at most {@code wait} for the lock ({@link Duration#ZERO}: try once). */
-  public LockOptions waitFor(Duration wait) {
-    Units.waitMs(wait);
-    return new LockOptions(ttl, wait, autoRenew, fenced, token, interruptOnLoss);
-  }
+  LockOptions waitFor(Duration wait);
 
   /** Wait until the lock is free (a dead server still fails the call). */
-  public LockOptions waitForever() {
-    return new LockOptions(ttl, Duration.ofMillis(-1), autoRenew, fenced, token, interruptOnLoss);
-  }
+  LockOptions waitForever();
 
   /** Renew in the background at a third of the TTL until released. */
-  public LockOptions autoRenew(boolean on) {
-    return new LockOptions(ttl, wait, on, fenced, token, interruptOnLoss);
-  }
+  LockOptions autoRenew(boolean on);
 
   /** Draw the fencing number in the acquisition itself. */
-  public LockOptions fenced(boolean on) {
-    return new LockOptions(ttl, wait, autoRenew, on, token, interruptOnLoss);
-  }
+  LockOptions fenced(boolean on);
 
   /** The caller's own token (UTF-8), unique per acquisition; null: random. */
-  public LockOptions token(@Nullable String token) {
-    return token(token == null ? null : token.getBytes(StandardCharsets.UTF_8));
-  }
+  LockOptions token(@Nullable String token);
 
   /** The caller's own token (bytes, copied), unique per acquisition; null: random. */
-  public LockOptions token(byte @Nullable [] token) {
-    if (token != null && token.length == 0) {
-      throw new IllegalArgumentException("token must not be empty (null draws a random one)");
-    }
-    byte[] copy = token == null ? null : token.clone();
-    return new LockOptions(ttl, wait, autoRenew, fenced, copy, interruptOnLoss);
-  }
+  LockOptions token(byte @Nullable [] token);
 
   /**
    * For {@link RedisLockClient#executeLocked}: interrupt the body's thread
    * when the lock is found lost (off by default).
    */
-  public LockOptions interruptOnLoss(boolean on) {
-    return new LockOptions(ttl, wait, autoRenew, fenced, token, on);
-  }
+  LockOptions interruptOnLoss(boolean on);
 
-  public Duration ttl() {
-    return ttl;
-  }
+  /** The TTL. */
+  Duration ttl();
 
   /** The wait, or null when unset (the call's default). Negative means forever. */
-  public @Nullable Duration waitTime() {
-    return wait;
-  }
+  @Nullable Duration waitTime();
 
-  public boolean isAutoRenew() {
-    return autoRenew;
-  }
+  boolean isAutoRenew();
 
-  public boolean isFenced() {
-    return fenced;
-  }
+  boolean isFenced();
 
-  public boolean isInterruptOnLoss() {
-    return interruptOnLoss;
-  }
+  boolean isInterruptOnLoss();
 
   /** A copy of the caller's token, or null. */
-  public byte @Nullable [] token() {
-    return token == null ? null : token.clone();
-  }
-
-  byte @Nullable [] tokenBytes() {
-    return token;
-  }
-
-  long ttlMs() {
-    return Units.ttlMs(ttl);
-  }
-
-  /** The wait in milliseconds for the C API, {@code unset} when none was given. */
-  long waitMs(long unset) {
-    if (wait == null) {
-      return unset;
-    }
-    return wait.isNegative() ? -1 : Units.waitMs(wait);
-  }
-
-  @Override
-  public String toString() {
-    return "LockOptions{ttl=" + ttl + ", wait=" + (wait == null ? "default" : wait.isNegative() ? "forever" : wait)
-        + ", autoRenew=" + autoRenew + ", fenced=" + fenced + ", token=" + (token == null ? "random" : "given")
-        + "}";
-  }
-
-  @Override
-  public boolean equals(@Nullable Object o) {
-    if (!(o instanceof LockOptions)) {
-      return false;
-    }
-    LockOptions x = (LockOptions) o;
-    return ttl.equals(x.ttl) && Objects.equals(wait, x.wait) && autoRenew == x.autoRenew
-        && fenced == x.fenced && Arrays.equals(token, x.token) && interruptOnLoss == x.interruptOnLoss;
-  }
-
-  @Override
-  public int hashCode() {
-    return Objects.hash(ttl, wait, autoRenew, fenced, Arrays.hashCode(token), interruptOnLoss);
-  }
+  byte @Nullable [] token();
 }

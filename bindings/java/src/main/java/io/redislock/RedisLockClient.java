@@ -521,13 +521,13 @@ public final class RedisLockClient implements AutoCloseable {
   LockHandle take(Kind kind, byte[] key, LockOptions opts, long waitDefault, int limit, int permits,
       boolean interruptible, boolean timeoutThrows) throws InterruptedException {
     Objects.requireNonNull(opts, "opts");
-    long ttl = opts.ttlMs();
-    long wait = opts.waitMs(waitDefault);
+    long ttl = LockOptionsImpl.ttlMs(opts);
+    long wait = LockOptionsImpl.waitMs(opts, waitDefault);
     boolean watch = interruptible && wait != 0;
     if ((watch || (interruptible && timeoutThrows)) && Thread.interrupted()) {
       throw new InterruptedException("interrupted before acquiring \"" + text(key) + "\"");
     }
-    byte[] tok = opts.tokenBytes();
+    byte[] tok = LockOptionsImpl.tokenBytes(opts);
     if (tok != null && kind != Kind.LOCK) {
       throw new IllegalArgumentException("a caller's token is for the plain lock only");
     }
