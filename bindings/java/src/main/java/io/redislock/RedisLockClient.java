@@ -354,8 +354,7 @@ public final class RedisLockClient implements AutoCloseable {
     }
     if (lost) {
       throw new LockNotOwnedException("the body returned, but the lock \"" + name
-          + "\" was lost while it ran (expired, or another owner took it), so its work ran unprotected" + cause,
-          NativeLib.NOT_OWNER);
+          + "\" was lost while it ran (expired, or another owner took it), so its work ran unprotected" + cause);
     }
     return result;
   }

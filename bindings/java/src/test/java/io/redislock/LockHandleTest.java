@@ -82,7 +82,7 @@ class LockHandleTest extends ServerTest {
     assertTrue(lock.isLost());
     assertEquals("another-owner", server.call("GET", k), "the new owner's key is left alone");
     LockNotOwnedException e = assertThrows(LockNotOwnedException.class, lock::close);
-    assertEquals(NativeLib.NOT_OWNER, e.status());
+    assertEquals(LockException.Kind.NOT_OWNED, e.kind());
     assertEquals("another-owner", server.call("GET", k));
     server.call("DEL", k);
   }
@@ -164,7 +164,7 @@ class LockHandleTest extends ServerTest {
       assertNotNull(held);
       LockTimeoutException e = assertThrows(LockTimeoutException.class,
           () -> client.acquire(k, LockOptions.DEFAULT.waitFor(Duration.ofMillis(200))));
-      assertEquals(NativeLib.NOT_ACQUIRED, e.status());
+      assertEquals(LockException.Kind.TIMEOUT, e.kind());
       assertNull(client.tryAcquire(k, LockOptions.DEFAULT.waitFor(Duration.ofMillis(100))));
     }
   }
@@ -209,7 +209,7 @@ class LockHandleTest extends ServerTest {
     try (RedisLockClient dead = RedisLockClient.open("redis://127.0.0.1:" + port + "/0?connect_timeout=2s")) {
       LockConnectionException e = assertThrows(LockConnectionException.class, () -> dead.tryAcquire("k"));
       assertTrue(e.getMessage().contains("127.0.0.1:" + port), e.getMessage());
-      assertEquals(NativeLib.CONNECTION, e.status());
+      assertEquals(LockException.Kind.CONNECTION, e.kind());
     }
   }
 

@@ -118,7 +118,7 @@ class SemaphoreTest extends ServerTest {
       assertNotNull(held);
       LockTimeoutException e = assertThrows(LockTimeoutException.class,
           () -> sem.acquire(1, LockOptions.DEFAULT.waitFor(Duration.ofMillis(300))));
-      assertEquals(NativeLib.NOT_ACQUIRED, e.status());
+      assertEquals(LockException.Kind.TIMEOUT, e.kind());
       assertFalse(held.isLost());
     }
     assertEquals(List.of(), Servers.keys(server, "*" + k + "*"), "neither holder nor waiter left");

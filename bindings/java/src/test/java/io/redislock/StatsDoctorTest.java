@@ -153,7 +153,7 @@ class StatsDoctorTest {
     int port = Servers.freePort();
     try (RedisLockClient c = RedisLockClient.open("redis://127.0.0.1:" + port + "/0?connect_timeout=2s")) {
       LockConnectionException e = assertThrows(LockConnectionException.class, c::doctor);
-      assertEquals(NativeLib.CONNECTION, e.status());
+      assertEquals(LockException.Kind.CONNECTION, e.kind());
     }
   }
 }
