@@ -71,6 +71,11 @@ typedef enum redislock_status {
    * freed as with every release.
    */
   REDISLOCK_UNCONFIRMED,
+  /**
+   * An asynchronous acquisition was cancelled by
+   * `redislock_pending_cancel` (only its callback receives this).
+   */
+  REDISLOCK_CANCELLED,
 } redislock_status;
 
 /**
@@ -116,6 +121,17 @@ typedef struct redislock_client redislock_client;
  * lock held.
  */
 typedef struct redislock_lock redislock_lock;
+
+/**
+ * An asynchronous acquisition under way, for `redislock_pending_cancel`.
+ *
+ * Thread safety: `redislock_pending_cancel` may be called from any thread,
+ * also while the callback runs and from inside it. Lifetime: from a
+ * successful `redislock_acquire_start` (or sibling) until
+ * `redislock_pending_free`, exactly once, which may come before or after the
+ * callback ran (freeing it neither cancels the wait nor stops the callback).
+ */
+typedef struct redislock_pending redislock_pending;
 
 /**
  * What `redislock_doctor` found: a list of findings and the text
@@ -339,6 +355,21 @@ typedef struct redislock_finding {
    */
   const char *fix;
 } redislock_finding;
+
+/**
+ * The function an asynchronous acquisition calls once with its outcome.
+ *
+ * `status` is `REDISLOCK_OK` with `lock` a new lock handle, owned by the
+ * callee from then on (release it with `redislock_release`, or free it);
+ * otherwise `lock` is NULL and `status` says why: the statuses of
+ * `redislock_acquire` (`REDISLOCK_NOT_ACQUIRED` when the wait ran out...),
+ * or `REDISLOCK_CANCELLED` after a successful `redislock_pending_cancel`.
+ * `redislock_last_error`, called inside the callback, gives the failure's
+ * message.
+ */
+typedef void (*redislock_acquired_fn)(void *userdata,
+                                      enum redislock_status status,
+                                      struct redislock_lock *lock);
 
 #ifdef __cplusplus
 extern "C" {
@@ -823,6 +854,126 @@ void redislock_report_free(struct redislock_report *report);
  * The library's version, a static NUL-terminated string such as "0.1.0".
  */
 const char *redislock_version(void);
+
+/**
+ * Start taking the lock `key` without waiting for it: the acquisition
+ * runs on the library's async runtime and calls `callback(userdata,
+ * status, lock)` once when it ends, from the runtime's thread.
+ *
+ * `client`, `key`/`key_len`, `ttl_ms`, `wait_ms` and `token`/`token_len`
+ * as for `redislock_acquire` (borrowed for this call only: they are
+ * copied). `callback`: not NULL; see `redislock_acquired_fn` for what it
+ * receives. `userdata`: passed to it as is; it must stay valid until the
+ * callback ran. `out`: on success receives a new pending handle owned by
+ * the caller, for `redislock_pending_cancel`, to be freed with
+ * `redislock_pending_free`; it is written before the callback can run.
+ * NULL when the caller will never cancel.
+ *
+ * Returns `REDISLOCK_OK` when the acquisition started: the callback then
+ * runs exactly once, possibly before this returns (on another thread), and
+ * only a process exit keeps it from running. Any other status (a NULL
+ * `client`, `key` or `callback`, a key too long) means nothing started:
+ * no callback, `out` untouched. Errors found later (a TTL out of range, a
+ * connection error, the wait running out) come through the callback.
+ *
+ * The callback runs on the one thread that serves every asynchronous
+ * acquisition of the process: it must be quick and must not block (hand the
+ * lock to your own thread and return). It may call any function of this
+ * library, including `redislock_pending_cancel` and
+ * `redislock_pending_free`, but a blocking call there (a release, another
+ * blocking acquire) delays every other asynchronous acquisition meanwhile.
+ * The caller's interrupt check (`redislock_set_interrupt`) is not consulted:
+ * cancel with `redislock_pending_cancel`. A child made by `fork()` does not
+ * inherit the acquisitions under way in its parent.
+ */
+enum redislock_status redislock_acquire_start(const struct redislock_client *client,
+                                              const uint8_t *key,
+                                              size_t key_len,
+                                              uint64_t ttl_ms,
+                                              int64_t wait_ms,
+                                              const uint8_t *token,
+                                              size_t token_len,
+                                              redislock_acquired_fn callback,
+                                              void *userdata,
+                                              struct redislock_pending **out);
+
+/**
+ * `redislock_acquire_start` drawing the fencing number in the acquisition,
+ * as `redislock_acquire_fenced` does. Same arguments and outcomes.
+ */
+enum redislock_status redislock_acquire_fenced_start(const struct redislock_client *client,
+                                                     const uint8_t *key,
+                                                     size_t key_len,
+                                                     uint64_t ttl_ms,
+                                                     int64_t wait_ms,
+                                                     const uint8_t *token,
+                                                     size_t token_len,
+                                                     redislock_acquired_fn callback,
+                                                     void *userdata,
+                                                     struct redislock_pending **out);
+
+/**
+ * `redislock_acquire_semaphore` without waiting for it: `limit` and
+ * `permits` as there, the rest as for `redislock_acquire_start`.
+ */
+enum redislock_status redislock_acquire_semaphore_start(const struct redislock_client *client,
+                                                        const uint8_t *key,
+                                                        size_t key_len,
+                                                        uint32_t limit,
+                                                        uint32_t permits,
+                                                        uint64_t ttl_ms,
+                                                        int64_t wait_ms,
+                                                        redislock_acquired_fn callback,
+                                                        void *userdata,
+                                                        struct redislock_pending **out);
+
+/**
+ * `redislock_acquire_read` without waiting for it: arguments as for
+ * `redislock_acquire_start`, without a token.
+ */
+enum redislock_status redislock_acquire_read_start(const struct redislock_client *client,
+                                                   const uint8_t *key,
+                                                   size_t key_len,
+                                                   uint64_t ttl_ms,
+                                                   int64_t wait_ms,
+                                                   redislock_acquired_fn callback,
+                                                   void *userdata,
+                                                   struct redislock_pending **out);
+
+/**
+ * `redislock_acquire_write` without waiting for it: arguments as for
+ * `redislock_acquire_read_start`.
+ */
+enum redislock_status redislock_acquire_write_start(const struct redislock_client *client,
+                                                    const uint8_t *key,
+                                                    size_t key_len,
+                                                    uint64_t ttl_ms,
+                                                    int64_t wait_ms,
+                                                    redislock_acquired_fn callback,
+                                                    void *userdata,
+                                                    struct redislock_pending **out);
+
+/**
+ * End an asynchronous acquisition's wait. `pending`: borrowed; NULL gives
+ * false.
+ *
+ * Returns true when the cancel came before the outcome was decided: the
+ * callback then reports `REDISLOCK_CANCELLED` (soon, from the runtime's
+ * thread; perhaps before this returns), the waiter leaves the server's
+ * queue in the background, and a lock handed over in that very moment is
+ * released before the callback runs. False when the outcome was decided
+ * already (the callback ran or is about to run with it: a lock it
+ * delivers is the callee's to release) or the acquisition was cancelled
+ * before. Never blocks.
+ */
+bool redislock_pending_cancel(struct redislock_pending *pending);
+
+/**
+ * Free a pending handle. Takes ownership of `pending`; NULL is a no-op.
+ * It neither cancels the acquisition nor stops its callback: cancel first
+ * if the wait should end.
+ */
+void redislock_pending_free(struct redislock_pending *pending);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -12,6 +12,7 @@ typedef enum redislock_status {
   REDISLOCK_SERVER,
   REDISLOCK_INTERNAL,
   REDISLOCK_UNCONFIRMED,
+  REDISLOCK_CANCELLED,
 } redislock_status;
 
 typedef enum redislock_severity {
@@ -23,6 +24,8 @@ typedef enum redislock_severity {
 typedef struct redislock_client redislock_client;
 
 typedef struct redislock_lock redislock_lock;
+
+typedef struct redislock_pending redislock_pending;
 
 typedef struct redislock_report redislock_report;
 
@@ -77,6 +80,10 @@ typedef struct redislock_finding {
   const char *message;
   const char *fix;
 } redislock_finding;
+
+typedef void (*redislock_acquired_fn)(void *userdata,
+                                      enum redislock_status status,
+                                      struct redislock_lock *lock);
 
 enum redislock_status redislock_client_open(const char *url, struct redislock_client **out);
 
@@ -223,3 +230,58 @@ const char *redislock_report_text(const struct redislock_report *report);
 void redislock_report_free(struct redislock_report *report);
 
 const char *redislock_version(void);
+
+enum redislock_status redislock_acquire_start(const struct redislock_client *client,
+                                              const char *key,
+                                              size_t key_len,
+                                              uint64_t ttl_ms,
+                                              int64_t wait_ms,
+                                              const char *token,
+                                              size_t token_len,
+                                              redislock_acquired_fn callback,
+                                              void *userdata,
+                                              struct redislock_pending **out);
+
+enum redislock_status redislock_acquire_fenced_start(const struct redislock_client *client,
+                                                     const char *key,
+                                                     size_t key_len,
+                                                     uint64_t ttl_ms,
+                                                     int64_t wait_ms,
+                                                     const char *token,
+                                                     size_t token_len,
+                                                     redislock_acquired_fn callback,
+                                                     void *userdata,
+                                                     struct redislock_pending **out);
+
+enum redislock_status redislock_acquire_semaphore_start(const struct redislock_client *client,
+                                                        const char *key,
+                                                        size_t key_len,
+                                                        uint32_t limit,
+                                                        uint32_t permits,
+                                                        uint64_t ttl_ms,
+                                                        int64_t wait_ms,
+                                                        redislock_acquired_fn callback,
+                                                        void *userdata,
+                                                        struct redislock_pending **out);
+
+enum redislock_status redislock_acquire_read_start(const struct redislock_client *client,
+                                                   const char *key,
+                                                   size_t key_len,
+                                                   uint64_t ttl_ms,
+                                                   int64_t wait_ms,
+                                                   redislock_acquired_fn callback,
+                                                   void *userdata,
+                                                   struct redislock_pending **out);
+
+enum redislock_status redislock_acquire_write_start(const struct redislock_client *client,
+                                                    const char *key,
+                                                    size_t key_len,
+                                                    uint64_t ttl_ms,
+                                                    int64_t wait_ms,
+                                                    redislock_acquired_fn callback,
+                                                    void *userdata,
+                                                    struct redislock_pending **out);
+
+bool redislock_pending_cancel(struct redislock_pending *pending);
+
+void redislock_pending_free(struct redislock_pending *pending);

@@ -52,9 +52,16 @@ pub enum redislock_status {
     /// owner's: most likely the first attempt released it. The handle is
     /// freed as with every release.
     REDISLOCK_UNCONFIRMED,
+    /// An asynchronous acquisition was cancelled by
+    /// `redislock_pending_cancel` (only its callback receives this).
+    REDISLOCK_CANCELLED,
 }
 
 use redislock_status::*;
+
+// Acquisitions that call back instead of blocking (redislock_acquire_start...).
+mod pending;
+pub use pending::*;
 
 /// A connection pool and renewal thread for one Redis deployment.
 ///
@@ -1388,6 +1395,7 @@ pub extern "C" fn redislock_status_str(status: c_int) -> *const c_char {
         7 => c"REDISLOCK_SERVER: the Redis server answered with an error",
         8 => c"REDISLOCK_INTERNAL: an internal error in redislock (a bug)",
         9 => c"REDISLOCK_UNCONFIRMED: the release was sent but its outcome is unknown (the connection broke; most likely it took effect)",
+        10 => c"REDISLOCK_CANCELLED: the asynchronous acquisition was cancelled",
         _ => c"unknown redislock status (not a value of redislock_status)",
     };
     s.as_ptr()
@@ -1608,7 +1616,7 @@ mod tests {
         );
         assert_eq!(status_of(ErrorKind::Server) as i32, 7);
         assert_eq!(status_of(ErrorKind::Unconfirmed) as i32, 9);
-        for s in 0..=9 {
+        for s in 0..=10 {
             let text = unsafe { CStr::from_ptr(redislock_status_str(s)) }
                 .to_str()
                 .unwrap();
