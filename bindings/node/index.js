@@ -8,7 +8,7 @@ const { Buffer } = require('node:buffer');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { inspect } = require('node:util');
+const { getSystemErrorName, inspect } = require('node:util');
 
 /**
  * The native addon, from the first of these places that holds a file:
@@ -139,19 +139,61 @@ function checkElf(file) {
   }
 }
 
+/**
+ * Whether the addon may run its calls on this runtime's libuv event loop:
+ * only on Node.js itself. Bun exports every `uv_*` function as a stub that
+ * aborts the process (and its napi_get_uv_event_loop succeeds), Deno
+ * exports a few: there the calls run on the addon's own thread instead
+ * (eventLoop() says 'tokio'), as they do with REDISLOCK_NODE_EVENT_LOOP=tokio.
+ * Decided before the first call, in the thread that loads this file.
+ */
+function libuvAllowed() {
+  const asked = process.env.REDISLOCK_NODE_EVENT_LOOP;
+  if (asked !== undefined && asked !== '' && asked !== 'auto' && asked !== 'tokio') {
+    throw new Error(`redislock: REDISLOCK_NODE_EVENT_LOOP must be auto or tokio, got ${JSON.stringify(asked)}`);
+  }
+  if (asked === 'tokio') return false;
+  const versions = process.versions || {};
+  return (
+    process.release?.name === 'node' &&
+    typeof versions.node === 'string' &&
+    typeof versions.uv === 'string' &&
+    versions.bun === undefined &&
+    versions.deno === undefined &&
+    typeof globalThis.Bun === 'undefined' &&
+    typeof globalThis.Deno === 'undefined'
+  );
+}
+
 const native = loadAddon();
+native.setEventLoop(libuvAllowed());
+
+/**
+ * What runs this thread's calls: 'libuv' (Node.js's own event loop, which
+ * reads the replies on this thread) or 'tokio' (the addon's thread, on
+ * runtimes without a real libuv or with REDISLOCK_NODE_EVENT_LOOP=tokio).
+ */
+function eventLoop() {
+  return native.eventLoop();
+}
 
 /** Default time to live of an acquisition, in milliseconds. */
 const DEFAULT_TTL = 30000;
 
-/** Every error of this library that is not a bad argument. */
+/**
+ * Every error of this library that is not a bad argument. `code` is a
+ * string to switch on (it also works across two copies of this package,
+ * where `instanceof` does not); `cause`, where there is one, is what the
+ * layer below reported.
+ */
 class LockError extends Error {
   constructor(message, options) {
     super(message, options);
     this.name = new.target.name;
+    this.code = options?.code ?? defaultCode(new.target);
   }
 }
-/** The lock stayed held by another owner for the whole wait. */
+/** The lock stayed held by another owner for the whole wait (or the one attempt). */
 class LockTimeoutError extends LockError {}
 /** An extend or release of a lock this handle no longer holds (expired, taken over, released). */
 class LockNotOwnedError extends LockError {}
@@ -165,6 +207,25 @@ class LockQuorumError extends LockError {}
 class LockConnectionError extends LockError {}
 /** The server answered with an error (authentication, permissions, a script refused...). */
 class LockServerError extends LockError {}
+
+/** Each class's `code` when none is given (a subclass of the user's gets its parent's). */
+const CODES = new Map([
+  [LockError, 'ERR_LOCK_INTERNAL'],
+  [LockTimeoutError, 'ERR_LOCK_TIMEOUT'],
+  [LockNotOwnedError, 'ERR_LOCK_NOT_OWNED'],
+  [LockUnconfirmedError, 'ERR_LOCK_UNCONFIRMED'],
+  [LockWrongTypeError, 'ERR_LOCK_WRONG_TYPE'],
+  [LockQuorumError, 'ERR_LOCK_NO_QUORUM'],
+  [LockConnectionError, 'ERR_LOCK_CONNECTION'],
+  [LockServerError, 'ERR_LOCK_SERVER'],
+]);
+
+function defaultCode(Class) {
+  for (let c = Class; c; c = Object.getPrototypeOf(c)) {
+    if (CODES.has(c)) return CODES.get(c);
+  }
+  return 'ERR_LOCK_INTERNAL';
+}
 
 const CLASSES = {
   NotAcquired: LockTimeoutError,
@@ -219,12 +280,54 @@ function typeError(what, expected, got) {
   return argError(TypeError, 'ERR_INVALID_ARG_TYPE', redact(`${what} must be ${expected}, got ${shown}`));
 }
 
-/** The error for a failure the addon reported. */
-function fromFailure(f) {
+/**
+ * The error for a failure the addon reported; `triedOnce`: the failure of
+ * an acquisition that made one attempt (wait 0), whose code is
+ * ERR_LOCK_NOT_ACQUIRED rather than ERR_LOCK_TIMEOUT.
+ */
+function fromFailure(f, triedOnce = false) {
   const message = redact(f.message);
   if (f.kind === 'InvalidArgument') return argError(TypeError, 'ERR_INVALID_ARG_VALUE', message);
   if (f.kind === 'OutOfRange') return argError(RangeError, 'ERR_OUT_OF_RANGE', message);
-  return new (CLASSES[f.kind] || LockError)(message);
+  const options = {};
+  const cause = causeOf(f);
+  if (cause) options.cause = cause;
+  if (f.kind === 'Closed') options.code = 'ERR_LOCK_CLIENT_CLOSED';
+  else if (f.kind === 'NotAcquired' && triedOnce) options.code = 'ERR_LOCK_NOT_ACQUIRED';
+  return new (CLASSES[f.kind] || LockError)(message, options);
+}
+
+/**
+ * The `cause` of a failure: an Error whose message is what the layer below
+ * said (a connection's failure, with `code` ECONNREFUSED, ETIMEDOUT or the
+ * system's name of the error when that is what it was; the server's error
+ * text, a `ReplyError` with its first word as `code`, such as NOAUTH or
+ * NOPERM; the Redlock nodes' outcomes), `address` the server's (no
+ * credentials). Undefined when there is none.
+ */
+function causeOf(f) {
+  if (f.cause === null || f.cause === undefined) return undefined;
+  const text = redact(f.cause);
+  const cause = new Error(text);
+  let code;
+  if (f.causeKind === 'reply') {
+    cause.name = 'ReplyError';
+    code = /^[A-Z][A-Z_]+(?=\s|$)/.exec(text)?.[0];
+  } else if (f.causeKind === 'io') {
+    const os = /\(os error (\d+)\)/.exec(text);
+    if (/^connection refused/i.test(text)) code = 'ECONNREFUSED';
+    else if (/timed out|no answer in time/i.test(text)) code = 'ETIMEDOUT';
+    else if (os) {
+      try {
+        code = getSystemErrorName(-Number(os[1]));
+      } catch {
+        code = undefined;
+      }
+    }
+  }
+  if (code) cause.code = code;
+  if (f.addr) cause.address = f.addr;
+  return cause;
 }
 
 /** The value of an addon call, or its failure thrown. */
@@ -302,23 +405,15 @@ function rejecting(fn) {
   }
 }
 
-/** `r`, an addon call's value, or its failure thrown. */
-function value(r) {
-  if (r instanceof native.Failure) throw fromFailure(r);
-  return r;
-}
-
-/** Nothing, or the addon call's failure thrown. */
-function nothing(r) {
-  if (r instanceof native.Failure) throw fromFailure(r);
-}
-
 const kNative = Symbol('redislock.native');
 const kCreate = Symbol('redislock.create');
 
 /** A connection pool and subscriber for one Redis deployment, or for several independent servers (Redlock). */
 class Client {
   #native;
+  /** The acquisitions in flight, and what close() waits on once they are all settled. */
+  #pending = 0;
+  #settled = null;
 
   /**
    * `urls`: a redis://, rediss://, unix://, redis+sentinel:// or
@@ -366,17 +461,15 @@ class Client {
    * in arrival order with no barging; each holder has its own lease
    * (`ttl`), token and fence. Never collides with the lock of the same
    * name. The other options as for acquire; `tryAcquire: true` behaves
-   * as the method of that name (`wait` defaults to 0, and a wait that runs
-   * out resolves null instead of rejecting).
+   * as tryAcquireSemaphore.
    */
-  async acquireSemaphore(name, opts) {
-    if (opts === null || typeof opts !== 'object') throw typeError('options', 'an object with a limit', opts);
-    const orNull = checkBoolean(opts.tryAcquire, 'tryAcquire');
-    const o = acquireOptions(opts, orNull ? 0 : -1);
-    o.kind = KIND_SEMAPHORE;
-    o.limit = checkCount(opts.limit, 'limit');
-    o.permits = opts.permits === undefined ? 1 : checkCount(opts.permits, 'permits');
-    return this.#acquire(name, o, orNull);
+  acquireSemaphore(name, opts) {
+    return rejecting(() => this.#semaphore(name, opts, undefined));
+  }
+
+  /** acquireSemaphore with one attempt (or a wait of `opts.wait` ms): the Lock, or null while the permits are taken. */
+  tryAcquireSemaphore(name, opts) {
+    return rejecting(() => this.#semaphore(name, opts, true));
   }
 
   /**
@@ -384,17 +477,39 @@ class Client {
    * no writer holds it or waits for it (a queued writer stops new readers).
    * Options as for acquireSemaphore, without limit and permits.
    */
-  async acquireRead(name, opts) {
-    return this.#shared(name, opts, 'read');
+  acquireRead(name, opts) {
+    return rejecting(() => this.#shared(name, opts, 'read', undefined));
+  }
+
+  /** acquireRead with one attempt (or a wait of `opts.wait` ms): the Lock, or null while a writer holds it or waits. */
+  tryAcquireRead(name, opts) {
+    return rejecting(() => this.#shared(name, opts, 'read', true));
   }
 
   /** The read-write lock `name`, exclusive: once nobody holds it and nobody queued earlier waits. */
-  async acquireWrite(name, opts) {
-    return this.#shared(name, opts, 'write');
+  acquireWrite(name, opts) {
+    return rejecting(() => this.#shared(name, opts, 'write', undefined));
   }
 
-  async #shared(name, opts, kind) {
-    const orNull = checkBoolean(opts?.tryAcquire, 'tryAcquire');
+  /** acquireWrite with one attempt (or a wait of `opts.wait` ms): the Lock, or null while anyone holds it. */
+  tryAcquireWrite(name, opts) {
+    return rejecting(() => this.#shared(name, opts, 'write', true));
+  }
+
+  /** `orNull`: true for the tryAcquire* methods, undefined for the others (then opts.tryAcquire decides). */
+  #semaphore(name, opts, orNull) {
+    if (opts === null || typeof opts !== 'object') throw typeError('options', 'an object with a limit', opts);
+    orNull ??= checkBoolean(opts.tryAcquire, 'tryAcquire');
+    const o = acquireOptions(opts, orNull ? 0 : -1);
+    o.kind = KIND_SEMAPHORE;
+    o.limit = checkCount(opts.limit, 'limit');
+    o.permits = opts.permits === undefined ? 1 : checkCount(opts.permits, 'permits');
+    return this.#acquire(name, o, orNull);
+  }
+
+  #shared(name, opts, kind, orNull) {
+    if (opts !== undefined && opts !== null && typeof opts !== 'object') throw typeError('options', 'an object', opts);
+    orNull ??= checkBoolean(opts?.tryAcquire, 'tryAcquire');
     const o = acquireOptions(opts, orNull ? 0 : -1);
     o.kind = KINDS[kind];
     return this.#acquire(name, o, orNull);
@@ -418,11 +533,7 @@ class Client {
     // Aborted between the acquisition and now: fn starts with its signal aborted.
     if (o.signal?.aborted) abortWith();
     else o.signal?.addEventListener('abort', abortWith, { once: true });
-    lock[kNative].whenLost().then((r) => {
-      if (r === true) {
-        controller.abort(new LockNotOwnedError(`lock ${inspect(lock.name)} was lost while it was in use`));
-      }
-    });
+    lock.onLost((reason) => controller.abort(reason));
     let result;
     try {
       result = await fn(controller.signal, lock);
@@ -458,13 +569,33 @@ class Client {
   }
 
   /**
-   * What this client did since it was made: counters by name
-   * (acquired_at_once, acquired_handed_over, waiters_now, ...) and the
-   * `wait` and `held` histograms, in milliseconds.
+   * What this client did since it was made: counters in camelCase
+   * (acquiredAtOnce, acquiredHandedOver, waitersNow, ...) and the `wait`
+   * and `held` histograms, in milliseconds. The snake_case names of
+   * 0.1 (acquired_at_once, ...) are kept as non-enumerable aliases for one
+   * minor version; reading one warns once (a DeprecationWarning).
    */
   stats() {
     const s = this.#native.stats();
-    return { ...s.counters, wait: s.wait, held: s.held };
+    const out = {};
+    s.names.forEach((name, i) => {
+      out[camelCase(name)] = s.values[i];
+    });
+    out.wait = s.wait;
+    out.held = s.held;
+    s.names.forEach((name, i) => {
+      const v = s.values[i];
+      if (name === camelCase(name)) return;
+      Object.defineProperty(out, name, {
+        get() {
+          warnSnakeCase(name);
+          return v;
+        },
+        enumerable: false,
+        configurable: true,
+      });
+    });
+    return out;
   }
 
   /**
@@ -481,13 +612,51 @@ class Client {
     return settle(this.#native.doctor());
   }
 
+  /**
+   * End this client: the acquisitions still waiting reject with a LockError
+   * whose code is ERR_LOCK_CLIENT_CLOSED (they leave the server's queue),
+   * every call made from now on rejects the same way, and the connections
+   * close once nothing uses them. A Promise that resolves once the waits
+   * have settled. The locks this client took stay held and usable
+   * (release, extend, renewal) until released: closing releases nothing.
+   * stats() keeps answering (the figures as they were at the close).
+   * Calling it again does nothing more.
+   */
+  close() {
+    this.#native.close();
+    if (this.#pending === 0) {
+      this.#native.dispose();
+      return Promise.resolve();
+    }
+    this.#settled ??= resolvers();
+    return this.#settled.promise;
+  }
+
+  /** True once close() was called. */
+  get closed() {
+    return this.#native.closed;
+  }
+
   /** The server's address (the first node's for Redlock), without credentials. */
   get addr() {
     return this.#native.addr;
   }
 
   [inspect.custom]() {
-    return `Client <${this.#native.addr}>`;
+    return `Client <${this.#native.addr}>${this.#native.closed ? ' (closed)' : ''}`;
+  }
+
+  /** One acquisition more in flight; the function to call once it settled. */
+  #begin() {
+    this.#pending += 1;
+    return () => {
+      this.#pending -= 1;
+      if (this.#pending === 0 && this.#settled) {
+        this.#native.dispose();
+        this.#settled.resolve();
+        this.#settled = null;
+      }
+    };
   }
 
   /** The acquisition `o` of `name`: a Promise of its Lock (or null: `orNull`). */
@@ -496,9 +665,17 @@ class Client {
     const { signal } = o;
     if (signal) return this.#abortable(name, o, orNull);
     const flags = (orNull ? OR_NULL : 0) | (o.autoRenew ? AUTO_RENEW : 0) | (o.fenced ? FENCED : 0);
-    return this.#native
-      .acquire(bufferOf(name), o.ttl, o.wait, flags, o.kind, o.limit, o.permits, o.token, null)
-      .then((r) => lockOf(r, name, o.ttl));
+    const done = this.#begin();
+    return this.#native.acquire(bufferOf(name), o.ttl, o.wait, flags, o.kind, o.limit, o.permits, o.token, null).then(
+      (r) => {
+        done();
+        return lockOf(r, name, o);
+      },
+      (e) => {
+        done();
+        throw e;
+      },
+    );
   }
 
   /** #acquire with an AbortSignal, which ends the wait: the Promise rejects with its reason. */
@@ -508,29 +685,127 @@ class Client {
     const cancel = new native.Cancel();
     const onAbort = () => cancel.cancel();
     signal.addEventListener('abort', onAbort, { once: true });
+    const done = this.#begin();
     try {
       const flags = (orNull ? OR_NULL : 0) | (o.autoRenew ? AUTO_RENEW : 0) | (o.fenced ? FENCED : 0);
       const r = await this.#native.acquire(bufferOf(name), o.ttl, o.wait, flags, o.kind, o.limit, o.permits, o.token, cancel);
       if (r instanceof native.Failure && r.kind === 'Aborted') throw signal.reason;
-      return lockOf(r, name, o.ttl);
+      return lockOf(r, name, o);
     } finally {
+      done();
       signal.removeEventListener('abort', onAbort);
     }
   }
 }
 
-/** The Lock of an acquisition's outcome (null stays null), or its failure thrown. */
-function lockOf(r, name, ttl) {
-  if (r === null) return null;
-  if (r instanceof native.Failure) throw fromFailure(r);
-  return new Lock(kCreate, name, ttl, r);
+if (typeof Symbol.asyncDispose === 'symbol') {
+  // `await using client = new Client(url)`: closed at the end of the scope.
+  Client.prototype[Symbol.asyncDispose] = function dispose() {
+    return this.close();
+  };
 }
+
+/** A Promise and the function that resolves it (Promise.withResolvers, which Node.js 18 and 20 lack). */
+function resolvers() {
+  let resolve;
+  const promise = new Promise((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/** acquired_at_once -> acquiredAtOnce. */
+function camelCase(name) {
+  return name.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+}
+
+let warnedSnakeCase = false;
+/** Warn (once in the process) that a snake_case name of stats() was read. */
+function warnSnakeCase(name) {
+  if (warnedSnakeCase) return;
+  warnedSnakeCase = true;
+  process.emitWarning(
+    `client.stats().${name}: the snake_case names of stats() are deprecated aliases, kept for one minor version; read ${camelCase(name)}`,
+    { type: 'DeprecationWarning', code: 'REDISLOCK_STATS_SNAKE_CASE' },
+  );
+}
+
+/** The Lock of an acquisition's outcome (null stays null), or its failure thrown. */
+function lockOf(r, name, o) {
+  if (r === null) return null;
+  if (r instanceof native.Failure) throw fromFailure(r, o.wait === 0);
+  return new Lock(kCreate, name, o.ttl, r);
+}
+
+/**
+ * Who is told when a held lock is found lost: its AbortController (made by
+ * `lock.signal`) and the `lock.onLost` callbacks. The addon calls
+ * `lostFound(id)` (a weak threadsafe function: it keeps neither the process
+ * alive nor, holding only this registry's id, the Lock from collection);
+ * the registry holds each watch weakly, so that a Lock and its listeners
+ * can be collected (and the lock released) like any other.
+ */
+const lostWatches = new Map();
+const lostCollected = new FinalizationRegistry((id) => lostWatches.delete(id));
+let lostIds = 0;
+
+function lostFound(id) {
+  const watch = lostWatches.get(id)?.deref();
+  lostWatches.delete(id);
+  watch?.fire();
+}
+
+class LostWatch {
+  constructor(name, handle) {
+    this.name = name;
+    this.reason = null;
+    this.controller = null;
+    this.listeners = [];
+    this.id = ++lostIds;
+    lostWatches.set(this.id, new WeakRef(this));
+    lostCollected.register(this, this.id, this);
+    handle.watchLost(this.id, lostFound);
+  }
+
+  /** The lock was found lost: abort the signal, call the listeners (once). */
+  fire() {
+    if (this.reason) return;
+    this.reason = new LockNotOwnedError(
+      `lock ${inspect(this.name)} was lost: renewal, an extend or a release found it expired or held by another owner`,
+    );
+    this.controller?.abort(this.reason);
+    const listeners = this.listeners.splice(0);
+    for (const fn of listeners) call(fn, this.reason);
+  }
+
+  /** The lock was released or forgotten: nobody will be told anything. */
+  end() {
+    lostWatches.delete(this.id);
+    lostCollected.unregister(this);
+    this.listeners.length = 0;
+  }
+}
+
+/** `fn(reason)`; what it throws is an uncaught exception, as a listener's is. */
+function call(fn, reason) {
+  try {
+    fn(reason);
+  } catch (e) {
+    process.nextTick(() => {
+      throw e;
+    });
+  }
+}
+
+/** Each lock.signal keeps its Lock: a lock whose signal is still in use is not collected (and released). */
+const signalLocks = new WeakMap();
 
 /** A held lock (from Client#acquire). Release it, or it is released when collected. */
 class Lock {
   #name;
   #ttl;
   #token;
+  #lost = null;
 
   constructor(key, name, ttl, handle) {
     if (key !== kCreate) throw new TypeError('a Lock comes from Client#acquire');
@@ -551,20 +826,15 @@ class Lock {
   }
 
   /**
-   * The fencing number: a number once drawn, also after the release. It is
-   * drawn on first use, by `await lock.drawFence()` (one round trip, which
-   * checks the lock is still held), or in the acquisition with
-   * `fenced: true` (semaphores and read-write locks always draw it there).
-   * Reading it before it was drawn throws, never returns a null that could
-   * pass for a fence: LockError while the lock is held (draw it first), and
-   * LockNotOwnedError once it was released or found lost (no number can be
-   * drawn then).
+   * The fencing number, or undefined while none was drawn. It is drawn on
+   * first use, by `await lock.drawFence()` (one round trip, which checks
+   * the lock is still held), or in the acquisition with `fenced: true`
+   * (semaphores and read-write locks always draw it there); once drawn it
+   * stays, also after the release. Pass `await lock.drawFence()` where a
+   * number is needed: it is never undefined.
    */
   get fence() {
-    const handle = this[kNative];
-    const fence = handle.fence;
-    if (fence !== null) return fence;
-    throw this.#undrawn(handle);
+    return this[kNative].fence ?? undefined;
   }
 
   /**
@@ -577,16 +847,28 @@ class Lock {
     const fence = handle.fence;
     if (fence !== null) return Promise.resolve(fence);
     if (!handle.held) return Promise.reject(this.#undrawn(handle));
-    return handle.drawFence().then(value);
+    return handle.drawFence().then((r) => this.#outcome(r));
   }
 
-  /** Why the fence cannot be read: it was never drawn. */
+  /**
+   * A call's value, or its failure thrown; a loss the call found is told
+   * first (the addon's word comes through a weak threadsafe function, which
+   * could come too late in a process that has nothing else to do).
+   */
+  #outcome(r) {
+    if (r instanceof native.Failure) {
+      if (this.#lost && this[kNative].lost) this.#lost.fire();
+      throw fromFailure(r);
+    }
+    return r;
+  }
+
+  /** Why no fence can be drawn: the lock is no longer held. */
   #undrawn(handle) {
     const name = inspect(this.#name);
-    const how = '`await lock.drawFence()` draws it while the lock is held; `fenced: true` draws it in the acquisition';
-    if (!handle.held) return new LockNotOwnedError(`lock ${name} was released before its fence was drawn (${how})`);
+    const how = 'draw it while the lock is held, with `await lock.drawFence()` or `fenced: true`';
     if (handle.lost) return new LockNotOwnedError(`lock ${name} was lost before its fence was drawn (${how})`);
-    return new LockError(`lock ${name}: its fence is not drawn yet (it is drawn on first use: ${how})`);
+    return new LockNotOwnedError(`lock ${name} was released before its fence was drawn (${how})`);
   }
 
   /** True once renewal, an extend or a release found the lock gone. */
@@ -594,22 +876,75 @@ class Lock {
     return this[kNative].lost;
   }
 
+  /**
+   * An AbortSignal aborted when the lock is found lost (by renewal, an
+   * extend or a release), its reason a LockNotOwnedError. It never aborts
+   * for a lock released or forgotten first. The same signal every time.
+   */
+  get signal() {
+    const watch = this.#watch();
+    if (!watch.controller) {
+      watch.controller = new AbortController();
+      if (watch.reason) watch.controller.abort(watch.reason);
+      signalLocks.set(watch.controller.signal, this);
+    }
+    return watch.controller.signal;
+  }
+
+  /**
+   * Call `fn(reason)` once when the lock is found lost (reason: a
+   * LockNotOwnedError), on the event loop; at once (in a microtask) if it
+   * was found lost already. Never for a lock released or forgotten first.
+   */
+  onLost(fn) {
+    if (typeof fn !== 'function') throw typeError('fn', 'a function', fn);
+    const watch = this.#watch();
+    if (watch.reason) queueMicrotask(() => call(fn, watch.reason));
+    else watch.listeners.push(fn);
+  }
+
+  #watch() {
+    if (!this.#lost) {
+      this.#lost = new LostWatch(this.#name, this[kNative]);
+      // Found lost before anyone watched: the addon calls back at once, on a later turn.
+      if (this[kNative].lost) this.#lost.fire();
+    }
+    return this.#lost;
+  }
+
   /** Set the remaining time to live to `ttl` ms (default: the acquisition's). */
   extend(ttl = this.#ttl) {
     return rejecting(() => {
       checkNumber(ttl, 'ttl');
-      return this[kNative].extend(ttl).then(nothing);
+      return this[kNative].extend(ttl).then((r) => {
+        this.#outcome(r);
+      });
     });
   }
 
   /** Release the lock. Rejects with LockNotOwnedError when it was lost (or already released). */
   release() {
-    return this[kNative].release().then(nothing);
+    return this[kNative].release().then((r) => {
+      this.#outcome(r);
+      this.#lost?.end();
+    });
+  }
+
+  /**
+   * Let go of this handle without releasing the lock: it stays held on the
+   * server until its TTL runs out (or releaseToken releases it: read
+   * `lock.token` first). Renewal stops; neither this handle nor the garbage
+   * collector releases it; release() then rejects with LockNotOwnedError.
+   * No I/O.
+   */
+  forget() {
+    this[kNative].forget();
+    this.#lost?.end();
   }
 
   /** Whether the server still names this handle the owner. */
-  async owned() {
-    return settle(this[kNative].owned());
+  owned() {
+    return this[kNative].owned().then((r) => this.#outcome(r));
   }
 
   [inspect.custom]() {
@@ -637,4 +972,5 @@ module.exports = {
   LockConnectionError,
   LockServerError,
   DEFAULT_TTL,
+  eventLoop,
 };

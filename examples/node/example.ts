@@ -18,11 +18,14 @@ import {
   LockTimeoutError,
   LockUnconfirmedError,
   LockWrongTypeError,
+  eventLoop,
   type AcquireOptions,
   type ClientStats,
   type DoctorFinding,
   type DoctorReport,
+  type FencedLock,
   type Histogram,
+  type LockErrorCause,
   type LockName,
 } from 'redislock';
 
@@ -57,12 +60,25 @@ function explain(e: unknown): string {
   if (e instanceof LockNotOwnedError) return `lost the lock; the work was unprotected: ${e.message}`;
   if (e instanceof LockWrongTypeError) return `the key is not a lock, pick another name: ${e.message}`;
   if (e instanceof LockQuorumError) return `too few Redlock nodes answered: ${e.message}`;
-  if (e instanceof LockConnectionError) return `Redis unreachable: ${e.message}`;
+  if (e instanceof LockConnectionError) {
+    const cause = e.cause as LockErrorCause | undefined; // ECONNREFUSED, ETIMEDOUT...
+    return `Redis unreachable (${cause?.code ?? 'no system error'} at ${cause?.address ?? 'unknown'}): ${e.message}`;
+  }
   if (e instanceof LockServerError) return `Redis refused: ${e.message}`;
   if (e instanceof LockError) return `${e.name}: ${e.message}`;
   if (e instanceof RangeError || e instanceof TypeError) return `bug in the caller: ${e.message}`;
   if (e instanceof DOMException && e.name === 'TimeoutError') return 'gave up waiting (AbortSignal.timeout)';
   return String(e);
+}
+
+/**
+ * Whether to try again later. Decided by `code`, which also holds for an
+ * error from another copy of the package (a library that bundles its own),
+ * where `instanceof` does not.
+ */
+function retryable(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === 'ERR_LOCK_TIMEOUT' || code === 'ERR_LOCK_NOT_ACQUIRED' || code === 'ERR_LOCK_CONNECTION' || code === 'ERR_LOCK_NO_QUORUM';
 }
 
 const sleep = (ms: number, signal?: AbortSignal) =>
@@ -117,8 +133,30 @@ async function exportOrders(client: Client, shutdown: AbortSignal): Promise<numb
 
 /** An invoice run released at the end of its scope, however it ends. */
 async function invoices(client: Client, store: ReportStore): Promise<void> {
-  await using lock = await client.acquire('invoices', { wait: 1_000, fenced: true });
-  await store.write('invoices', 'sent', lock.fence);
+  await using lock: FencedLock = await client.acquire('invoices', { wait: 1_000, fenced: true });
+  await store.write('invoices', 'sent', lock.fence); // fenced: true: a number from the start
+}
+
+/** A reindex in batches that stops as soon as its lock is found lost (renewed in the background meanwhile). */
+async function reindex(client: Client): Promise<number> {
+  const lock = await client.acquire('search:reindex', { ttl: 10_000, autoRenew: true });
+  lock.onLost((reason) => console.error(`reindex: ${reason.code}: ${reason.message}`));
+  let batches = 0;
+  try {
+    for (; batches < 3; batches++) await sleep(10, lock.signal); // rejects with the signal's reason once lost
+  } finally {
+    if (!lock.lost) await lock.release();
+  }
+  return batches;
+}
+
+/** An upload whose lock outlives this request: the request that ends the upload releases it by token, or its TTL ends it. */
+async function startUpload(client: Client): Promise<string> {
+  const lock = await client.acquire('upload:9', { ttl: 60_000, token: 'request-9' });
+  const fence: number | undefined = lock.fence; // not drawn: undefined
+  console.log('upload fence drawn:', fence !== undefined);
+  lock.forget(); // not released here, nor when the garbage collector takes the handle
+  return lock.token.toString();
 }
 
 /** A job started here and finished by another process, which has only the name and the token. */
@@ -147,6 +185,14 @@ async function prices(client: Client): Promise<void> {
   await writer.extend();
 }
 
+/** A price check skipped while the table is being written: one attempt at the read side. */
+async function quickPriceCheck(client: Client): Promise<boolean> {
+  const reader = await client.tryAcquireRead('prices');
+  if (reader === null) return false;
+  await reader.release();
+  return true;
+}
+
 async function main(): Promise<void> {
   const urls = process.argv.slice(2);
   if (urls.length === 0) {
@@ -154,8 +200,9 @@ async function main(): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  const client = new Client(urls.length === 1 ? urls[0] : urls); // several URLs: Redlock
-  console.log('client:', client.addr);
+  // Closed at the end of main: a wait still pending then rejects with ERR_LOCK_CLIENT_CLOSED.
+  await using client = new Client(urls.length === 1 ? urls[0] : urls); // several URLs: Redlock
+  console.log('client:', client.addr, 'calls run on', eventLoop());
 
   const store = new ReportStore();
   const shutdown = new AbortController();
@@ -174,12 +221,15 @@ async function main(): Promise<void> {
     console.log('handed-off job released:', await handOff(client));
     console.log('export slot fence:', await throttledExport(client, false));
     await prices(client);
+    console.log('prices readable now:', await quickPriceCheck(client));
+    console.log('reindexed batches:', await reindex(client));
+    console.log('upload released by token:', await client.releaseToken('upload:9', await startUpload(client)));
     console.log('reports:', [...store.reports.keys()].join(', '));
     const stats: ClientStats = client.stats();
     const wait: Histogram = stats.wait;
-    console.log(`acquired ${stats.acquired_locks} times, waited p99 ${wait.p99} ms, ${stats.held_now} held now`);
+    console.log(`acquired ${stats.acquiredLocks} times, waited p99 ${wait.p99} ms, ${stats.heldNow} held now`);
   } catch (e) {
-    console.error(explain(e));
+    console.error(explain(e), retryable(e) ? '(try again later)' : '');
     process.exitCode = 1;
   }
 }

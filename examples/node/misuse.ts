@@ -11,6 +11,7 @@ import {
   LockTimeoutError,
   LockUnconfirmedError,
   type AcquireOptions,
+  type FencedLock,
 } from 'redislock';
 
 export async function misuse(client: Client, lock: Lock): Promise<void> {
@@ -32,8 +33,28 @@ export async function misuse(client: Client, lock: Lock): Promise<void> {
   if (lock.lost()) return;
   // @ts-expect-error token is a Buffer, not a string
   const token: string = lock.token;
-  // @ts-expect-error the fence is a number (reading one not drawn yet throws), never a string
+  // @ts-expect-error the fence is a number, never a string
   const fence: string = lock.fence;
+  // @ts-expect-error a lock not fenced in the acquisition may have no number yet: undefined
+  const undrawn: number = lock.fence;
+  // @ts-expect-error acquired without fenced: true, it is a Lock, not a FencedLock
+  const unfenced: FencedLock = await client.acquire('reports', { fenced: false });
+  // @ts-expect-error signal is the lock's, read-only
+  lock.signal = new AbortController().signal;
+  // @ts-expect-error onLost takes a function
+  lock.onLost('lost');
+  // @ts-expect-error forget returns nothing to wait for
+  await lock.forget().then(() => 1);
+  // @ts-expect-error close resolves nothing
+  const closedWith: number = await client.close();
+  // @ts-expect-error closed is read-only
+  client.closed = true;
+  // @ts-expect-error tryAcquireSemaphore may give null
+  const permit: Lock = await client.tryAcquireSemaphore('slots', { limit: 2 });
+  // @ts-expect-error tryAcquireSemaphore needs the limit
+  await client.tryAcquireSemaphore('slots', { ttl: 1000 });
+  // @ts-expect-error tryAcquireWrite may give null
+  const writeSide: Lock = await client.tryAcquireWrite('prices');
   // @ts-expect-error drawFence is a Promise of the number
   const drawn: number = lock.drawFence();
   // @ts-expect-error read-only
@@ -69,8 +90,10 @@ export async function misuse(client: Client, lock: Lock): Promise<void> {
   };
   // @ts-expect-error a LockNotOwnedError is not a LockTimeoutError
   const timeout: LockTimeoutError = new LockNotOwnedError('x');
-  // @ts-expect-error the counters are snake_case, as in every language
-  void client.stats().acquiredAtOnce;
+  // @ts-expect-error the counters are camelCase (the snake_case aliases are read-only and deprecated)
+  void client.stats().acquiredAtonce;
+  // @ts-expect-error a deprecated snake_case alias is read-only
+  client.stats().acquired_at_once = 0;
   // @ts-expect-error a semaphore needs its limit
   await client.acquireSemaphore('slots', { permits: 1 });
   // @ts-expect-error tryAcquire: true may give null
@@ -86,7 +109,11 @@ export async function misuse(client: Client, lock: Lock): Promise<void> {
     // @ts-expect-error a token is a string or bytes
     token: 42,
   };
-  void [token, fence, drawn, held, s, released, fake, timeout, opts, slot, readSide];
+  // @ts-expect-error no such error code
+  if (new LockError('x').code === 'ERR_LOCK_TIMEDOUT') return;
+  // @ts-expect-error a LockTimeoutError's code is one of its two
+  if (new LockTimeoutError('x').code === 'ERR_LOCK_NOT_OWNED') return;
+  void [token, fence, drawn, held, s, released, fake, timeout, opts, slot, readSide, undrawn, unfenced, closedWith, permit, writeSide];
 }
 
 // The error tree: an unconfirmed release is a LockNotOwnedError, every one a LockError and an Error.

@@ -20,9 +20,15 @@
 //! The loop is kept alive while a call's Promise is pending, not by an idle
 //! client: the socket's handle never keeps it alive.
 //!
-//! libuv is the running node's own (looked up when the first call is made,
-//! like napi's symbols); where it cannot be found (another runtime), the
-//! calls run on the tokio runtime instead, as they did before.
+//! libuv is the running node's own, looked up when the first call is made
+//! (like napi's symbols) and only where `index.js` said the runtime is
+//! Node.js itself ([`set_allowed`]): Bun exports every `uv_*` symbol as a
+//! stub that aborts the process, and `napi_get_uv_event_loop` succeeds
+//! there, so neither the symbols nor Node-API can tell a real libuv from a
+//! stub. Elsewhere (Bun, Deno, `REDISLOCK_NODE_EVENT_LOOP=tokio`, an addon
+//! loaded without `index.js`), or where libuv cannot be found, the calls
+//! run on the tokio runtime instead and settle through Node-API's
+//! threadsafe functions: no `uv_*` function is called then.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -135,6 +141,11 @@ fn data_of<T>(h: *mut c_void) -> *mut T {
 // --------------------------------------------------------------- executor
 
 thread_local! {
+    /// Whether this JavaScript thread's runtime is Node.js with its libuv
+    /// (`index.js` says so when it loads, before any call: see
+    /// [`set_allowed`]). False until then: an addon loaded some other way
+    /// never touches libuv.
+    static ALLOWED: Cell<bool> = const { Cell::new(false) };
     /// This thread's executor (a JavaScript thread's, once it made a call).
     static EXEC: RefCell<Option<Rc<Executor>>> = const { RefCell::new(None) };
     /// Inside one of the executor's runs on this thread: a task woken here
@@ -266,12 +277,36 @@ impl LocalLoop for ThisThread {
 /// How soon a watcher whose socket someone else reads tries again.
 const BUSY_AGAIN: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Let this thread's calls run on its event loop (`true`: the runtime is
+/// Node.js, whose libuv the addon may use) or keep them on the tokio
+/// runtime (`false`, the default). Decides for the calls made after it; an
+/// executor already made stays.
+pub(super) fn set_allowed(allowed: bool) {
+    ALLOWED.with(|a| a.set(allowed));
+}
+
+/// Which machinery runs the calls of this thread's environment `env`:
+/// "libuv" (its event loop, through this module's executor) or "tokio"
+/// (the runtime's thread, settled through threadsafe functions). Makes the
+/// executor if it is allowed and not made yet, as the next call would.
+pub(super) fn in_use(env: sys::napi_env) -> &'static str {
+    if Executor::current(env).is_some() {
+        "libuv"
+    } else {
+        "tokio"
+    }
+}
+
 impl Executor {
     /// This thread's executor for `env`, made on first use; None where
-    /// libuv cannot be found (the calls then run on the runtime).
+    /// libuv may not be used ([`set_allowed`]) or cannot be found (the
+    /// calls then run on the runtime).
     pub(super) fn current(env: sys::napi_env) -> Option<Rc<Executor>> {
         if let Some(e) = EXEC.with(|e| e.borrow().clone()) {
             return (e.env == env).then_some(e);
+        }
+        if !ALLOWED.with(Cell::get) {
+            return None;
         }
         let exec = Rc::new(Executor::new(env)?);
         EXEC.with(|e| *e.borrow_mut() = Some(exec.clone()));

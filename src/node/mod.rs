@@ -12,14 +12,14 @@
 //! error's kind and its message), which `index.js` turns into its error
 //! classes: a rejection from here could carry only napi's own status codes.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Buffer, Either, Null, Object, ToNapiValue};
+use napi::bindgen_prelude::{Buffer, Either, Function, Null, Object, ToNapiValue};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, Status};
 use napi_derive::napi;
 use tokio::sync::oneshot;
@@ -29,6 +29,7 @@ mod evloop;
 use evloop::Executor;
 
 use crate::client::shared::semaphore_kind;
+use crate::error::show_key;
 use crate::protocol::Kind;
 use crate::runtime::{runtime, sole};
 use crate::sync::locked;
@@ -46,15 +47,45 @@ pub fn version() -> String {
     crate::VERSION.to_string()
 }
 
+/// Let this thread's calls run on Node.js's own event loop (`true`) or keep
+/// them on the addon's tokio runtime (`false`, the default): `index.js`
+/// calls it when it loads, before any call, with what it found the runtime
+/// to be (see `evloop`).
+#[napi]
+#[cfg_attr(test, allow(dead_code))]
+pub fn set_event_loop(libuv: bool) {
+    evloop::set_allowed(libuv);
+}
+
+/// What runs this thread's calls: "libuv" (the event loop) or "tokio" (the
+/// addon's runtime thread).
+#[napi]
+#[cfg_attr(test, allow(dead_code))]
+pub fn event_loop(env: &Env) -> String {
+    evloop::in_use(env.raw()).to_string()
+}
+
 /// Why a call failed, as `index.js` receives it: `kind` names the error
 /// class (the core's error kinds, `OutOfRange` for a number out of its
-/// range, `Aborted` for a wait its AbortSignal ended).
+/// range, `Aborted` for a wait its AbortSignal ended, `Closed` for a call
+/// on a closed client or a wait its closing ended). `cause` is what the
+/// layer below reported, when there is such a thing (`cause_kind`: "io"
+/// for a connection's failure, "reply" for the server's error text,
+/// "protocol" for a reply the command never answers, "quorum" for the
+/// Redlock nodes' outcomes, "unavailable" for a server's transient
+/// state), and `addr` the server it came from.
 #[napi]
 pub struct Failure {
     #[napi(readonly)]
     pub kind: String,
     #[napi(readonly)]
     pub message: String,
+    #[napi(readonly)]
+    pub cause: Option<String>,
+    #[napi(readonly)]
+    pub cause_kind: Option<String>,
+    #[napi(readonly)]
+    pub addr: Option<String>,
 }
 
 impl Failure {
@@ -62,24 +93,54 @@ impl Failure {
         Failure {
             kind: kind.into(),
             message: message.into(),
+            cause: None,
+            cause_kind: None,
+            addr: None,
         }
+    }
+
+    fn caused(mut self, kind: &str, cause: &str, addr: Option<&str>) -> Failure {
+        self.cause = Some(cause.to_string());
+        self.cause_kind = Some(kind.to_string());
+        self.addr = addr.map(str::to_string);
+        self
+    }
+
+    /// The failure of a call on a closed client (or of a wait its closing
+    /// ended).
+    fn closed(what: &str) -> Failure {
+        Failure::new("Closed", format!("the client was closed {what}"))
     }
 }
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
-        let kind = match e.kind() {
-            ErrorKind::NotAcquired => "NotAcquired",
-            ErrorKind::NotOwner => "NotOwner",
-            ErrorKind::Connection => "Connection",
-            ErrorKind::InvalidArgument => "InvalidArgument",
-            ErrorKind::WrongType => "WrongType",
-            ErrorKind::NoQuorum => "NoQuorum",
-            ErrorKind::Server => "Server",
-            ErrorKind::Internal => "Internal",
-            ErrorKind::Unconfirmed => "Unconfirmed",
-        };
-        Failure::new(kind, e.to_string())
+        let failure = Failure::new(kind_name(e.kind()), e.to_string());
+        match &e {
+            Error::Connection { addr, reason, .. } => failure.caused("io", reason, Some(addr)),
+            Error::Protocol { addr, detail } => failure.caused("protocol", detail, Some(addr)),
+            Error::Server { addr, message } => failure.caused("reply", message, Some(addr)),
+            Error::Unavailable { addr, state, .. } => {
+                failure.caused("unavailable", state, Some(addr))
+            }
+            Error::NoQuorum { detail, .. } => failure.caused("quorum", detail, None),
+            _ => failure,
+        }
+    }
+}
+
+/// The name `index.js` maps onto its error classes.
+fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::NotAcquired => "NotAcquired",
+        ErrorKind::NotOwner => "NotOwner",
+        ErrorKind::Connection => "Connection",
+        ErrorKind::InvalidArgument => "InvalidArgument",
+        ErrorKind::WrongType => "WrongType",
+        ErrorKind::NoQuorum => "NoQuorum",
+        ErrorKind::Server => "Server",
+        ErrorKind::Internal => "Internal",
+        ErrorKind::Unconfirmed => "Unconfirmed",
     }
 }
 
@@ -276,10 +337,12 @@ async fn first<T>(work: impl Future<Output = T>, stop: impl Future<Output = ()>)
     .await
 }
 
-/// `Client#stats()`, before `index.js` puts the counters at the top.
+/// `Client#stats()`, before `index.js` puts the counters at the top (in
+/// camelCase): their names, in the core's order, and their values.
 #[napi(object)]
 pub struct StatsJs {
-    pub counters: HashMap<String, f64>,
+    pub names: Vec<String>,
+    pub values: Vec<f64>,
     pub wait: HistogramJs,
     pub held: HistogramJs,
 }
@@ -359,10 +422,17 @@ impl From<crate::Report> for DoctorReportJs {
     }
 }
 
-/// A client: `new Client(url | urls)` in `index.js`.
+/// A client: `new Client(url | urls)` in `index.js`. `close()` lets go of
+/// the core's client (its connections close once the calls in flight and
+/// the locks it handed out are done with them) and ends the waits.
 #[napi]
 pub struct NativeClient {
-    client: Client,
+    client: Mutex<Option<Client>>,
+    /// Turned true by `close()`: every wait in flight watches it.
+    closed: tokio::sync::watch::Sender<bool>,
+    /// The statistics as they were when the client was closed.
+    last_stats: Mutex<Option<crate::Stats>>,
+    addr: String,
 }
 
 #[napi]
@@ -376,8 +446,62 @@ impl NativeClient {
             Either::B(urls) => Client::redlock(urls).build(),
         };
         built
-            .map(|client| NativeClient { client })
+            .map(|client| NativeClient {
+                addr: client.addr(),
+                client: Mutex::new(Some(client)),
+                closed: tokio::sync::watch::channel(false).0,
+                last_stats: Mutex::new(None),
+            })
             .map_err(|e| napi::Error::new(Status::InvalidArg, e.to_string()))
+    }
+
+    /// The core's client, or the failure of a call made after `close()`.
+    fn client(&self, what: &str) -> Outcome<Client> {
+        let client = locked(&self.client).clone();
+        match client {
+            Some(client) if !*self.closed.borrow() => Ok(client),
+            _ => Err(Failure::closed(&format!("before this {what} was made"))),
+        }
+    }
+
+    /// A future that completes when `close()` is called (never if the
+    /// client is collected first: its waits then go on).
+    fn closing(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut closed = self.closed.subscribe();
+        async move {
+            if closed.wait_for(|c| *c).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// End the waits in flight (they fail with `Closed`) and refuse the
+    /// calls made from now on. Idempotent. `index.js` calls `dispose()`
+    /// once the waits have settled.
+    #[napi]
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    /// Let go of the core's client, keeping its statistics as they are
+    /// now: its connections close once the calls still in flight and the
+    /// locks it handed out are done with them. Its locks stay held and
+    /// usable; nothing is released. Only after `close()`.
+    #[napi]
+    pub fn dispose(&self) {
+        if !*self.closed.borrow() {
+            return;
+        }
+        let client = locked(&self.client).take();
+        if let Some(client) = client {
+            *locked(&self.last_stats) = Some(client.stats());
+        }
+    }
+
+    /// True once `close()` was called.
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        *self.closed.borrow()
     }
 
     /// A Promise of a lock, a semaphore's permits or a read-write lock's
@@ -400,11 +524,13 @@ impl NativeClient {
         token: Option<Either<String, Buffer>>,
         cancel: Option<&Cancel>,
     ) -> napi::Result<Object<'env>> {
-        let client = self.client.clone();
+        let client = self.client("acquisition");
+        let closing = self.closing();
         let name = bytes(name);
         let token = token.map(bytes);
         let stopped = cancel.map(Cancel::stopped);
         promise(env, async move {
+            let client = client?;
             let kind = kind_arg(kind, limit, permits)?;
             let mut opts = AcquireOptions::new(ttl_arg(ttl)?)
                 .wait(wait_arg(wait)?)
@@ -415,12 +541,24 @@ impl NativeClient {
                 opts = opts.token(token);
             }
             let acquired = client.acquire_as_async(&name, kind, opts);
-            let acquired = match stopped {
-                None => acquired.await,
-                Some(stopped) => match first(acquired, stopped).await {
-                    Some(r) => r,
-                    None => return Err(Failure::new("Aborted", "the wait was aborted")),
+            let acquired = first(
+                async move {
+                    match stopped {
+                        None => Some(acquired.await),
+                        Some(stopped) => first(acquired, stopped).await,
+                    }
                 },
+                closing,
+            );
+            let acquired = match acquired.await {
+                Some(Some(r)) => r,
+                Some(None) => return Err(Failure::new("Aborted", "the wait was aborted")),
+                None => {
+                    return Err(Failure::closed(&format!(
+                        "while this acquisition waited for {}",
+                        show_key(&name)
+                    )))
+                }
             };
             match acquired {
                 Ok(lock) => Ok(Either::A(NativeLock::new(lock))),
@@ -440,10 +578,10 @@ impl NativeClient {
         name: Either<String, Buffer>,
         token: Either<String, Buffer>,
     ) -> napi::Result<Object<'env>> {
-        let client = self.client.clone();
+        let client = self.client("releaseToken");
         let (name, token) = (bytes(name), bytes(token));
         promise(env, async move {
-            Ok(client.release_token_async(&name, &token).await?)
+            Ok(client?.release_token_async(&name, &token).await?)
         })
     }
 
@@ -456,9 +594,10 @@ impl NativeClient {
         env: &'env Env,
         name: Either<String, Buffer>,
     ) -> napi::Result<Object<'env>> {
-        let client = self.client.clone();
+        let client = self.client("forceRelease");
         let name = bytes(name);
         promise(env, async move {
+            let client = client?;
             let r = tokio::task::spawn_blocking(move || client.force_release(&name))
                 .await
                 .map_err(|e| {
@@ -473,8 +612,9 @@ impl NativeClient {
     /// runtime, never on the event loop's).
     #[napi(ts_return_type = "Promise<DoctorReportJs | Failure>")]
     pub fn doctor<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
-        let client = self.client.clone();
+        let client = self.client("doctor");
         promise(env, async move {
+            let client = client?;
             let r = tokio::task::spawn_blocking(move || client.doctor())
                 .await
                 .map_err(|e| Failure::new("Internal", format!("doctor did not finish: {e}")))?;
@@ -483,16 +623,22 @@ impl NativeClient {
     }
 
     /// What this client did: the core's counters (by their names) and the
-    /// wait and hold histograms, in milliseconds.
+    /// wait and hold histograms, in milliseconds (once closed: as they were
+    /// then).
     #[napi]
     pub fn stats(&self) -> StatsJs {
-        let s = self.client.stats();
+        let s = match locked(&self.client).as_ref() {
+            Some(client) => client.stats(),
+            None => locked(&self.last_stats).clone().unwrap_or_default(),
+        };
+        let (names, values) = s
+            .counters()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v as f64))
+            .unzip();
         StatsJs {
-            counters: s
-                .counters()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v as f64))
-                .collect(),
+            names,
+            values,
             wait: HistogramJs::from(&s.wait),
             held: HistogramJs::from(&s.held),
         }
@@ -501,7 +647,7 @@ impl NativeClient {
     /// The server's (or the first node's) address, without credentials.
     #[napi(getter)]
     pub fn addr(&self) -> String {
-        self.client.addr()
+        self.addr.clone()
     }
 }
 
@@ -513,11 +659,10 @@ pub struct NativeLock {
     token: Vec<u8>,
     /// The fencing number once drawn (kept after the release).
     drawn: Arc<Mutex<Option<i64>>>,
-    /// Told whether the lock was lost (true) or let go (false), for
-    /// `whenLost()`.
-    lost_tx: Arc<Mutex<Option<oneshot::Sender<bool>>>>,
     /// Found lost before or by its release (the handle is gone then).
     lost_at_release: Arc<AtomicBool>,
+    /// Let go by `forget()`: never released by this handle.
+    forgotten: AtomicBool,
 }
 
 impl NativeLock {
@@ -528,22 +673,23 @@ impl NativeLock {
                 lock.fence_if_drawn().and_then(|f| i64::try_from(f).ok()),
             )),
             held: Mutex::new(Some(Arc::new(lock))),
-            lost_tx: Arc::default(),
             lost_at_release: Arc::default(),
+            forgotten: AtomicBool::new(false),
         }
     }
 
     fn current(&self) -> Outcome<Arc<Lock>> {
-        locked(&self.held)
-            .clone()
-            .ok_or_else(|| Failure::new("NotOwner", "this lock was already released"))
-    }
-
-    /// Tell a `whenLost()` waiter how the lock ended.
-    fn ended(&self, lost: bool) {
-        if let Some(tx) = locked(&self.lost_tx).take() {
-            let _ = tx.send(lost);
-        }
+        locked(&self.held).clone().ok_or_else(|| {
+            Failure::new(
+                "NotOwner",
+                if self.forgotten.load(Ordering::Relaxed) {
+                    "this lock was forgotten (it stays held until its TTL runs out, or \
+                     releaseToken releases it)"
+                } else {
+                    "this lock was already released"
+                },
+            )
+        })
     }
 }
 
@@ -597,18 +743,31 @@ impl NativeLock {
                 .store(lock.is_lost(), Ordering::Relaxed);
             *locked(&self.held) = None;
         }
-        let lost_tx = self.lost_tx.clone();
         let lost_at_release = self.lost_at_release.clone();
         promise(env, async move {
             let released = sole(lock?).await.release_async().await;
             if matches!(&released, Err(e) if e.kind() == ErrorKind::NotOwner) {
                 lost_at_release.store(true, Ordering::Relaxed);
             }
-            if let Some(tx) = locked(&lost_tx).take() {
-                let _ = tx.send(released.is_err());
-            }
             Ok(released?)
         })
+    }
+
+    /// Let go of the handle without releasing the lock: it stays held on
+    /// the server until its TTL runs out (or a release by token); renewal
+    /// stops, and neither this handle nor its collection releases it. No
+    /// I/O. Nothing once released or forgotten.
+    #[napi]
+    pub fn forget(&self) {
+        let Some(lock) = locked(&self.held).take() else {
+            return;
+        };
+        self.forgotten.store(true, Ordering::Relaxed);
+        match Arc::try_unwrap(lock) {
+            Ok(lock) => lock.forget(),
+            // A call in flight (an extend, an owned) still borrows it.
+            Err(shared) => drop(runtime().spawn(async move { sole(shared).await.forget() })),
+        }
     }
 
     /// The fencing number, drawn now if the acquisition did not draw it
@@ -644,27 +803,26 @@ impl NativeLock {
         })
     }
 
-    /// A Promise that resolves true when the lock is found lost, false when
-    /// it is released (or this handle is collected) first.
-    #[napi(ts_return_type = "Promise<boolean | Failure>")]
-    pub fn when_lost<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
-        let (tx, rx) = oneshot::channel();
-        // A second call replaces the first: that one hears `false`.
-        if let Some(old) = locked(&self.lost_tx).replace(tx) {
-            let _ = old.send(false);
-        }
-        match locked(&self.held).as_ref() {
-            Some(lock) => {
-                let slot = self.lost_tx.clone();
-                lock.on_lost(move || {
-                    if let Some(tx) = locked(&slot).take() {
-                        let _ = tx.send(true);
-                    }
-                });
-            }
-            None => self.ended(false),
-        }
-        promise(env, async move { Ok(rx.await.unwrap_or(false)) })
+    /// Call `callback(id)` on the JavaScript thread when the lock is found
+    /// lost (at once if it is lost already), never if it is released or
+    /// forgotten first. The callback is held by a weak threadsafe function:
+    /// it keeps neither the process alive nor, since `index.js` passes a
+    /// function that holds no lock, the handle from being collected. A
+    /// second call replaces the first.
+    #[napi]
+    pub fn watch_lost(&self, id: f64, callback: Function<f64, ()>) -> napi::Result<()> {
+        let Some(lock) = locked(&self.held).clone() else {
+            return Ok(());
+        };
+        let tsfn = callback
+            .build_threadsafe_function::<f64>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build()?;
+        lock.on_lost(move || {
+            tsfn.call(id, ThreadsafeFunctionCallMode::NonBlocking);
+        });
+        Ok(())
     }
 }
 

@@ -59,13 +59,13 @@ for (const lang of ['python', 'php']) {
     assert.equal(await client.tryAcquire(key), null);
     const waiter = new Client(server.url);
     const pending = waiter.acquire(key, { ttl: 5000, wait: 60000 });
-    await waitUntil('the Node waiter to queue', () => waiter.stats().waiters_now === 1);
+    await waitUntil('the Node waiter to queue', () => waiter.stats().waitersNow === 1);
     h.proc.stdin.end('release\n');
     const lock = await pending;
     assert.equal((await h.lines.next()).done, false);
     assert.equal((await h.lines.next()).value, 'released');
     assert.equal(await h.exited, 0);
-    assert.equal(waiter.stats().acquired_handed_over, 1, `the ${lang} release handed the lock over`);
+    assert.equal(waiter.stats().acquiredHandedOver, 1, `the ${lang} release handed the lock over`);
     assert.deepEqual(await server.raw.call('GET', key), lock.token);
     await lock.release();
   });
@@ -158,11 +158,11 @@ test('worker threads take the lock in turn, and hand it to the main thread', asy
   await waitUntil('the worker to hold the lock', () => holder.messages.includes('held'));
   const main = new Client(server.url);
   const pending = main.acquire(key, { wait: 60000 });
-  await waitUntil('the main thread to queue', () => main.stats().waiters_now === 1);
+  await waitUntil('the main thread to queue', () => main.stats().waitersNow === 1);
   holder.worker.postMessage('release');
   const lock = await pending;
   await holder.done;
-  assert.equal(main.stats().acquired_handed_over, 1);
+  assert.equal(main.stats().acquiredHandedOver, 1);
   await lock.release();
 });
 
@@ -223,11 +223,11 @@ test('a handle collected while held is released in the background', async () => 
     const c = new Client(${JSON.stringify(server.url)});
     (async () => {
       await (async () => { await c.acquire(${JSON.stringify(key)}, { ttl: 60000 }); })();
-      for (let i = 0; i < 1500 && c.stats().releases_ok === 0; i++) {
+      for (let i = 0; i < 1500 && c.stats().releasesOk === 0; i++) {
         global.gc();
         await new Promise((r) => setTimeout(r, 20));
       }
-      console.log(c.stats().releases_ok);
+      console.log(c.stats().releasesOk);
     })();
   `;
   const out = await new Promise((resolve, reject) => {

@@ -29,14 +29,14 @@ test('a semaphore admits `limit` permits and hands a released one to the first w
   await assert.rejects(client.acquireSemaphore(key, { limit: 2, wait: 20 }), LockTimeoutError);
   const waiter = new Client(server.url);
   const big = waiter.acquireSemaphore(key, { limit: 2, permits: 2, wait: 60000 });
-  await waitUntil('the waiter to queue', () => waiter.stats().waiters_now === 1);
+  await waitUntil('the waiter to queue', () => waiter.stats().waitersNow === 1);
   const later = client.acquireSemaphore(key, { limit: 2, wait: 60000 });
   await a.release();
   // One permit is free, but the first waiter needs two: no barging.
   await assert.rejects(client.acquireSemaphore(key, { limit: 2, wait: 0 }), LockTimeoutError);
   await b.release();
   const both = await big;
-  assert.equal(waiter.stats().acquired_handed_over, 1);
+  assert.equal(waiter.stats().acquiredHandedOver, 1);
   await both.release();
   await (await later).release();
   await waitUntil('nothing left of the semaphore', async () => (await server.raw.call('KEYS', `*${key}*`)).length === 0);
@@ -48,7 +48,7 @@ test('a read-write lock: readers together, a writer alone, a queued writer stops
   const r2 = await client.acquireRead(key);
   const writers = new Client(server.url);
   const w = writers.acquireWrite(key, { wait: 60000 });
-  await waitUntil('the writer to queue', () => writers.stats().waiters_now === 1);
+  await waitUntil('the writer to queue', () => writers.stats().waitersNow === 1);
   assert.equal(await client.acquireRead(key, { tryAcquire: true }), null, 'a queued writer stops new readers');
   await r1.release();
   await r2.release();

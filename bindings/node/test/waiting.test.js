@@ -28,15 +28,15 @@ test('a waiter is handed the lock by the release, without polling', async () => 
   const holder = await client.acquire(key);
   const waiter = new Client(server.url);
   const pending = waiter.acquire(key, { ttl: 5000, wait: 60000 });
-  await waitUntil('the waiter to queue', () => waiter.stats().waiters_now === 1);
+  await waitUntil('the waiter to queue', () => waiter.stats().waitersNow === 1);
   await holder.release();
   const lock = await pending;
   assert.deepEqual(await server.raw.call('GET', key), lock.token);
   // The release's script set the key to the waiter's token and told it so.
   const s = waiter.stats();
-  assert.equal(s.acquired_handed_over, 1);
-  assert.equal(s.handoffs_received, 1);
-  assert.equal(client.stats().handoffs_given >= 1, true);
+  assert.equal(s.acquiredHandedOver, 1);
+  assert.equal(s.handoffsReceived, 1);
+  assert.equal(client.stats().handoffsGiven >= 1, true);
   assert.equal(s.wait.count, 1);
   assert.equal(s.wait.buckets.length, s.wait.bounds.length + 1, 'the last bucket: beyond the last bound');
   await lock.release();
@@ -272,7 +272,7 @@ test('a client collected after its waiters\' subscriber was watched closes every
         const c = new Client(${JSON.stringify(server.url)});
         const controller = new AbortController();
         const p = c.acquire(${JSON.stringify(key)}, { wait: 60000, signal: controller.signal }).catch((e) => e);
-        for (let i = 0; i < 3000 && c.stats().waiters_now === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        for (let i = 0; i < 3000 && c.stats().waitersNow === 0; i++) await new Promise((r) => setTimeout(r, 10));
         waited = sockets() - before;
         controller.abort();
         await p;
