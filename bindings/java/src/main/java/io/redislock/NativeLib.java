@@ -26,6 +26,8 @@ final class NativeLib {
   static final int SERVER = 7;
   static final int INTERNAL = 8;
   static final int UNCONFIRMED = 9;
+  /** Only an asynchronous acquisition's callback receives it. */
+  static final int CANCELLED = 10;
 
   /** {@code REDISLOCK_STATS_BUCKETS}. */
   static final int STATS_BUCKETS = 23;
@@ -38,6 +40,11 @@ final class NativeLib {
   /** {@code redislock_lost_fn}. */
   interface LostFn extends Callback {
     void invoke(Pointer userdata);
+  }
+
+  /** {@code redislock_acquired_fn}: {@code lock} is the new handle's address (0 unless OK). */
+  interface AcquiredFn extends Callback {
+    void invoke(Pointer userdata, int status, long lock);
   }
 
   /** Where the library was loaded from (for errors and {@link RedisLockClient#nativeVersion()}). */
@@ -156,6 +163,30 @@ final class NativeLib {
   static native void redislock_report_free(long report);
 
   static native String redislock_version();
+
+  static native int redislock_acquire_start(
+      long client, byte[] key, long keyLen, long ttlMs, long waitMs, byte[] token, long tokenLen,
+      AcquiredFn callback, Pointer userdata, long[] out);
+
+  static native int redislock_acquire_fenced_start(
+      long client, byte[] key, long keyLen, long ttlMs, long waitMs, byte[] token, long tokenLen,
+      AcquiredFn callback, Pointer userdata, long[] out);
+
+  static native int redislock_acquire_semaphore_start(
+      long client, byte[] key, long keyLen, int limit, int permits, long ttlMs, long waitMs,
+      AcquiredFn callback, Pointer userdata, long[] out);
+
+  static native int redislock_acquire_read_start(
+      long client, byte[] key, long keyLen, long ttlMs, long waitMs, AcquiredFn callback,
+      Pointer userdata, long[] out);
+
+  static native int redislock_acquire_write_start(
+      long client, byte[] key, long keyLen, long ttlMs, long waitMs, AcquiredFn callback,
+      Pointer userdata, long[] out);
+
+  static native byte redislock_pending_cancel(long pending);
+
+  static native void redislock_pending_free(long pending);
 
   /** The message of this thread's last failure ("" when none). */
   static String lastError() {

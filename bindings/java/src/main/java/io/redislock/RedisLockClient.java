@@ -10,11 +10,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A connection pool and renewal thread for one Redis deployment (one URL:
@@ -99,6 +101,8 @@ public final class RedisLockClient implements AutoCloseable {
   private final Executor executor;
   private final WeakCache<RedisLock> locks = new WeakCache<>();
   private final WeakCache<RedisReadWriteLock> rwLocks = new WeakCache<>();
+  /** Acquisitions running on the core's async runtime, which close() ends. */
+  private final java.util.Set<AsyncAcquire> inFlight = ConcurrentHashMap.newKeySet();
 
   private RedisLockClient(long ptr, ClientOptions options) {
     this.nat = new Native(ptr);
@@ -189,6 +193,10 @@ public final class RedisLockClient implements AutoCloseable {
   @Override
   public void close() {
     cleanable.clean();
+    // Acquisitions on the core's runtime (acquireAsync, virtual threads): each leaves the queue and fails.
+    for (AsyncAcquire a : inFlight) {
+      a.clientClosed(new IllegalStateException("this RedisLockClient was closed while the acquisition waited"));
+    }
   }
 
   @Override
@@ -216,6 +224,36 @@ public final class RedisLockClient implements AutoCloseable {
 
   public LockHandle acquire(byte[] name, LockOptions opts) throws InterruptedException {
     return take(Kind.LOCK, Units.name(name), opts, -1, 0, 0, true, true);
+  }
+
+  /**
+   * Take the lock {@code name} without holding a thread while it waits (as
+   * long as {@code opts} says, by default for ever). The future completes
+   * with the handle, or exceptionally with what
+   * {@link #acquire(String, LockOptions)} throws ({@link LockTimeoutException}
+   * when a finite wait ran out, {@link LockConnectionException}...). The wait
+   * runs on the native library's async runtime, and the future is completed
+   * on the client's callback executor ({@link ClientOptions#callbackExecutor}),
+   * where stages added without an executor of their own run. Ending the
+   * future before it completed ({@code cancel(true)}, {@code complete},
+   * {@code orTimeout}) ends the wait and leaves nothing queued on the server;
+   * a lock handed over in that moment is released. Closing the client fails
+   * the futures still waiting with {@link IllegalStateException}.
+   *
+   * @throws IllegalArgumentException for a bad name or options, before any I/O
+   * @throws IllegalStateException when the client is closed
+   */
+  public CompletableFuture<LockHandle> acquireAsync(String name, LockOptions opts) {
+    return startAsync(Units.name(name), opts);
+  }
+
+  /** {@link #acquireAsync(String, LockOptions)} with the default options: 30 s TTL, waits for ever. */
+  public CompletableFuture<LockHandle> acquireAsync(String name) {
+    return acquireAsync(name, LockOptions.DEFAULT);
+  }
+
+  public CompletableFuture<LockHandle> acquireAsync(byte[] name, LockOptions opts) {
+    return startAsync(Units.name(name), opts);
   }
 
   /** {@link #acquire(String, LockOptions)}, not interruptible: an interrupt leaves the flag set. */
@@ -530,6 +568,28 @@ public final class RedisLockClient implements AutoCloseable {
     if (tok != null && kind != Kind.LOCK) {
       throw new IllegalArgumentException("a caller's token is for the plain lock only");
     }
+    if (wait != 0 && AsyncAcquire.onVirtualThread()) {
+      // A virtual thread parks on the core's async wait instead of pinning its carrier in a native call.
+      LockHandle lock;
+      try {
+        lock = startAsync(kind, key, ttl, wait, tok, opts.isFenced(), limit, permits, null, false)
+            .await(interruptible);
+      } catch (LockTimeoutException e) {
+        if (timeoutThrows) {
+          throw e;
+        }
+        return null;
+      }
+      if (opts.isAutoRenew()) {
+        try {
+          lock.autoRenew();
+        } catch (RuntimeException e) {
+          lock.releaseQuietly();
+          throw e;
+        }
+      }
+      return lock;
+    }
     long[] out = new long[1];
     int st;
     RuntimeException err = null;
@@ -593,6 +653,55 @@ public final class RedisLockClient implements AutoCloseable {
       }
     }
     throw err;
+  }
+
+  /** acquireAsync: the future of an acquisition on the core's runtime. */
+  private CompletableFuture<LockHandle> startAsync(byte[] key, LockOptions opts) {
+    Objects.requireNonNull(opts, "opts");
+    long ttl = LockOptionsImpl.ttlMs(opts);
+    long wait = LockOptionsImpl.waitMs(opts, -1);
+    byte[] tok = LockOptionsImpl.tokenBytes(opts);
+    return startAsync(Kind.LOCK, key, ttl, wait, tok, opts.isFenced(), 0, 0, executor, opts.isAutoRenew()).future();
+  }
+
+  /**
+   * Start an acquisition on the core's async runtime. {@code completeOn}:
+   * the executor that completes its future, or null for a blocking acquire
+   * parked on it (completed on the core's thread: only the parked thread
+   * waits on it). {@code autoRenew}: start renewal before completing it.
+   */
+  private AsyncAcquire startAsync(Kind kind, byte[] key, long ttl, long wait, byte @Nullable [] tok,
+      boolean fenced, int limit, int permits, @Nullable Executor completeOn, boolean autoRenew) {
+    Executor ex = executor;
+    AsyncAcquire a = new AsyncAcquire(key, completeOn, autoRenew, p -> new LockHandle(p, key, ex), inFlight);
+    long c;
+    try {
+      c = nat.enter();
+    } catch (RuntimeException e) {
+      a.forgotten();
+      throw e;
+    }
+    try {
+      long tokLen = tok == null ? 0 : tok.length;
+      a.start((cb, ud, out) -> {
+        switch (kind) {
+          case LOCK:
+            return fenced
+                ? NativeLib.redislock_acquire_fenced_start(c, key, key.length, ttl, wait, tok, tokLen, cb, ud, out)
+                : NativeLib.redislock_acquire_start(c, key, key.length, ttl, wait, tok, tokLen, cb, ud, out);
+          case READ:
+            return NativeLib.redislock_acquire_read_start(c, key, key.length, ttl, wait, cb, ud, out);
+          case WRITE:
+            return NativeLib.redislock_acquire_write_start(c, key, key.length, ttl, wait, cb, ud, out);
+          default:
+            return NativeLib.redislock_acquire_semaphore_start(c, key, key.length, limit, permits, ttl, wait, cb,
+                ud, out);
+        }
+      });
+    } finally {
+      nat.exit();
+    }
+    return a;
   }
 
   Executor executor() {
