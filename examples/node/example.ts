@@ -163,6 +163,7 @@ async function startUpload(client: Client): Promise<string> {
 async function handOff(client: Client): Promise<boolean> {
   const lock = await client.acquire(Buffer.from('job:42'), { ttl: 60_000, fenced: false });
   const token = lock.token.toString(); // sent to the other process with the job
+  lock.forget(); // this handle lets go: neither it nor the garbage collector releases the lock
   return client.releaseToken('job:42', token); // what the other process runs
 }
 

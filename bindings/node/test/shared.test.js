@@ -81,3 +81,45 @@ test('bad semaphore arguments reject with RangeError or TypeError before any I/O
   await assert.rejects(client.acquireWrite(7), TypeError);
   assert.equal((await server.raw.call('KEYS', `*${key}*`)).length, 0);
 });
+
+test('tryAcquireSemaphore, tryAcquireRead and tryAcquireWrite: the Lock, or null while taken; a wait of their own', async () => {
+  const sem = keyFor('trysem');
+  const first = await client.tryAcquireSemaphore(sem, { limit: 2, permits: 2 });
+  assert.ok(first instanceof Lock);
+  assert.ok(Number.isSafeInteger(first.fence), 'fenced in the acquisition');
+  assert.equal(await client.tryAcquireSemaphore(sem, { limit: 2 }), null);
+  // tryAcquire: false in the options does not make it wait or reject.
+  assert.equal(await client.tryAcquireSemaphore(sem, { limit: 2, tryAcquire: false }), null);
+  const waited = client.tryAcquireSemaphore(sem, { limit: 2, wait: 60000 });
+  const other = new Client(server.url);
+  assert.equal(await other.tryAcquireSemaphore(sem, { limit: 2, wait: 30 }), null, 'a wait that runs out resolves null');
+  await first.release();
+  const second = await waited;
+  assert.ok(second instanceof Lock, 'handed the permit within its wait');
+  await second.release();
+
+  const rw = keyFor('tryrw');
+  const reader = await client.tryAcquireRead(rw);
+  assert.ok(reader instanceof Lock && Number.isSafeInteger(reader.fence));
+  const alsoReader = await client.tryAcquireRead(rw, { ttl: 5000 });
+  assert.ok(alsoReader instanceof Lock, 'readers share it');
+  assert.equal(await client.tryAcquireWrite(rw), null, 'a reader holds it');
+  await reader.release();
+  await alsoReader.release();
+  const writer = await client.tryAcquireWrite(rw, null);
+  assert.ok(writer instanceof Lock);
+  assert.equal(await client.tryAcquireRead(rw), null, 'a writer holds it');
+  assert.equal(await client.tryAcquireWrite(rw, { wait: 20 }), null);
+  await writer.release();
+  assert.equal(await server.raw.call('EXISTS', rw), 0);
+});
+
+test('the tryAcquire methods reject bad arguments before any I/O, never throw', async () => {
+  const key = keyFor('trybad');
+  await assert.rejects(client.tryAcquireSemaphore(key), TypeError);
+  await assert.rejects(client.tryAcquireSemaphore(key, { limit: 0 }), RangeError);
+  await assert.rejects(client.tryAcquireRead(key, 'fast'), TypeError);
+  await assert.rejects(client.tryAcquireWrite(key, { ttl: 0 }), RangeError);
+  await assert.rejects(client.tryAcquireWrite(42), TypeError);
+  assert.equal((await server.raw.call('KEYS', `*${key}*`)).length, 0);
+});
