@@ -2,6 +2,7 @@ package io.redislock;
 
 import com.sun.jna.Pointer;
 import java.lang.ref.Cleaner;
+import java.lang.ref.WeakReference;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -25,31 +26,42 @@ import java.util.concurrent.atomic.AtomicLong;
  * cleaner (best effort), as in Python and Ruby; do not rely on it.
  */
 public final class LockHandle implements AutoCloseable {
-  /** Frees handles that became unreachable while held (a release over the network). */
-  static final Cleaner CLEANER = Cleaner.create(r -> {
-    Thread t = new Thread(r, "redislock-cleaner");
-    t.setDaemon(true);
-    return t;
-  });
-
   /** States with lost listeners, by id: the core's lost callback finds them here. */
   private static final Map<Long, State> LISTENING = new ConcurrentHashMap<>();
   private static final AtomicLong IDS = new AtomicLong();
 
-  /** The one lost callback (always reachable): a flag, and the listeners to the executor. */
-  private static final NativeLib.LostFn ON_LOST = userdata -> {
-    try {
-      State s = LISTENING.remove(Pointer.nativeValue(userdata));
-      if (s != null) {
-        s.fire();
-      }
-    } catch (Throwable ignored) {
-      // Never throw into the core's renewal thread.
-    }
-  };
+  /**
+   * The lost callback while some handle may be called back: held strongly
+   * by each listening handle (and by a release still queued for one), only
+   * weakly here. JNA's table of callbacks, which may outlive this class
+   * loader, keeps a callback's class (so this loader) for as long as the
+   * callback object lives; this way it lives only while needed.
+   */
+  private static WeakReference<NativeLib.LostFn> onLostFn = new WeakReference<>(null);
 
-  static {
-    NativeLib.attachAsDaemon(ON_LOST, "redislock-renewal");
+  /** A new object each time (a lambda here would be one object kept by this class for ever). */
+  private static final class OnLost implements NativeLib.LostFn {
+    @Override
+    public void invoke(Pointer userdata) {
+      try {
+        State s = LISTENING.remove(Pointer.nativeValue(userdata));
+        if (s != null) {
+          s.fire();
+        }
+      } catch (Throwable ignored) {
+        // Never throw into the core's renewal thread.
+      }
+    }
+  }
+
+  private static synchronized NativeLib.LostFn onLostFn() {
+    NativeLib.LostFn f = onLostFn.get();
+    if (f == null) {
+      f = new OnLost();
+      NativeLib.attachAsDaemon(f, "redislock-renewal");
+      onLostFn = new WeakReference<>(f);
+    }
+    return f;
   }
 
   /**
@@ -65,10 +77,13 @@ public final class LockHandle implements AutoCloseable {
     volatile boolean lost;
     final List<Runnable> listeners = new CopyOnWriteArrayList<>();
     final Executor executor;
+    final String address; // the client's, for the Releaser
+    NativeLib.LostFn callback; // while the core may call back
 
-    State(long ptr, Executor executor) {
+    State(long ptr, Executor executor, String address) {
       this.ptr = ptr;
       this.executor = executor;
+      this.address = address;
     }
 
     /** On the thread that found the loss: never blocks, never takes the monitor. */
@@ -83,14 +98,18 @@ public final class LockHandle implements AutoCloseable {
       }
     }
 
-    /** The cleaner: release (best effort) and free, unless given back already. */
+    /**
+     * The cleaner, for a handle that became unreachable while held: the
+     * release (best effort) and free go to the {@link Releaser}'s threads, so
+     * the cleaner's thread never waits on the network.
+     */
     @Override
     public synchronized void run() {
       if (ptr != 0) {
         long p = ptr;
         ptr = 0;
         unlisten();
-        NativeLib.redislock_lock_free(p);
+        Releaser.release(address, p, callback);
       }
     }
 
@@ -107,9 +126,14 @@ public final class LockHandle implements AutoCloseable {
   private final byte[] name;
 
   LockHandle(long ptr, byte[] name, Executor executor) {
-    this.state = new State(ptr, executor);
+    this(ptr, name, executor, "");
+  }
+
+  /** {@code address}: the client's ({@link RedisLockClient#addr()}), which groups the cleaner's releases. */
+  LockHandle(long ptr, byte[] name, Executor executor, String address) {
+    this.state = new State(ptr, executor, address);
     this.name = name;
-    this.cleanable = CLEANER.register(this, state);
+    this.cleanable = Reaper.register(this, state);
   }
 
   /** The name it was taken under (UTF-8; malformed bytes replaced). */
@@ -232,7 +256,10 @@ public final class LockHandle implements AutoCloseable {
         long id = IDS.incrementAndGet();
         state.listenId = id;
         LISTENING.put(id, state);
-        int st = NativeLib.redislock_lock_on_lost(p, ON_LOST, new Pointer(id));
+        if (state.callback == null) {
+          state.callback = onLostFn();
+        }
+        int st = NativeLib.redislock_lock_on_lost(p, state.callback, new Pointer(id));
         if (st != NativeLib.OK) {
           state.unlisten();
           state.listeners.remove(listener);
@@ -334,6 +361,7 @@ public final class LockHandle implements AutoCloseable {
       state.lost = true;
     }
     state.unlisten();
+    state.callback = null; // the handle is freed: no callback can come
     cleanable.clean(); // nothing left to clean: the address is 0
   }
 

@@ -54,6 +54,7 @@ final class NativeLib {
   static final String VERSION = "0.1.0";
 
   static {
+    Reaper.startJnaCleaner();
     NativeLibrary lib = Loader.load();
     PATH = lib.getFile() == null ? lib.getName() : lib.getFile().getPath();
     try {
@@ -62,6 +63,7 @@ final class NativeLib {
       throw new UnsatisfiedLinkError("redislock: " + PATH + " is not libredislock (it has no redislock_version)");
     }
     Native.register(NativeLib.class, lib);
+    Reaper.forgetJnaOptions(NativeLib.class);
     String found = redislock_version();
     if (!VERSION.equals(found)) {
       throw new UnsatisfiedLinkError("redislock: " + PATH + " is libredislock " + found + ", but this jar is "

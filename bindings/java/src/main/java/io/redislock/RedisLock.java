@@ -4,8 +4,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -29,6 +27,14 @@ import java.util.concurrent.locks.Lock;
  * <p>A lock whose owner thread ended without unlocking it is released
  * within about a second by a sweeper thread (logged as a warning on the
  * {@code io.redislock} {@link System.Logger}), rather than renewed for ever.
+ * That thread runs only while some {@code RedisLock} is held.
+ *
+ * <p>The lock of {@link RedisLockClient#getFencedLock} draws its fencing
+ * number in each acquisition (no round trip more), as Redisson's
+ * {@code lockAndGetToken}; {@link #fence()} then answers from memory.
+ *
+ * <p>{@link RedisLockClient#close()} ends the waits of its locks: they
+ * throw {@link IllegalStateException}.
  *
  * <p>{@link #newCondition()} is not supported.
  */
@@ -46,8 +52,11 @@ public class RedisLock implements Lock {
   private final byte[] key;
   private final RedisLockClient.Kind kind;
   private final Semaphore local; // one permit; null for the read side: readers do not exclude each other
-  private final Map<Thread, Hold> holds = new ConcurrentHashMap<>();
+  private final Map<Thread, Hold> holds;
   private final Object pinAs;
+  private final boolean fenced;
+  private final RedisLock unfenced; // the fenced view's lock, whose holds it shares; else null
+  private volatile RedisLock fencedView;
   RedisLock sibling; // the other side of a read-write lock
 
   RedisLock(RedisLockClient client, byte[] key, RedisLockClient.Kind kind, Object pinAs) {
@@ -55,7 +64,57 @@ public class RedisLock implements Lock {
     this.key = key;
     this.kind = kind;
     this.local = kind == RedisLockClient.Kind.READ ? null : new Semaphore(1, true);
+    this.holds = new ConcurrentHashMap<>();
     this.pinAs = pinAs == null ? this : pinAs;
+    this.fenced = false;
+    this.unfenced = null;
+  }
+
+  /** The fenced view of {@code lock}: the same holds and local queue, fenced acquisitions. */
+  private RedisLock(RedisLock lock) {
+    this.client = lock.client;
+    this.key = lock.key;
+    this.kind = lock.kind;
+    this.local = lock.local;
+    this.holds = lock.holds;
+    this.pinAs = lock.pinAs; // pins the unfenced lock, which keeps this view
+    this.fenced = true;
+    this.unfenced = lock;
+  }
+
+  /** This plain lock's fenced view (made once): {@link RedisLockClient#getFencedLock}. */
+  RedisLock fencedView() {
+    if (fenced) {
+      return this;
+    }
+    RedisLock v = fencedView;
+    if (v == null) {
+      synchronized (this) {
+        v = fencedView;
+        if (v == null) {
+          v = new RedisLock(this);
+          fencedView = v;
+        }
+      }
+    }
+    return v;
+  }
+
+  /**
+   * Whether its acquisitions draw their fencing number (a lock of
+   * {@link RedisLockClient#getFencedLock}). Both views of a name share
+   * their holds: a thread that took it through the plain view and enters
+   * again through the fenced one draws its fence at {@link #fence()}.
+   */
+  public boolean isFenced() {
+    return fenced;
+  }
+
+  /** The client was closed: wake the threads waiting on the local queue, which then fail. */
+  void clientClosed() {
+    if (local != null) {
+      local.release(); // passed on by each waiter, which finds the client closed
+    }
   }
 
   /** The lock's name. */
@@ -162,7 +221,11 @@ public class RedisLock implements Lock {
     return h == null ? 0 : h.count;
   }
 
-  /** This thread's acquisition's fencing number (drawn on the first call). */
+  /**
+   * This thread's acquisition's fencing number: drawn in the acquisition by
+   * a {@linkplain #isFenced() fenced} lock, else on the first call (one
+   * round trip).
+   */
   public long fence() {
     return mine().handle.fence();
   }
@@ -180,7 +243,7 @@ public class RedisLock implements Lock {
   @Override
   public String toString() {
     return "RedisLock{" + name() + (kind == RedisLockClient.Kind.LOCK ? "" : ", " + kind.name().toLowerCase())
-        + ", held by " + holds.size() + " thread(s)}";
+        + (fenced ? ", fenced" : "") + ", held by " + holds.size() + " thread(s)}";
   }
 
   private Hold mine() {
@@ -252,7 +315,7 @@ public class RedisLock implements Lock {
       }
       boolean watchdog = leaseMs < 0;
       LockOptions opts = LockOptions.ttl(watchdog ? client.options().watchdogTtl() : java.time.Duration.ofMillis(leaseMs))
-          .autoRenew(watchdog);
+          .autoRenew(watchdog).fenced(fenced);
       opts = remaining < 0 ? opts.waitForever() : opts.waitFor(java.time.Duration.ofMillis(remaining));
       LockHandle handle = client.take(kind, key, opts, 0, 0, 0, interruptible, false);
       if (handle == null) {
@@ -287,21 +350,45 @@ public class RedisLock implements Lock {
     return !holds.isEmpty();
   }
 
-  /** The thread that releases the locks of ended threads, every second while any RedisLock is held. */
+  /**
+   * The thread that releases the locks of ended threads: it looks every
+   * second while some RedisLock is held, and ends when none is (started
+   * again by the next acquisition).
+   */
   static final class Sweeper {
     static final System.Logger LOG = System.getLogger("io.redislock");
     private static final Set<RedisLock> HELD = ConcurrentHashMap.newKeySet();
-    private static ScheduledExecutorService timer;
+    private static Thread thread; // guarded by Sweeper.class
 
-    static synchronized void watch(RedisLock lock) {
+    static void watch(RedisLock lock) {
       HELD.add(lock);
-      if (timer == null) {
-        timer = Executors.newSingleThreadScheduledExecutor(r -> {
-          Thread t = new Thread(r, "redislock-sweeper");
-          t.setDaemon(true);
-          return t;
-        });
-        timer.scheduleWithFixedDelay(Sweeper::run, 1, 1, TimeUnit.SECONDS);
+      synchronized (Sweeper.class) {
+        if (thread == null) {
+          thread = Reaper.daemon("redislock-sweeper", Sweeper::loop);
+          thread.start();
+        }
+      }
+    }
+
+    /** Whether the sweeper thread runs (tests). */
+    static synchronized boolean running() {
+      return thread != null;
+    }
+
+    private static void loop() {
+      while (true) {
+        try {
+          Thread.sleep(1_000);
+        } catch (InterruptedException e) {
+          // Not ours to end: it ends when nothing is held.
+        }
+        run();
+        synchronized (Sweeper.class) {
+          if (HELD.isEmpty()) {
+            thread = null;
+            return;
+          }
+        }
       }
     }
 

@@ -1,5 +1,6 @@
 package io.redislock;
 
+import com.sun.jna.Pointer;
 import com.sun.jna.StringArray;
 import java.lang.ref.Cleaner;
 import java.lang.ref.ReferenceQueue;
@@ -30,11 +31,42 @@ import org.jspecify.annotations.Nullable;
  * {@link NullPointerException} before any I/O.
  */
 public final class RedisLockClient implements AutoCloseable {
-  /** Ends a wait of this thread when it is interrupted: installed around each interruptible acquire. */
-  private static final NativeLib.InterruptFn INTERRUPTED =
-      userdata -> Thread.currentThread().isInterrupted() ? 1 : 0;
-
   private static final long CLOSED = Long.MIN_VALUE;
+
+  /** The open native clients by id, for the wait check (the userdata: id << 1 | interruptible). */
+  private static final Map<Long, Native> OPEN = new ConcurrentHashMap<>();
+  private static final AtomicLong NATIVE_IDS = new AtomicLong();
+
+  /**
+   * Installed around each acquire that may wait: ends the wait when the
+   * client is closed, or when this thread is interrupted and the call is
+   * interruptible. A new object each time one is needed (a lambda would be
+   * one object kept by this class for ever): held strongly only by the
+   * waits in progress, so that JNA's table of callbacks, which may outlive
+   * this class loader, lets it go when no wait needs it.
+   */
+  private static final class WaitCheck implements NativeLib.InterruptFn {
+    @Override
+    public int invoke(Pointer userdata) {
+      long v = Pointer.nativeValue(userdata);
+      Native n = OPEN.get(v >>> 1);
+      if (n == null || (n.users.get() & CLOSED) != 0) {
+        return 1;
+      }
+      return (v & 1) != 0 && Thread.currentThread().isInterrupted() ? 1 : 0;
+    }
+  }
+
+  private static WeakReference<WaitCheck> waitCheck = new WeakReference<>(null);
+
+  private static synchronized WaitCheck waitCheck() {
+    WaitCheck w = waitCheck.get();
+    if (w == null) {
+      w = new WaitCheck();
+      waitCheck = new WeakReference<>(w);
+    }
+    return w;
+  }
 
   /**
    * The native client and who is using it: calls count themselves in and
@@ -43,11 +75,13 @@ public final class RedisLockClient implements AutoCloseable {
    */
   private static final class Native implements Runnable {
     final long ptr;
+    final long id = NATIVE_IDS.incrementAndGet();
     final AtomicLong users = new AtomicLong(); // CLOSED bit | calls in progress
     final AtomicBoolean freed = new AtomicBoolean();
 
     Native(long ptr) {
       this.ptr = ptr;
+      OPEN.put(id, this);
     }
 
     long enter() {
@@ -68,7 +102,11 @@ public final class RedisLockClient implements AutoCloseable {
       }
     }
 
-    /** close(), or the cleaner of a client nobody closed. */
+    /**
+     * close(), or the cleaner of a client nobody closed: no call may start
+     * any more, the waits in progress end (their check sees the flag within
+     * about 100 ms), and the last call out frees the client.
+     */
     @Override
     public void run() {
       while (true) {
@@ -85,8 +123,13 @@ public final class RedisLockClient implements AutoCloseable {
       }
     }
 
+    boolean closed() {
+      return (users.get() & CLOSED) != 0;
+    }
+
     void free() {
       if (freed.compareAndSet(false, true)) {
+        OPEN.remove(id);
         NativeLib.redislock_client_free(ptr);
       }
     }
@@ -108,7 +151,7 @@ public final class RedisLockClient implements AutoCloseable {
     this.nat = new Native(ptr);
     this.options = options;
     this.executor = options.callbackExecutor();
-    this.cleanable = LockHandle.CLEANER.register(this, nat);
+    this.cleanable = Reaper.register(this, nat);
     this.addr = NativeLib.text((buf, cap) -> NativeLib.redislock_client_addr(ptr, buf, cap));
   }
 
@@ -189,7 +232,12 @@ public final class RedisLockClient implements AutoCloseable {
     return options;
   }
 
-  /** Free the client (idempotent). Locks taken through it stay valid. */
+  /**
+   * Free the client (idempotent). Locks taken through it stay valid. Calls
+   * waiting for a lock through it end with {@link IllegalStateException}
+   * (within about 100 ms, leaving the server's queue), and the native client
+   * is freed once they have returned.
+   */
   @Override
   public void close() {
     cleanable.clean();
@@ -197,6 +245,9 @@ public final class RedisLockClient implements AutoCloseable {
     for (AsyncAcquire a : inFlight) {
       a.clientClosed(new IllegalStateException("this RedisLockClient was closed while the acquisition waited"));
     }
+    // Threads queued in the JVM for a RedisLock of this client: each wakes, finds it closed and fails.
+    locks.forEach(RedisLock::clientClosed);
+    rwLocks.forEach(rw -> rw.writeLock().clientClosed());
   }
 
   @Override
@@ -327,6 +378,17 @@ public final class RedisLockClient implements AutoCloseable {
   public RedisLock getLock(String name) {
     byte[] key = Units.name(name);
     return locks.get(name, n -> new RedisLock(this, key, Kind.LOCK, null));
+  }
+
+  /**
+   * The fenced {@link java.util.concurrent.locks.Lock} of {@code name}
+   * (Redisson's {@code getFencedLock}): {@link #getLock}'s lock, whose
+   * acquisitions draw their fencing number in the same round trip, so that
+   * {@link RedisLock#fence()} answers from memory. It shares its holds and
+   * local queue with {@code getLock(name)}.
+   */
+  public RedisLock getFencedLock(String name) {
+    return getLock(name).fencedView();
   }
 
   /** The {@link java.util.concurrent.locks.ReadWriteLock} of {@code name} (the same object per name while in use). */
@@ -594,9 +656,11 @@ public final class RedisLockClient implements AutoCloseable {
     int st;
     RuntimeException err = null;
     long c = nat.enter();
+    // Every wait ends when the client is closed; an interruptible one also at an interrupt.
+    WaitCheck check = wait != 0 ? waitCheck() : null;
     try {
-      if (watch) {
-        NativeLib.redislock_set_interrupt(INTERRUPTED, null);
+      if (check != null) {
+        NativeLib.redislock_set_interrupt(check, new Pointer(nat.id << 1 | (watch ? 1 : 0)));
       }
       try {
         switch (kind) {
@@ -619,15 +683,16 @@ public final class RedisLockClient implements AutoCloseable {
           err = NativeLib.error(st);
         }
       } finally {
-        if (watch) {
+        if (check != null) {
           NativeLib.redislock_set_interrupt(null, null);
         }
       }
     } finally {
+      java.lang.ref.Reference.reachabilityFence(check);
       nat.exit();
     }
     if (st == NativeLib.OK) {
-      LockHandle lock = new LockHandle(out[0], key, executor);
+      LockHandle lock = new LockHandle(out[0], key, executor, addr);
       if (watch && Thread.interrupted()) {
         // Handed over in the moment the interrupt came: give it to the next waiter.
         lock.releaseQuietly();
@@ -647,6 +712,10 @@ public final class RedisLockClient implements AutoCloseable {
     if (st == NativeLib.NOT_ACQUIRED) {
       if (watch && Thread.interrupted()) {
         throw new InterruptedException("interrupted while waiting for \"" + text(key) + "\"");
+      }
+      if (check != null && nat.closed()) {
+        throw new IllegalStateException("this RedisLockClient was closed while the call waited for \""
+            + text(key) + "\"");
       }
       if (!timeoutThrows) {
         return null;
@@ -738,6 +807,16 @@ public final class RedisLockClient implements AutoCloseable {
         Ref<V> mine = new Ref<>(key, made, queue);
         if (r == null ? map.putIfAbsent(key, mine) == null : map.replace(key, r, mine)) {
           return made;
+        }
+      }
+    }
+
+    /** Run {@code f} on every value still alive. */
+    void forEach(java.util.function.Consumer<V> f) {
+      for (Ref<V> r : map.values()) {
+        V v = r.get();
+        if (v != null) {
+          f.accept(v);
         }
       }
     }

@@ -1,0 +1,166 @@
+package io.redislock;
+
+import java.lang.ref.Cleaner;
+import java.lang.ref.PhantomReference;
+import java.lang.ref.Reference;
+import java.lang.ref.ReferenceQueue;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Runs an action once an object became unreachable, or at once through
+ * {@link Cleaner.Cleanable#clean()}, exactly once: {@link Cleaner}'s
+ * contract, but its thread ({@code redislock-cleaner}) runs only while some
+ * object is registered (an open client, a held handle), so that a web
+ * application that closed its clients leaves no thread behind to keep its
+ * class loader. The actions never wait on the network: a handle's release
+ * goes to {@link Releaser}.
+ */
+final class Reaper {
+  private static final ReferenceQueue<Object> QUEUE = new ReferenceQueue<>();
+  private static final Set<Ref> REGISTERED = ConcurrentHashMap.newKeySet();
+  private static final System.Logger LOG = System.getLogger("io.redislock");
+
+  /** The thread, while one runs; guarded by Reaper.class. */
+  private static Thread thread;
+
+  private Reaper() {}
+
+  private static final class Ref extends PhantomReference<Object> implements Cleaner.Cleanable {
+    private final Runnable action;
+
+    Ref(Object referent, Runnable action) {
+      super(referent, QUEUE);
+      this.action = action;
+    }
+
+    @Override
+    public void clean() {
+      if (REGISTERED.remove(this)) {
+        action.run();
+      }
+    }
+  }
+
+  /** Run {@code action} once {@code o} is unreachable, or at the first {@code clean()}. */
+  static Cleaner.Cleanable register(Object o, Runnable action) {
+    Ref r = new Ref(o, action);
+    REGISTERED.add(r);
+    synchronized (Reaper.class) {
+      if (thread == null) {
+        thread = daemon("redislock-cleaner", Reaper::run);
+        thread.start();
+      }
+    }
+    return r;
+  }
+
+  /** Whether the cleaner thread runs (tests). */
+  static synchronized boolean running() {
+    return thread != null;
+  }
+
+  private static void run() {
+    while (true) {
+      try {
+        Reference<?> r = QUEUE.remove(1_000);
+        if (r != null) {
+          ((Ref) r).clean();
+        }
+      } catch (InterruptedException e) {
+        // Not ours to end: it ends when nothing is registered.
+      } catch (Throwable e) {
+        LOG.log(System.Logger.Level.WARNING, "redislock: a cleaning action failed", e);
+      }
+      synchronized (Reaper.class) {
+        if (REGISTERED.isEmpty()) {
+          thread = null;
+          return;
+        }
+      }
+    }
+  }
+
+  /**
+   * Start JNA's own cleaner thread, if this JNA has one, from a thread that
+   * carries nothing of this class loader. JNA (5.12 and later) starts a
+   * thread, {@code JNA Cleaner}, when it loads its first library, and that
+   * thread never ends. A thread keeps the context class loader of the code
+   * that started it and, on Java 17 to 23, the protection domains of the
+   * classes on its stack (its inherited access control context): started
+   * from this library's first call, it would keep this jar's class loader
+   * for as long as the JVM runs wherever JNA is shared between class loaders
+   * (a servlet container's lib directory, a parent loader). So it is
+   * started here by a thread of a pool of the JDK, which carries neither,
+   * running a call made of JDK classes only. Best effort: nothing happens
+   * when JNA is in this jar's own class loader, or has no such class.
+   */
+  static void startJnaCleaner() {
+    ClassLoader jna = com.sun.jna.Native.class.getClassLoader();
+    if (jna == Reaper.class.getClassLoader()) {
+      return; // one loader: JNA's thread is of this loader anyway
+    }
+    Thread me = Thread.currentThread();
+    ClassLoader ccl = me.getContextClassLoader();
+    java.util.concurrent.ForkJoinPool pool = null;
+    try {
+      Class<?> cleaner = Class.forName("com.sun.jna.internal.Cleaner", false, jna);
+      java.lang.invoke.MethodHandles.Lookup lookup = java.lang.invoke.MethodHandles.lookup();
+      java.lang.invoke.MethodHandle init = lookup.findVirtual(java.lang.invoke.MethodHandles.Lookup.class,
+          "ensureInitialized", java.lang.invoke.MethodType.methodType(Class.class, Class.class))
+          .bindTo(java.lang.invoke.MethodHandles.privateLookupIn(cleaner, lookup)).bindTo(cleaner);
+      java.util.concurrent.Callable<?> task =
+          java.lang.invoke.MethodHandleProxies.asInterfaceInstance(java.util.concurrent.Callable.class, init);
+      me.setContextClassLoader(ClassLoader.getSystemClassLoader());
+      pool = new java.util.concurrent.ForkJoinPool(1);
+      pool.submit(task).get(60, java.util.concurrent.TimeUnit.SECONDS);
+    } catch (Exception | LinkageError e) {
+      // Another JNA, or a JDK that refuses: JNA starts its thread itself, as before.
+    } finally {
+      me.setContextClassLoader(ccl);
+      if (pool != null) {
+        pool.shutdown();
+      }
+    }
+  }
+
+  /**
+   * Drop JNA's cached options of a class registered with
+   * {@code Native.register}, once registered. JNA keeps them in a table
+   * of weak keys whose value names the class itself, so that where JNA is
+   * shared between class loaders the entry keeps the class, and with it
+   * this jar's class loader, for as long as JNA is loaded. The registered
+   * methods do not use them (their conversions are fixed at registration);
+   * JNA reads them again, from the class, when it needs them. Best effort,
+   * and nothing to do when JNA is in this jar's own class loader.
+   */
+  static void forgetJnaOptions(Class<?> registered) {
+    ClassLoader jna = com.sun.jna.Native.class.getClassLoader();
+    if (jna == Reaper.class.getClassLoader()) {
+      return;
+    }
+    try {
+      java.lang.reflect.Field options = com.sun.jna.Native.class.getDeclaredField("typeOptions");
+      java.lang.reflect.Field libraries = com.sun.jna.Native.class.getDeclaredField("libraries");
+      options.setAccessible(true);
+      libraries.setAccessible(true);
+      synchronized (libraries.get(null)) {
+        ((java.util.Map<?, ?>) options.get(null)).remove(registered);
+      }
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      // Another JNA, or its fields closed to reflection: its entry stays.
+    }
+  }
+
+  /**
+   * A daemon thread of this library, with the system class loader as its
+   * context class loader: a thread started while one application's thread
+   * called in does not keep that application's loader.
+   */
+  static Thread daemon(String name, Runnable body) {
+    Thread t = new Thread(body, name);
+    t.setDaemon(true);
+    t.setContextClassLoader(ClassLoader.getSystemClassLoader());
+    return t;
+  }
+}
