@@ -1,5 +1,6 @@
 package io.redislock;
 
+import com.sun.jna.CallbackReference;
 import com.sun.jna.Pointer;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
@@ -43,6 +44,9 @@ final class AsyncAcquire {
 
   /** A new object each time one is needed (a lambda would be one object kept by this class for ever). */
   private static final class Done implements NativeLib.AcquiredFn {
+    /** The C function pointer JNA made for this object, valid while the object lives. */
+    long address;
+
     @Override
     public void invoke(Pointer userdata, int status, long lock) {
       try {
@@ -63,6 +67,7 @@ final class AsyncAcquire {
     if (d == null) {
       d = new Done();
       NativeLib.attachAsDaemon(d, "redislock-async");
+      d.address = Pointer.nativeValue(CallbackReference.getFunctionPointer(d));
       doneFn = new WeakReference<>(d);
     }
     return d;
@@ -93,9 +98,9 @@ final class AsyncAcquire {
     }
   }
 
-  /** The C call that starts the acquisition, given the callback, its userdata and the out-parameter. */
+  /** The C call that starts the acquisition, given the callback's address, its userdata and the out-parameter. */
   interface Start {
-    int run(NativeLib.AcquiredFn callback, Pointer userdata, long[] out);
+    int run(long callback, Pointer userdata, long[] out);
   }
 
   /** The future handed out: ending it in any way ends the native wait. */
@@ -183,7 +188,7 @@ final class AsyncAcquire {
     long[] out = new long[1];
     int st;
     try {
-      st = call.run(callback, new Pointer(id), out);
+      st = call.run(callback.address, new Pointer(id), out);
     } catch (RuntimeException | Error e) {
       forgotten();
       throw e;

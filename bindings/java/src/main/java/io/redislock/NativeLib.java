@@ -42,7 +42,14 @@ final class NativeLib {
     void invoke(Pointer userdata);
   }
 
-  /** {@code redislock_acquired_fn}: {@code lock} is the new handle's address (0 unless OK). */
+  /**
+   * {@code redislock_acquired_fn}: {@code lock} is the new handle's address
+   * (0 unless OK). The start calls take its function pointer
+   * ({@code CallbackReference.getFunctionPointer}, made once), not the
+   * object: JNA would otherwise convert it on every call, taking a monitor
+   * from inside the native call (a virtual thread parked there pins its
+   * carrier).
+   */
   interface AcquiredFn extends Callback {
     void invoke(Pointer userdata, int status, long lock);
   }
@@ -168,22 +175,22 @@ final class NativeLib {
 
   static native int redislock_acquire_start(
       long client, byte[] key, long keyLen, long ttlMs, long waitMs, byte[] token, long tokenLen,
-      AcquiredFn callback, Pointer userdata, long[] out);
+      long callback, Pointer userdata, long[] out);
 
   static native int redislock_acquire_fenced_start(
       long client, byte[] key, long keyLen, long ttlMs, long waitMs, byte[] token, long tokenLen,
-      AcquiredFn callback, Pointer userdata, long[] out);
+      long callback, Pointer userdata, long[] out);
 
   static native int redislock_acquire_semaphore_start(
       long client, byte[] key, long keyLen, int limit, int permits, long ttlMs, long waitMs,
-      AcquiredFn callback, Pointer userdata, long[] out);
+      long callback, Pointer userdata, long[] out);
 
   static native int redislock_acquire_read_start(
-      long client, byte[] key, long keyLen, long ttlMs, long waitMs, AcquiredFn callback,
+      long client, byte[] key, long keyLen, long ttlMs, long waitMs, long callback,
       Pointer userdata, long[] out);
 
   static native int redislock_acquire_write_start(
-      long client, byte[] key, long keyLen, long ttlMs, long waitMs, AcquiredFn callback,
+      long client, byte[] key, long keyLen, long ttlMs, long waitMs, long callback,
       Pointer userdata, long[] out);
 
   static native byte redislock_pending_cancel(long pending);
