@@ -742,7 +742,8 @@ public final class RedisLockClient implements AutoCloseable {
   private AsyncAcquire startAsync(Kind kind, byte[] key, long ttl, long wait, byte @Nullable [] tok,
       boolean fenced, int limit, int permits, @Nullable Executor completeOn, boolean autoRenew) {
     Executor ex = executor;
-    AsyncAcquire a = new AsyncAcquire(key, completeOn, autoRenew, p -> new LockHandle(p, key, ex), inFlight);
+    String address = addr;
+    AsyncAcquire a = new AsyncAcquire(key, completeOn, autoRenew, p -> new LockHandle(p, key, ex, address), inFlight);
     long c;
     try {
       c = nat.enter();
