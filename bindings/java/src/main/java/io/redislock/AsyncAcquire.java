@@ -231,8 +231,10 @@ final class AsyncAcquire {
     }
   }
 
-  /** The client was closed: the acquisition fails with {@code e} unless it had its outcome. */
-  void clientClosed(RuntimeException e) {
+  /** The client was closed: the acquisition fails with IllegalStateException unless it had its outcome. */
+  void clientClosed() {
+    IllegalStateException e = new IllegalStateException("this RedisLockClient was closed while the call waited for \""
+        + name + "\"");
     cancelledBy = e;
     if (executor != null) {
       future.settle(null, e);

@@ -243,7 +243,7 @@ public final class RedisLockClient implements AutoCloseable {
     cleanable.clean();
     // Acquisitions on the core's runtime (acquireAsync, virtual threads): each leaves the queue and fails.
     for (AsyncAcquire a : inFlight) {
-      a.clientClosed(new IllegalStateException("this RedisLockClient was closed while the acquisition waited"));
+      a.clientClosed();
     }
     // Threads queued in the JVM for a RedisLock of this client: each wakes, finds it closed and fails.
     locks.forEach(RedisLock::clientClosed);
