@@ -276,6 +276,39 @@ test('a lock whose signal and onLost are in use is still collected and released 
   assert.equal(await server.raw.call('EXISTS', key), 0);
 });
 
+test('a lock whose signal is still referenced is not collected: its work stays protected', async () => {
+  const key = keyFor('kept-by-signal');
+  // Two locks dropped, the signal of one kept: the collector releases the
+  // other (its release counted), and not the one under the kept signal,
+  // until that signal is let go too.
+  const code = `
+    const { Client } = require(${JSON.stringify(PKG)});
+    const c = new Client(${JSON.stringify(server.url)});
+    const collect = async (until) => {
+      for (let i = 0; i < 1500 && !until(); i++) {
+        global.gc();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    (async () => {
+      let signal = await (async () => {
+        const kept = await c.acquire(${JSON.stringify(key)}, { ttl: 60000 });
+        await c.acquire(${JSON.stringify(key + ':other')}, { ttl: 60000 });
+        return kept.signal;
+      })();
+      await collect(() => c.stats().releasesOk > 0);
+      for (let i = 0; i < 20; i++) { global.gc(); await new Promise((r) => setTimeout(r, 20)); }
+      const whileKept = c.stats().releasesOk;
+      signal.throwIfAborted();
+      signal = null;
+      await collect(() => c.stats().releasesOk > 1);
+      console.log(JSON.stringify({ whileKept, after: c.stats().releasesOk }));
+    })();
+  `;
+  assert.deepEqual(await child(code, ['--expose-gc']), { whileKept: 1, after: 2 });
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+});
+
 test('a held lock with its signal and onLost keeps no process alive (the event loop path)', async () => {
   const key = keyFor('alive');
   const code = `

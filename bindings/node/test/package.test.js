@@ -29,7 +29,7 @@ test('npm pack, then npm install of the tarball builds the addon from source', {
     });
   const tarball = npm(['pack', '--pack-destination', work], path.join(ROOT, 'bindings/node')).trim().split('\n').pop();
   const listing = execFileSync('tar', ['-tzf', path.join(work, tarball)], { encoding: 'utf8' }).split('\n');
-  for (const f of ['package/index.js', 'package/index.d.ts', 'package/build.js', 'package/crate/Cargo.toml', 'package/crate/Cargo.lock', 'package/crate/src/node/mod.rs']) {
+  for (const f of ['package/index.js', 'package/index.mjs', 'package/index.d.ts', 'package/index.d.mts', 'package/build.js', 'package/crate/Cargo.toml', 'package/crate/Cargo.lock', 'package/crate/src/node/mod.rs']) {
     assert.ok(listing.includes(f), `${f} is in the package`);
   }
   assert.ok(!listing.some((f) => f.endsWith('.node')), 'no prebuilt addon in the package');
