@@ -24,16 +24,8 @@ use std::sync::Arc;
 #[cfg(feature = "tokio")]
 use std::time::Duration;
 
-// The bindings' runtime (`crate::runtime`): compiled for Python and Node; the
-// C ABI includes the same file when neither is built in.
-#[cfg(all(feature = "tokio", not(any(feature = "python", feature = "node"))))]
-#[allow(dead_code)]
-#[path = "../runtime.rs"]
-mod runtime;
-#[cfg(any(feature = "python", feature = "node"))]
+#[cfg(feature = "tokio")]
 use crate::runtime::runtime;
-#[cfg(all(feature = "tokio", not(any(feature = "python", feature = "node"))))]
-use runtime::runtime;
 
 /// An asynchronous acquisition under way, for `redislock_pending_cancel`.
 ///
