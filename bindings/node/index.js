@@ -528,6 +528,8 @@ class Client {
     if (typeof fn !== 'function') throw typeError('fn', 'a function', fn);
     o.autoRenew = true;
     const lock = await this.#acquire(name, o, false);
+    // fn's run is part of the call: the process stays for it, as for a pending acquire.
+    const alive = setInterval(() => {}, 1 << 30);
     const controller = new AbortController();
     const abortWith = () => controller.abort(o.signal.reason);
     // Aborted between the acquisition and now: fn starts with its signal aborted.
@@ -542,6 +544,7 @@ class Client {
       throw e;
     } finally {
       o.signal?.removeEventListener('abort', abortWith);
+      clearInterval(alive);
     }
     await lock.release();
     return result;
