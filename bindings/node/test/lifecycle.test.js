@@ -325,6 +325,18 @@ test('a held lock with its signal and onLost keeps no process alive (the event l
   await server.raw.call('DEL', key);
 });
 
+test('using keeps the process alive while fn runs, even when fn waits on nothing that does', async () => {
+  const key = keyFor('using-alive');
+  const code = `
+    const { Client } = require(${JSON.stringify(PKG)});
+    new Client(${JSON.stringify(server.url)})
+      .using(${JSON.stringify(key)}, { ttl: 60000 }, () => new Promise((r) => setTimeout(r, 300).unref()).then(() => 'fn ran'))
+      .then((v) => console.log(JSON.stringify(v)));
+  `;
+  assert.equal(await child(code), 'fn ran');
+  assert.equal(await server.raw.call('EXISTS', key), 0);
+});
+
 test('stats(): camelCase counters; the snake_case names are non-enumerable aliases that warn once', async () => {
   const key = keyFor('stats');
   const c = new Client(server.url);
