@@ -275,6 +275,7 @@ test-java-run:
 		--scan-class-path --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree \
 		--reports-dir $(CURDIR)/$(JAVA_OUT)/reports $(JAVA_TEST_ARGS)
 	REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/test-virtual.sh $(JAVA_JAR) $(JAVA_OUT)
+	REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/adapters/test.sh $(JAVA_JAR) $(JAVA_OUT)/adapters
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
 ## Sentinel and on Cluster, C, Python, PHP and Java workers; about 2 minutes):
