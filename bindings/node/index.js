@@ -61,6 +61,11 @@ function loadAddon() {
       tried.push(`${file} (${what}): ${message}`);
       throw failed(file);
     }
+    const missing = ['setEventLoop', 'eventLoop'].filter((f) => typeof addon[f] !== 'function');
+    if (missing.length) {
+      tried.push(`${file} (${what}): it has no ${missing.join('() or ')}() (built from older sources of version ${got}?): build it again`);
+      throw failed(file);
+    }
     return addon;
   }
   throw new Error(
