@@ -961,7 +961,7 @@ async function loopdelay(port, args, emit) {
         rec.queued_ms = Number(now() - tq) / 1e6;
         rec.pending = await loopPhase(...ours, freeKey, args.loopSeconds);
         rec.still_queued = await admin.llen(queueKey(heldKey));
-        rec.waiters_now = waiting.stats().waiters_now;
+        rec.waiters_now = waiting.stats().waitersNow;
         rec.chain_rtt_us = await rttUs(admin);
         const t0 = now();
         await h.release();

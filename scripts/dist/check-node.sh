@@ -133,9 +133,26 @@ EOF
 # Only the project: no NODE_PATH, no NODE_OPTIONS.
 result=$(cd "$project" && env -u NODE_PATH -u NODE_OPTIONS node check.js "$version") ||
   die "node: require('redislock') from $project failed (see above)"
+# The ESM entry of the exports map: the same objects as require's, and a lock.
+cat >"$project/check.mjs" <<'EOF'
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import * as esm from 'redislock';
+
+const cjs = createRequire(import.meta.url)('redislock');
+assert.equal(esm.Client, cjs.Client, "import's Client is not require's");
+assert.equal(esm.LockError, cjs.LockError, "import's LockError is not require's");
+const client = new esm.Client(process.env.REDIS_URL);
+const lock = await client.tryAcquire(`dist-check:node-esm:${process.pid}`, { ttl: 10000 });
+assert.ok(lock, 'import: the lock was not taken');
+await lock.release();
+await client.close();
+EOF
+(cd "$project" && env -u NODE_PATH -u NODE_OPTIONS node check.mjs) ||
+  die "node: import 'redislock' from $project failed (see above)"
 size=$(stat -c %s "$tgz")
 addon_size=$(stat -c %s "$installed/redislock.linux-x64-gnu.node")
 echo "node: npm install --offline redislock-$version.tgz ($size bytes; addon $addon_size bytes) in $((install_ms / 1000)).$(printf %03d $((install_ms % 1000))) s;" \
   "require('redislock') $version with its addon $(node -e 'console.log(JSON.parse(process.argv[1]).addonVersion)' "$result")" \
-  "from node_modules; a lock taken and released on $REDIS_URL"
+  "from node_modules, by require and by import; a lock taken and released on $REDIS_URL"
 if [ $# -eq 2 ]; then echo "node: installed in $project (NODE_PATH=$project/node_modules)"; fi

@@ -36,7 +36,8 @@ grep -q ' napi_register_module_v1$' <<<"$symbols" ||
 work=$(scratch npm)
 pkg=$work/package
 mkdir -p "$pkg"
-install -m 0644 "$root/bindings/node/index.js" "$root/bindings/node/index.d.ts" "$pkg/"
+install -m 0644 "$root/bindings/node/index.js" "$root/bindings/node/index.d.ts" \
+  "$root/bindings/node/index.mjs" "$root/bindings/node/index.d.mts" "$pkg/"
 install -m 0755 "$addon" "$pkg/redislock.$platform.node"
 
 node - "$root/bindings/node/package.json" "$pkg/package.json" "$version" "$platform" <<'EOF'
@@ -51,7 +52,7 @@ if (pkg.version !== version) {
 for (const key of ['scripts', 'dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies', 'bundleDependencies', 'bundledDependencies', 'gypfile']) {
   delete pkg[key];
 }
-pkg.files = ['index.js', 'index.d.ts', `redislock.${platform}.node`, 'README.md', 'LICENSE-MIT', 'LICENSE-APACHE'];
+pkg.files = ['index.js', 'index.d.ts', 'index.mjs', 'index.d.mts', `redislock.${platform}.node`, 'README.md', 'LICENSE-MIT', 'LICENSE-APACHE'];
 pkg.os = ['linux'];
 pkg.cpu = ['x64'];
 pkg.libc = ['glibc'];
@@ -96,7 +97,7 @@ made=$(node -e 'const r = JSON.parse(process.argv[1]); console.log(r[0].filename
 
 # Read back from the tarball: the files, and no install script.
 listing=$(tar -tzf "$work/$made") || die "npm: $made is not a tar.gz"
-for f in index.js index.d.ts "redislock.$platform.node" package.json README.md LICENSE-MIT LICENSE-APACHE; do
+for f in index.js index.d.ts index.mjs index.d.mts "redislock.$platform.node" package.json README.md LICENSE-MIT LICENSE-APACHE; do
   grep -qx "package/$f" <<<"$listing" || die "npm: package/$f is missing from $made"
 done
 # shellcheck disable=SC2016 # JavaScript, not the shell's expansions
