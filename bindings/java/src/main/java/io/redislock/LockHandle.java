@@ -40,7 +40,7 @@ public final class LockHandle implements AutoCloseable {
   private static WeakReference<NativeLib.LostFn> onLostFn = new WeakReference<>(null);
 
   /** A new object each time (a lambda here would be one object kept by this class for ever). */
-  private static final class OnLost implements NativeLib.LostFn {
+  private static final class OnLost implements NativeLib.LostFn, Reaper.IdleCallback {
     @Override
     public void invoke(Pointer userdata) {
       try {
@@ -131,6 +131,7 @@ public final class LockHandle implements AutoCloseable {
 
   /** {@code address}: the client's ({@link RedisLockClient#addr()}), which groups the cleaner's releases. */
   LockHandle(long ptr, byte[] name, Executor executor, String address) {
+    NativeLib.retain(); // given back once the address is freed (here, or by the Releaser)
     this.state = new State(ptr, executor, address);
     this.name = name;
     this.cleanable = Reaper.register(this, state);
@@ -282,8 +283,12 @@ public final class LockHandle implements AutoCloseable {
   public void release() {
     synchronized (state) {
       int st = NativeLib.redislock_release(take());
-      done(st);
-      NativeLib.check(st);
+      try {
+        done(st);
+        NativeLib.check(st);
+      } finally {
+        NativeLib.release();
+      }
     }
   }
 
@@ -293,6 +298,7 @@ public final class LockHandle implements AutoCloseable {
       if (state.ptr != 0) {
         NativeLib.redislock_lock_free(take());
         done(NativeLib.OK);
+        NativeLib.release();
       }
     }
   }
@@ -306,6 +312,7 @@ public final class LockHandle implements AutoCloseable {
     synchronized (state) {
       NativeLib.redislock_lock_forget(take());
       done(NativeLib.OK);
+      NativeLib.release();
     }
   }
 

@@ -60,9 +60,19 @@ final class NativeLib {
   /** This binding's version: the library loaded must be the same (a stale one is refused, not used). */
   static final String VERSION = "0.1.0";
 
+  /** The library, kept to register its methods again after {@link #unregisterIfIdle()}. */
+  private static final NativeLibrary LIB;
+
+  /** Native objects alive and calls in progress that no such object covers (written under NativeLib.class). */
+  private static volatile long inUse;
+
+  /** Whether the methods are registered with JNA; guarded by NativeLib.class. */
+  private static boolean registered;
+
   static {
     Reaper.startJnaCleaner();
     NativeLibrary lib = Loader.load();
+    LIB = lib;
     PATH = lib.getFile() == null ? lib.getName() : lib.getFile().getPath();
     try {
       lib.getFunction("redislock_version");
@@ -70,7 +80,8 @@ final class NativeLib {
       throw new UnsatisfiedLinkError("redislock: " + PATH + " is not libredislock (it has no redislock_version)");
     }
     Native.register(NativeLib.class, lib);
-    Reaper.forgetJnaOptions(NativeLib.class);
+    Reaper.forgetJnaState(false);
+    registered = true;
     String found = redislock_version();
     if (!VERSION.equals(found)) {
       throw new UnsatisfiedLinkError("redislock: " + PATH + " is libredislock " + found + ", but this jar is "
@@ -80,6 +91,50 @@ final class NativeLib {
   }
 
   private NativeLib() {}
+
+  /**
+   * A native object of this library (a client, a lock handle) or a call
+   * that none covers begins: the methods are registered with JNA from now
+   * until the matching {@link #release()}.
+   */
+  static synchronized void retain() {
+    if (inUse++ == 0 && !registered) {
+      Native.register(NativeLib.class, LIB);
+      Reaper.forgetJnaState(false);
+      registered = true;
+    }
+  }
+
+  static void release() {
+    boolean idle;
+    synchronized (NativeLib.class) {
+      idle = --inUse == 0;
+    }
+    if (idle) {
+      Reaper.wake(); // which unregisters the methods a second later, unless they are in use again
+    }
+  }
+
+  /** Whether no native object is alive and no call in progress (a hint: see {@link #unregisterIfIdle()}). */
+  static boolean idle() {
+    return inUse == 0;
+  }
+
+  /**
+   * With no native object alive and no call in progress, unregister the
+   * methods from JNA (the next {@link #retain()} registers them again):
+   * JNA holds a global reference to each registered method until then,
+   * which would keep this class loader for as long as the JVM runs. Called
+   * by the cleaner's thread before it ends, a second or so after the last
+   * client or lock handle was freed.
+   */
+  static synchronized void unregisterIfIdle() {
+    if (inUse == 0 && registered) {
+      Native.unregister(NativeLib.class);
+      Reaper.forgetJnaState(true);
+      registered = false;
+    }
+  }
 
   static native int redislock_client_open(String url, long[] out);
 

@@ -11,8 +11,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * Runs an action once an object became unreachable, or at once through
  * {@link Cleaner.Cleanable#clean()}, exactly once: {@link Cleaner}'s
  * contract, but its thread ({@code redislock-cleaner}) runs only while some
- * object is registered (an open client, a held handle), so that a web
- * application that closed its clients leaves no thread behind to keep its
+ * object is registered (an open client, a held handle) or the native
+ * library is in use, and before it ends it unregisters the native methods
+ * from JNA ({@link NativeLib#unregisterIfIdle()}), so that a web
+ * application that closed its clients leaves nothing behind to keep its
  * class loader. The actions never wait on the network: a handle's release
  * goes to {@link Releaser}.
  */
@@ -46,12 +48,7 @@ final class Reaper {
   static Cleaner.Cleanable register(Object o, Runnable action) {
     Ref r = new Ref(o, action);
     REGISTERED.add(r);
-    synchronized (Reaper.class) {
-      if (thread == null) {
-        thread = daemon("redislock-cleaner", Reaper::run);
-        thread.start();
-      }
-    }
+    wake();
     return r;
   }
 
@@ -72,11 +69,27 @@ final class Reaper {
       } catch (Throwable e) {
         LOG.log(System.Logger.Level.WARNING, "redislock: a cleaning action failed", e);
       }
-      synchronized (Reaper.class) {
-        if (REGISTERED.isEmpty()) {
-          thread = null;
-          return;
+      if (REGISTERED.isEmpty() && NativeLib.idle()) {
+        NativeLib.unregisterIfIdle();
+        synchronized (Reaper.class) {
+          if (REGISTERED.isEmpty()) {
+            thread = null;
+            return;
+          }
         }
+      }
+    }
+  }
+
+  /**
+   * Make sure the thread runs: the last native object was freed, and the
+   * thread unregisters the native methods when it finds nothing in use.
+   */
+  static void wake() {
+    synchronized (Reaper.class) {
+      if (thread == null) {
+        thread = daemon("redislock-cleaner", Reaper::run);
+        thread.start();
       }
     }
   }
@@ -125,18 +138,26 @@ final class Reaper {
   }
 
   /**
-   * Drop JNA's cached options of a class registered with
-   * {@code Native.register}, once registered. JNA keeps them in a table
-   * of weak keys whose value names the class itself, so that where JNA is
-   * shared between class loaders the entry keeps the class, and with it
-   * this jar's class loader, for as long as JNA is loaded. The registered
-   * methods do not use them (their conversions are fixed at registration);
-   * JNA reads them again, from the class, when it needs them. Best effort,
-   * and nothing to do when JNA is in this jar's own class loader.
+   * A JNA callback of this library that no native code can call while
+   * nothing native is in use ({@link NativeLib#idle()}): the wait check
+   * (no client, so no wait) and the lost callback (no lock handle).
    */
-  static void forgetJnaOptions(Class<?> registered) {
-    ClassLoader jna = com.sun.jna.Native.class.getClassLoader();
-    if (jna == Reaper.class.getClassLoader()) {
+  interface IdleCallback {}
+
+  /**
+   * Drop what JNA keeps of this class loader's classes, where JNA is shared
+   * between class loaders: its cached options of every class of ours (a
+   * table of weak keys whose values name the class itself, so that the
+   * entry never goes), and its callback records of the {@link IdleCallback}s
+   * (each names its callback's class, so keeps this loader until JNA next
+   * looks at that table). JNA makes them again when it needs them. Called
+   * when the registration of the native methods is made or ended, with
+   * nothing native in use. Best effort, and nothing to do when JNA is in
+   * this jar's own class loader.
+   */
+  static void forgetJnaState(boolean callbacks) {
+    ClassLoader ours = Reaper.class.getClassLoader();
+    if (com.sun.jna.Native.class.getClassLoader() == ours) {
       return;
     }
     try {
@@ -144,11 +165,24 @@ final class Reaper {
       java.lang.reflect.Field libraries = com.sun.jna.Native.class.getDeclaredField("libraries");
       options.setAccessible(true);
       libraries.setAccessible(true);
+      java.util.Map<?, ?> byClass = (java.util.Map<?, ?>) options.get(null);
       synchronized (libraries.get(null)) {
-        ((java.util.Map<?, ?>) options.get(null)).remove(registered);
+        synchronized (byClass) {
+          byClass.keySet().removeIf(c -> c instanceof Class && ((Class<?>) c).getClassLoader() == ours);
+        }
+      }
+      if (callbacks) {
+        Class<?> refs = com.sun.jna.CallbackReference.class;
+        java.lang.reflect.Field direct = refs.getDeclaredField("directCallbackMap");
+        java.lang.reflect.Field lock = refs.getDeclaredField("pointerCallbackMap");
+        direct.setAccessible(true);
+        lock.setAccessible(true);
+        synchronized (lock.get(null)) {
+          ((java.util.Map<?, ?>) direct.get(null)).keySet().removeIf(cb -> cb instanceof IdleCallback);
+        }
       }
     } catch (ReflectiveOperationException | RuntimeException e) {
-      // Another JNA, or its fields closed to reflection: its entry stays.
+      // Another JNA, or its fields closed to reflection: its entries stay.
     }
   }
 

@@ -45,7 +45,7 @@ public final class RedisLockClient implements AutoCloseable {
    * waits in progress, so that JNA's table of callbacks, which may outlive
    * this class loader, lets it go when no wait needs it.
    */
-  private static final class WaitCheck implements NativeLib.InterruptFn {
+  private static final class WaitCheck implements NativeLib.InterruptFn, Reaper.IdleCallback {
     @Override
     public int invoke(Pointer userdata) {
       long v = Pointer.nativeValue(userdata);
@@ -131,6 +131,7 @@ public final class RedisLockClient implements AutoCloseable {
       if (freed.compareAndSet(false, true)) {
         OPEN.remove(id);
         NativeLib.redislock_client_free(ptr);
+        NativeLib.release(); // open()'s
       }
     }
   }
@@ -182,18 +183,28 @@ public final class RedisLockClient implements AutoCloseable {
     }
     long[] out = new long[1];
     int st;
-    if (urls.size() == 1) {
-      st = options.isShared()
-          ? NativeLib.redislock_client_open_shared(urls.get(0), out)
-          : NativeLib.redislock_client_open(urls.get(0), out);
-    } else {
-      StringArray array = new StringArray(urls.toArray(new String[0]), "UTF-8");
-      st = options.isShared()
-          ? NativeLib.redislock_client_open_redlock_shared(array, urls.size(), out)
-          : NativeLib.redislock_client_open_redlock(array, urls.size(), out);
+    NativeLib.retain(); // the client's, given back when it is freed
+    boolean opened = false;
+    try {
+      if (urls.size() == 1) {
+        st = options.isShared()
+            ? NativeLib.redislock_client_open_shared(urls.get(0), out)
+            : NativeLib.redislock_client_open(urls.get(0), out);
+      } else {
+        StringArray array = new StringArray(urls.toArray(new String[0]), "UTF-8");
+        st = options.isShared()
+            ? NativeLib.redislock_client_open_redlock_shared(array, urls.size(), out)
+            : NativeLib.redislock_client_open_redlock(array, urls.size(), out);
+      }
+      NativeLib.check(st);
+      RedisLockClient client = new RedisLockClient(out[0], options);
+      opened = true;
+      return client;
+    } finally {
+      if (!opened) {
+        NativeLib.release();
+      }
     }
-    NativeLib.check(st);
-    return new RedisLockClient(out[0], options);
   }
 
   private static String checkUrl(String url) {
@@ -209,7 +220,12 @@ public final class RedisLockClient implements AutoCloseable {
 
   /** The native library's version ("0.1.0"). */
   public static String nativeVersion() {
-    return NativeLib.redislock_version();
+    NativeLib.retain();
+    try {
+      return NativeLib.redislock_version();
+    } finally {
+      NativeLib.release();
+    }
   }
 
   /** Where the native library was loaded from. */
@@ -220,7 +236,12 @@ public final class RedisLockClient implements AutoCloseable {
   /** {@code url} with its passwords replaced by {@code ***}, as every language shows a URL. */
   public static String redact(String url) {
     checkUrl(url);
-    return NativeLib.text((buf, cap) -> NativeLib.redislock_redact_url(url, buf, cap));
+    NativeLib.retain();
+    try {
+      return NativeLib.text((buf, cap) -> NativeLib.redislock_redact_url(url, buf, cap));
+    } finally {
+      NativeLib.release();
+    }
   }
 
   /** Where the client connects (hosts and ports; never credentials). */

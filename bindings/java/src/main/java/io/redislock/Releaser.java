@@ -60,7 +60,8 @@ final class Releaser {
   /**
    * Release (best effort) and free the lock at {@code ptr}, soon, on a
    * thread of this pool; {@code callback} (the handle's lost callback, or
-   * null) is kept reachable until then.
+   * null) is kept reachable until then. Takes over the handle's
+   * {@link NativeLib#retain()}.
    */
   static void release(String address, long ptr, Object callback) {
     boolean start = false;
@@ -83,6 +84,7 @@ final class Releaser {
     if (ptr != 0) {
       drop(ptr);
       java.lang.ref.Reference.reachabilityFence(callback);
+      NativeLib.release();
       return;
     }
     if (start) {
@@ -139,6 +141,7 @@ final class Releaser {
       } catch (Throwable e) {
         // The native call does not throw; a JVM error here must not end the pool's bookkeeping.
       } finally {
+        NativeLib.release();
         synchronized (LOCK) {
           idle++;
           IN_FLIGHT.remove(address);
