@@ -334,7 +334,7 @@ public final class RedisLockClient implements AutoCloseable {
   }
 
   /** One attempt: the handle, or null while another owner holds it. */
-  public LockHandle tryAcquire(String name) {
+  public @Nullable LockHandle tryAcquire(String name) {
     return uninterruptibly(() -> take(Kind.LOCK, Units.name(name), LockOptions.DEFAULT, 0, 0, 0, false, false));
   }
 
@@ -344,11 +344,11 @@ public final class RedisLockClient implements AutoCloseable {
    *
    * @throws InterruptedException only when it waits and this thread is interrupted
    */
-  public LockHandle tryAcquire(String name, LockOptions opts) throws InterruptedException {
+  public @Nullable LockHandle tryAcquire(String name, LockOptions opts) throws InterruptedException {
     return take(Kind.LOCK, Units.name(name), opts, 0, 0, 0, true, false);
   }
 
-  public LockHandle tryAcquire(byte[] name, LockOptions opts) throws InterruptedException {
+  public @Nullable LockHandle tryAcquire(byte[] name, LockOptions opts) throws InterruptedException {
     return take(Kind.LOCK, Units.name(name), opts, 0, 0, 0, true, false);
   }
 
@@ -370,19 +370,19 @@ public final class RedisLockClient implements AutoCloseable {
     return acquireWrite(name, LockOptions.DEFAULT);
   }
 
-  public LockHandle tryAcquireRead(String name, LockOptions opts) throws InterruptedException {
+  public @Nullable LockHandle tryAcquireRead(String name, LockOptions opts) throws InterruptedException {
     return take(Kind.READ, Units.name(name), opts, 0, 0, 0, true, false);
   }
 
-  public LockHandle tryAcquireRead(String name) {
+  public @Nullable LockHandle tryAcquireRead(String name) {
     return uninterruptibly(() -> take(Kind.READ, Units.name(name), LockOptions.DEFAULT, 0, 0, 0, false, false));
   }
 
-  public LockHandle tryAcquireWrite(String name, LockOptions opts) throws InterruptedException {
+  public @Nullable LockHandle tryAcquireWrite(String name, LockOptions opts) throws InterruptedException {
     return take(Kind.WRITE, Units.name(name), opts, 0, 0, 0, true, false);
   }
 
-  public LockHandle tryAcquireWrite(String name) {
+  public @Nullable LockHandle tryAcquireWrite(String name) {
     return uninterruptibly(() -> take(Kind.WRITE, Units.name(name), LockOptions.DEFAULT, 0, 0, 0, false, false));
   }
 
@@ -621,10 +621,10 @@ public final class RedisLockClient implements AutoCloseable {
   }
 
   interface Taking {
-    LockHandle run() throws InterruptedException;
+    @Nullable LockHandle run() throws InterruptedException;
   }
 
-  private static LockHandle uninterruptibly(Taking f) {
+  private static @Nullable LockHandle uninterruptibly(Taking f) {
     try {
       return f.run();
     } catch (InterruptedException e) {
@@ -638,7 +638,7 @@ public final class RedisLockClient implements AutoCloseable {
    * with InterruptedException. {@code timeoutThrows}: a wait that ran out
    * throws LockTimeoutException (acquire) or gives null (tryAcquire).
    */
-  LockHandle take(Kind kind, byte[] key, LockOptions opts, long waitDefault, int limit, int permits,
+  @Nullable LockHandle take(Kind kind, byte[] key, LockOptions opts, long waitDefault, int limit, int permits,
       boolean interruptible, boolean timeoutThrows) throws InterruptedException {
     Objects.requireNonNull(opts, "opts");
     long ttl = LockOptionsImpl.ttlMs(opts);

@@ -1,6 +1,7 @@
 package io.redislock;
 
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The counting semaphore {@code name} admitting {@code limit} permits: each
@@ -56,12 +57,12 @@ public final class RedisSemaphore {
   }
 
   /** One attempt at one permit: the handle, or null when none is free. */
-  public LockHandle tryAcquire() {
+  public @Nullable LockHandle tryAcquire() {
     return tryAcquire(1);
   }
 
   /** One attempt at {@code permits}: the handle, or null. */
-  public LockHandle tryAcquire(int permits) {
+  public @Nullable LockHandle tryAcquire(int permits) {
     try {
       return client.take(RedisLockClient.Kind.SEMAPHORE, key, LockOptions.DEFAULT, 0, limit, count(permits), false,
           false);
@@ -71,12 +72,12 @@ public final class RedisSemaphore {
   }
 
   /** {@code permits} within {@code wait}: the handle, or null when the wait ran out. */
-  public LockHandle tryAcquire(int permits, Duration wait) throws InterruptedException {
+  public @Nullable LockHandle tryAcquire(int permits, Duration wait) throws InterruptedException {
     return tryAcquire(permits, LockOptions.DEFAULT.waitFor(wait));
   }
 
   /** {@code permits} with the lease and wait of {@code opts} (by default one attempt): the handle, or null. */
-  public LockHandle tryAcquire(int permits, LockOptions opts) throws InterruptedException {
+  public @Nullable LockHandle tryAcquire(int permits, LockOptions opts) throws InterruptedException {
     return client.take(RedisLockClient.Kind.SEMAPHORE, key, opts, 0, limit, count(permits), true, false);
   }
 

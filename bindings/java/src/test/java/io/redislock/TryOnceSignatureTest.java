@@ -1,12 +1,14 @@
 package io.redislock;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 
@@ -15,6 +17,7 @@ import org.junit.jupiter.api.TestInfo;
  * those that make one attempt (or wait uninterruptibly), so that a caller
  * of a one-attempt call has no interrupt to handle. The forms that take
  * LockOptions may wait (the options carry the wait), so they declare it.
+ * The calls that may give null say so with JSpecify's {@code @Nullable}.
  */
 class TryOnceSignatureTest extends ServerTest {
   private static void declares(Class<?> c, String name, Class<?>[] params, Class<?>... thrown) throws Exception {
@@ -55,6 +58,24 @@ class TryOnceSignatureTest extends ServerTest {
     declares(l, "lock", p(long.class, TimeUnit.class));
     declares(l, "tryLock", p(long.class, TimeUnit.class), ie);
     declares(l, "lockInterruptibly", p(), ie);
+  }
+
+  @Test
+  void theCallsThatMayGiveNullSayItWithJSpecify() throws Exception {
+    Class<?> c = RedisLockClient.class;
+    for (Method m : c.getMethods()) {
+      if (m.getName().startsWith("tryAcquire")) {
+        NullableTest.assertNullableReturn(m);
+      }
+      if (m.getName().startsWith("acquire") && m.getReturnType() == LockHandle.class) {
+        assertFalse(m.getAnnotatedReturnType().isAnnotationPresent(Nullable.class), m + " never gives null");
+      }
+    }
+    for (Method m : RedisSemaphore.class.getMethods()) {
+      if (m.getName().equals("tryAcquire")) {
+        NullableTest.assertNullableReturn(m);
+      }
+    }
   }
 
   @Test
