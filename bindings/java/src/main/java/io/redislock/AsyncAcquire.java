@@ -14,6 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongFunction;
 import org.jspecify.annotations.Nullable;
@@ -43,7 +44,7 @@ final class AsyncAcquire {
   private static WeakReference<Done> doneFn = new WeakReference<>(null);
 
   /** A new object each time one is needed (a lambda would be one object kept by this class for ever). */
-  private static final class Done implements NativeLib.AcquiredFn {
+  private static final class Done implements NativeLib.AcquiredFn, Reaper.IdleCallback {
     /** The C function pointer JNA made for this object, valid while the object lives. */
     long address;
 
@@ -58,6 +59,12 @@ final class AsyncAcquire {
         }
       } catch (Throwable ignored) {
         // Never throw into the core's runtime thread.
+      }
+      if (RUNNING.isEmpty()) {
+        // Nothing else will call back for now: the runtime's thread leaves the
+        // JVM when this returns (attached again by the next callback), so that
+        // its Thread object, and the class loader it names, can go.
+        com.sun.jna.Native.detach(true);
       }
     }
   }
@@ -182,8 +189,23 @@ final class AsyncAcquire {
     return future;
   }
 
+  /**
+   * What this acquisition keeps of the native methods' registration
+   * ({@link NativeLib#retain()}): one for the core's callback, one for the
+   * pending object; the last of the two to end gives it back, so the
+   * methods stay registered until {@code redislock_pending_free} was called.
+   */
+  private final AtomicInteger nativeUses = new AtomicInteger(2);
+
+  private void nativeUseEnded() {
+    if (nativeUses.decrementAndGet() == 0) {
+      NativeLib.release();
+    }
+  }
+
   /** Run the C start call; throws its error (nothing started then). */
   void start(Start call) {
+    NativeLib.retain();
     RUNNING.put(id, this);
     long[] out = new long[1];
     int st;
@@ -201,6 +223,7 @@ final class AsyncAcquire {
     synchronized (this) {
       if (finished) {
         NativeLib.redislock_pending_free(out[0]); // called back already
+        nativeUseEnded();
         return;
       }
       pending = out[0];
@@ -215,6 +238,7 @@ final class AsyncAcquire {
   void forgotten() {
     RUNNING.remove(id);
     inFlight.remove(this);
+    NativeLib.release();
   }
 
   /** End the native wait (nothing if it ended already): the core reports the outcome it decided. */
@@ -252,8 +276,17 @@ final class AsyncAcquire {
     }
     if (p != 0) {
       NativeLib.redislock_pending_free(p);
+      nativeUseEnded();
     }
     inFlight.remove(this);
+    try {
+      settleFinished(status, lock);
+    } finally {
+      nativeUseEnded(); // the callback's
+    }
+  }
+
+  private void settleFinished(int status, long lock) {
     if (status == NativeLib.OK) {
       LockHandle handle = wrap.apply(lock);
       settleLater(handle, null);

@@ -174,11 +174,14 @@ final class Reaper {
       if (callbacks) {
         Class<?> refs = com.sun.jna.CallbackReference.class;
         java.lang.reflect.Field direct = refs.getDeclaredField("directCallbackMap");
+        java.lang.reflect.Field plain = refs.getDeclaredField("callbackMap"); // getFunctionPointer's
         java.lang.reflect.Field lock = refs.getDeclaredField("pointerCallbackMap");
         direct.setAccessible(true);
+        plain.setAccessible(true);
         lock.setAccessible(true);
         synchronized (lock.get(null)) {
           ((java.util.Map<?, ?>) direct.get(null)).keySet().removeIf(cb -> cb instanceof IdleCallback);
+          ((java.util.Map<?, ?>) plain.get(null)).keySet().removeIf(cb -> cb instanceof IdleCallback);
         }
       }
     } catch (ReflectiveOperationException | RuntimeException e) {

@@ -44,6 +44,8 @@ class NullableTest {
   void nullableReturnsCarryTheAnnotation() throws Exception {
     assertNullableReturn(LockOptions.class.getMethod("waitTime"));
     assertNullableReturn(LockOptions.class.getMethod("token"));
+    assertNullableReturn(RedisLockClient.class.getMethod("tryAcquire", String.class, LockOptions.class));
+    assertNullableReturn(RedisLockClient.class.getMethod("tryAcquire", String.class));
     assertFalse(LockOptions.class.getMethod("ttl").getAnnotatedReturnType().isAnnotationPresent(Nullable.class),
         "ttl() is never null");
   }

@@ -125,6 +125,18 @@ public final class UnloadProbe {
         throw new AssertionError("the dropped handle was not released");
       }
       call(again, "release");
+      // acquireAsync: one completed (the core's runtime thread calls back into
+      // this loader's code), one still waiting when cancelled.
+      Object viaFuture = ((java.util.concurrent.Future<?>) call(client, "acquireAsync", "unload:async"))
+          .get(60, TimeUnit.SECONDS);
+      java.util.concurrent.Future<?> waiting = (java.util.concurrent.Future<?>) call(client, "acquireAsync",
+          "unload:async", call(options, "ttl", Duration.ofSeconds(30)));
+      Thread.sleep(200);
+      if (waiting.isDone()) {
+        throw new AssertionError("a second acquireAsync of a held lock completed");
+      }
+      waiting.cancel(true);
+      call(viaFuture, "release");
       call(client, "close");
     } finally {
       me.setContextClassLoader(before);
