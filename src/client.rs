@@ -196,6 +196,17 @@ impl Client {
         });
     }
 
+    /// Count an acquisition that its caller gave up before it ended (an
+    /// async one whose future was dropped): as a wait interrupted.
+    fn count_abandoned(&self, started: Instant) {
+        if cfg!(redislock_no_stats) {
+            return;
+        }
+        let stats = &self.inner.stats;
+        stats.waited(started.elapsed());
+        stats.count(Event::AcquireTimedOut);
+    }
+
     /// Count a release or extend by token.
     fn count_by_token(&self, r: Result<bool>, ok: Event, gone: Event) -> Result<bool> {
         match r {

@@ -379,6 +379,10 @@ fn redlock_and_async_acquisitions_count_the_same() {
     let s = client.stats();
     assert_eq!((s.acquired_at_once, s.releases_ok), (1, 1));
     assert_eq!((s.held_now, s.waiters_now), (0, 0));
+    // The dropped wait counts as an interrupted one, with its time waited.
+    assert_eq!((s.acquire_timed_out, s.acquire_errors), (1, 0));
+    assert_eq!(s.wait.count, 2);
+    assert!(s.wait.max >= ms(200), "{:?}", s.wait.max);
 }
 
 #[test]

@@ -13,6 +13,19 @@ use crate::options::{check_key, AcquireOptions, LockInfo, Wait};
 use crate::protocol::{Kind, LockKeys};
 use crate::stats::Event;
 
+/// An acquisition whose future was dropped before it ended (a timeout, an
+/// abort, a closed binding): counted as a wait that was interrupted.
+struct Abandoned<'a> {
+    client: &'a Client,
+    started: Instant,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        self.client.count_abandoned(self.started);
+    }
+}
+
 /// The async API (feature `tokio`, on by default): the same operations,
 /// errors and wire protocol as the blocking ones, for tasks on a tokio
 /// runtime. A waiting task holds no thread and no connection of its own:
@@ -84,6 +97,11 @@ impl Client {
         let (keys, token, ttl_ms) = prepare(key, kind, &opts)?;
         let ops = self.async_ops();
         let started = Instant::now();
+        // Counted as an interrupted wait if this future is dropped first.
+        let abandoned = Abandoned {
+            client: self,
+            started,
+        };
         let acquire = ops.acquire(&keys, &token, ttl_ms, (opts.wait, opts.fenced), started);
         // A wait ends at its deadline, also while a server is unreachable.
         let grant = match opts.wait {
@@ -93,6 +111,7 @@ impl Client {
             },
             _ => acquire.await,
         };
+        std::mem::forget(abandoned);
         self.count_acquire(&grant, kind, started);
         let fence = grant?.fence;
         let lock = self.held(keys, token, fence, ttl_ms, opts.auto_renew, Some(ops));
