@@ -112,7 +112,9 @@ test-valkey-run:
 	$(CARGO) build
 	REDIS_SERVER=$(VALKEY_SERVER) $(call RUST_TESTS,$(addprefix --skip ,$(VALKEY_WITHOUT_TLS)))
 	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --doc
-	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-java-run test-demo
+	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-demo
+	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-java-run JAVA_JVM_ONLY= \
+		JAVA_TEST_ARGS="--exclude-classname='$(JAVA_JVM_TESTS)'"
 
 ## make test-valkey9: the Rust integration tests (the core every binding
 ## calls; the C API's aside) against Valkey 9.1, which has DELIFEQ; the
@@ -262,7 +264,12 @@ $(JAVA_JAR): bindings/java/build.sh $(shell find bindings/java/src/main -name '*
 test-java: deps python-env
 	$(MAKE) --no-print-directory test-java-run
 
-# Without rebuilding the wheel: test-valkey-run runs this again.
+# Without rebuilding the wheel: test-valkey-run runs this again, without
+# what tests the JVM's side alone (the library's loading and unloading, the
+# options' types: JAVA_JVM_TESTS) and the Java 21 and adapter sets
+# (JAVA_JVM_ONLY empty), which the server does not change.
+JAVA_JVM_ONLY ?= 1
+JAVA_JVM_TESTS := .*\.(LoaderTest|UnloadTest|LockOptionsTest|NullableTest|LockExceptionTest)
 test-java-run:
 	$(CARGO) build
 	bindings/java/build.sh $(JAVA_JAR) $(VERSION)
@@ -274,8 +281,8 @@ test-java-run:
 		--class-path $(CURDIR)/$(JAVA_OUT)/test-classes:$(CURDIR)/$(JAVA_JAR):$(JNA_JAR) \
 		--scan-class-path --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree \
 		--reports-dir $(CURDIR)/$(JAVA_OUT)/reports $(JAVA_TEST_ARGS)
-	REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/test-virtual.sh $(JAVA_JAR) $(JAVA_OUT)
-	REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/adapters/test.sh $(JAVA_JAR) $(JAVA_OUT)/adapters
+	$(if $(JAVA_JVM_ONLY),REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/test-virtual.sh $(JAVA_JAR) $(JAVA_OUT))
+	$(if $(JAVA_JVM_ONLY),REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/adapters/test.sh $(JAVA_JAR) $(JAVA_OUT)/adapters)
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
 ## Sentinel and on Cluster, C, Python, PHP and Java workers; about 2 minutes):
