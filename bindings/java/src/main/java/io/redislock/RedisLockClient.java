@@ -663,15 +663,7 @@ public final class RedisLockClient implements AutoCloseable {
         }
         return null;
       }
-      if (opts.isAutoRenew()) {
-        try {
-          lock.autoRenew();
-        } catch (RuntimeException e) {
-          lock.releaseQuietly();
-          throw e;
-        }
-      }
-      return lock;
+      return renewing(lock, opts);
     }
     long[] out = new long[1];
     int st;
@@ -720,15 +712,7 @@ public final class RedisLockClient implements AutoCloseable {
         throw new InterruptedException("interrupted while acquiring \"" + text(key)
             + "\" (the lock handed over in that moment was released)");
       }
-      if (opts.isAutoRenew()) {
-        try {
-          lock.autoRenew();
-        } catch (RuntimeException e) {
-          lock.releaseQuietly();
-          throw e;
-        }
-      }
-      return lock;
+      return renewing(lock, opts);
     }
     if (st == NativeLib.NOT_ACQUIRED) {
       if (watch && Thread.interrupted()) {
@@ -797,6 +781,19 @@ public final class RedisLockClient implements AutoCloseable {
 
   Executor executor() {
     return executor;
+  }
+
+  /** {@code lock}, renewed from now on when {@code opts} asks for it; released if renewal cannot start. */
+  private static LockHandle renewing(LockHandle lock, LockOptions opts) {
+    if (opts.isAutoRenew()) {
+      try {
+        lock.autoRenew();
+      } catch (RuntimeException e) {
+        lock.releaseQuietly();
+        throw e;
+      }
+    }
+    return lock;
   }
 
   static String text(byte[] key) {
