@@ -114,7 +114,8 @@ class VirtualThreadTest {
       // Every one of them waits in the server's queue at once: none holds a carrier.
       Servers.waitUntil("all " + n + " virtual threads to queue", 120, () -> queued(k) == n);
       long queuedAt = System.nanoTime();
-      assertEquals(n, client.stats().waitersNow());
+      // The client counts a waiter once its queue entry was written: a moment after the server has it.
+      Servers.waitUntil("the client to count all " + n + " waiters", 60, () -> client.stats().waitersNow() == n);
       Thread probe = Thread.ofVirtual().name("probe").start(() -> Math.sqrt(2));
       assertTrue(probe.join(Duration.ofSeconds(30)), "a virtual thread ran while 10,000 others waited");
       assertEquals(0, counter.n, "nobody held the lock but the gate");
