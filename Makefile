@@ -20,7 +20,7 @@ LOCAL_WHEEL = $(call PIP_LOCKED,$(1),build) && PATH=$(CURDIR)/$(1)/bin:$$PATH CA
 .PHONY: all deps deps-update test-latest build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node bench-java java test-java test-java-run \
 	test-valkey test-valkey-run test-valkey9 test-valkey9-run demo demo-run \
-	test-chaos chaos fuzz dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
+	test-chaos chaos fuzz headers dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
 
@@ -138,9 +138,9 @@ lint:
 		ruby -wc $$f >/dev/null || exit 1; done
 	$(CARGO) clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
-	# The bindings' code (no test target has code of its own under these
-	# features: --all-targets only checked every test again, ~40 s).
-	$(CARGO) clippy --lib --bins --features python,node -- -D warnings
+	# The bindings' crates, outside the workspace's default members (built
+	# by maturin and bindings/node/build.js).
+	$(CARGO) clippy -p redislock-python -p redislock-node -- -D warnings
 	for f in $$(git ls-files '*.js'); do node --check $$f || exit 1; done
 	for f in $$(git ls-files '*.sh'); do bash -n $$f || exit 1; done
 
@@ -315,6 +315,12 @@ test-redlock-run:
 	$(CARGO) test --test fence --test c_api --test stats --test asynchronous redlock
 	cd tests/python && ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider -k redlock
 	cd bindings/php && REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so phpunit --filter Redlock
+
+## make headers: write include/redislock.h and PHP's FFI headers from
+## crates/redislock-ffi (cbindgen); the test that runs here fails when the
+## committed ones are stale
+headers:
+	REDISLOCK_WRITE_HEADERS=1 $(CARGO) test -q -p redislock-ffi --test headers
 
 ## make fuzz: the fuzzer's long campaign on the RESP2 framer and the reply
 ## decoders (src/net/resp_fuzz.rs), release build, FUZZ_SECONDS (default 300)

@@ -16,7 +16,6 @@ use std::time::Duration;
 use common::{cluster_url, start_cluster, wait_until, Server};
 use redislock::{Client, Finding, Report, Severity};
 
-const BIN: &str = env!("CARGO_BIN_EXE_redislock");
 const S: Duration = Duration::from_secs(1);
 
 fn doctor(url: &str) -> Report {
@@ -42,7 +41,7 @@ fn expect(r: &Report, check: &str, severity: Severity) -> Finding {
 
 /// `redislock doctor --url URL`: the exit code and stdout, stderr.
 fn cli(url: &str) -> (i32, String, String) {
-    let out = Command::new(BIN)
+    let out = Command::new(common::redislock_bin())
         .args(["doctor", "--url", url])
         .env_remove("REDISLOCK_URL")
         .stdin(Stdio::null())

@@ -201,7 +201,7 @@ extern "C" fn on_signal(_: libc::c_int) {}
 
 /// `redislock run ARGS…` with stderr piped.
 fn run_cli(args: &[&str]) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_redislock"))
+    std::process::Command::new(common::redislock_bin())
         .arg("run")
         .args(args)
         .stdin(std::process::Stdio::null())

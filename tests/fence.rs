@@ -122,7 +122,7 @@ fn contended_names_leave_nothing_once_served_and_dead_waiters_go_after_the_grace
     // SIGKILL) while the holder's lock expires instead of being released:
     // its queue entry goes a grace period after the lock.
     let holder = client.acquire("dying", S, Wait::TryOnce).unwrap();
-    let mut dead = Command::new(env!("CARGO_BIN_EXE_redislock"))
+    let mut dead = Command::new(common::redislock_bin())
         .args([
             "run",
             "--url",

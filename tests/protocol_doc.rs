@@ -1,8 +1,8 @@
 //! `docs/PROTOCOL.md` shows every Lua script byte for byte, with its SHA1
 //! (the name `EVALSHA` sends). This test keeps it true without a server:
 //! it rebuilds each script the way the compiler does, from the string
-//! constants and `macro_rules!` fragments of `src/protocol.rs` and
-//! `src/protocol/semaphore.rs` (string literals, raw strings, `concat!` and
+//! constants and `macro_rules!` fragments of `crates/redislock/src/protocol.rs` and
+//! `crates/redislock/src/protocol/semaphore.rs` (string literals, raw strings, `concat!` and
 //! argument-less macro calls), and checks that
 //!
 //! - every script constant has a ```` ```lua NAME ```` block in the
@@ -31,7 +31,7 @@ fn read(path: PathBuf) -> String {
 fn sources() -> Vec<(String, String)> {
     let dir = match std::env::var_os("PROTOCOL_DOC_SRC") {
         Some(d) => PathBuf::from(d),
-        None => root().join("src"),
+        None => root().join("crates/redislock/src"),
     };
     ["protocol.rs", "protocol/semaphore.rs"]
         .iter()

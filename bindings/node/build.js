@@ -45,21 +45,21 @@ function crateRoot() {
   const candidates = [packed, path.resolve(here, '..', '..')];
   for (const dir of candidates) {
     const manifest = path.join(dir, 'Cargo.toml');
-    if (fs.existsSync(manifest) && /^name\s*=\s*"redislock"/m.test(fs.readFileSync(manifest, 'utf8'))) return dir;
+    if (fs.existsSync(manifest) && /^\s*"bindings\/node",?$|^members = \[.*"redislock-node"/m.test(fs.readFileSync(manifest, 'utf8'))) return dir;
   }
   return fail(`no redislock crate found (looked in ${candidates.join(' and ')})`);
 }
 
 function libraryName() {
-  if (process.platform === 'win32') return 'redislock.dll';
-  if (process.platform === 'darwin') return 'libredislock.dylib';
-  return 'libredislock.so';
+  if (process.platform === 'win32') return 'redislock_node.dll';
+  if (process.platform === 'darwin') return 'libredislock_node.dylib';
+  return 'libredislock_node.so';
 }
 
 function build(debug) {
   const root = crateRoot();
   const target = process.env.CARGO_TARGET_DIR || path.join(root, 'target', 'node');
-  const args = ['build', '--lib', '--no-default-features', '--features', 'node,tls'];
+  const args = ['build', '--lib', '-p', 'redislock-node'];
   if (!debug) args.push('--release');
   if (root === packed) args.push('--locked');
   run(cargo, args, { cwd: root, env: { ...process.env, CARGO_TARGET_DIR: target } });

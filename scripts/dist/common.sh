@@ -26,9 +26,9 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 version=$(sed -n '0,/^version = "\(.*\)"/s//\1/p' "$root/Cargo.toml")
-abi=$(sed -n '/^\[package.metadata.redislock\]/,/^\[/s/^abi = "\(.*\)"/\1/p' "$root/Cargo.toml")
+abi=$(sed -n '/^\[package.metadata.redislock\]/,/^\[/s/^abi = "\(.*\)"/\1/p' "$root/crates/redislock-ffi/Cargo.toml")
 [ -n "$version" ] || { echo "dist: no version in $root/Cargo.toml" >&2; exit 1; }
-[ -n "$abi" ] || { echo "dist: no abi in [package.metadata.redislock] of $root/Cargo.toml" >&2; exit 1; }
+[ -n "$abi" ] || { echo "dist: no abi in [package.metadata.redislock] of $root/crates/redislock-ffi/Cargo.toml" >&2; exit 1; }
 
 die() {
   echo "dist: $*" >&2

@@ -1042,3 +1042,21 @@ pub fn kill_clients(raw: &mut redis::Connection, kind: &str) -> i64 {
         .query(raw)
         .unwrap()
 }
+
+/// The `redislock` command (crates/redislock-cli) that the workspace's
+/// build put beside this test's directory: `target/<profile>/redislock`.
+pub fn redislock_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>-<hash> -> target/<profile>/redislock
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test runs from target/<profile>/deps")
+        .join("redislock");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the workspace first (`cargo build`, as make test does)",
+        bin.display()
+    );
+    bin
+}

@@ -1,0 +1,121 @@
+//! # redislock
+//!
+//! One Redis distributed lock for Rust, C, Python, PHP, Ruby, Node.js and Java
+//! programs: the same wire protocol, the same waiting and renewal logic,
+//! from one core.
+//!
+//! ```
+//! use std::time::Duration;
+//! use redislock::{Client, Wait};
+//!
+//! # let redis = redislock_tests::Server::start();
+//! # let url = redis.url();
+//! // url: "redis://127.0.0.1:6379/0", "unix:///run/redis/redis.sock?db=0", ...
+//! let client = Client::open(url)?;
+//! let lock = client.acquire("reports", Duration::from_secs(30), Wait::Timeout(Duration::from_secs(10)))?;
+//! println!("fencing number {}", lock.fence()?); // drawn now, one round trip
+//! lock.extend(Duration::from_secs(30))?;
+//! lock.release()?;
+//! # Ok::<(), redislock::Error>(())
+//! ```
+//!
+//! The key holds the owner's token and nothing else (`SET key token NX PX`),
+//! so clients that use the classic hand-written pattern on the same key
+//! exclude us and are excluded. See `docs/PROTOCOL.md` for the protocol,
+//! `docs/rust.md` for a guide to this API, and `docs/deployments.md` for
+//! Redlock, Sentinel, Cluster, the guarantees and the hazards.
+
+#![warn(missing_docs)]
+#![warn(rustdoc::broken_intra_doc_links, rustdoc::private_intra_doc_links)]
+
+// The layers, lowest first; each imports only from the ones above it in
+// this list.
+//
+// Vocabulary: errors, the caller's values, fork-aware helpers. No I/O.
+mod error;
+mod options;
+mod sync;
+// What a client did: counters and histograms, no I/O.
+mod stats;
+// The wire protocol: scripts, key names, reply parsing.
+mod crc16;
+mod protocol;
+// Connections: one socket, the pool, Sentinel and Cluster routing.
+mod net;
+// Deployments: one server or Redlock, behind one set of operations.
+mod deploy;
+// Opening: URLs and builder settings into a deployment.
+mod config;
+mod redact;
+// Background renewal of held locks, over a deployment.
+mod renew;
+// The public API: the lock handle,
+mod lock;
+
+// then the client that makes it.
+mod client;
+// Checks of the servers' setup, on the client.
+mod doctor;
+// The runtime the async bindings and the C ABI's pending acquisitions
+// share (without them, its lock-handle helpers are unused).
+#[cfg(feature = "tokio")]
+#[allow(dead_code)]
+#[doc(hidden)]
+pub mod runtime;
+
+/// What the bindings (the C ABI, Python, Node.js) share with the core
+/// beyond its public API: not part of the API, no stability promise.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::client::shared::semaphore_kind;
+    pub use crate::error::show_key;
+    pub use crate::net::hub::take_woke_here;
+    pub use crate::options::{check_key, check_token, ttl_millis};
+    pub use crate::protocol::Kind;
+    pub use crate::sync::{locked, Locked};
+
+    /// The acquire of [`Client::acquire_with`](crate::Client::acquire_with)
+    /// without a handle (the C API's acquire by token).
+    pub fn acquire_without_handle(
+        client: &crate::Client,
+        key: &[u8],
+        opts: &crate::AcquireOptions,
+    ) -> crate::Result<()> {
+        client.take(key, opts).map(drop)
+    }
+    /// Node.js's event loop driving the client's sockets.
+    pub mod local {
+        pub use crate::net::local::{set_local_loop, LocalLoop, LocalStream, Watched};
+    }
+}
+
+pub use client::{Client, ClientBuilder};
+pub use config::parse_duration;
+pub use doctor::{Finding, Report, Severity};
+pub use error::{Error, ErrorKind, Result};
+pub use lock::Lock;
+pub use options::{
+    AcquireOptions, Holder, Interrupt, LockInfo, SharedInfo, Wait, DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT, MAX_KEY_LEN, MAX_TTL,
+};
+pub use redact::redact_url;
+pub use stats::{Histogram, Stats, BUCKETS, BUCKET_BOUNDS};
+
+/// A fresh random token like the ones acquire makes: 128 bits from the
+/// operating system's generator, as 32 hex characters. For callers that
+/// pick the token before the acquire
+/// ([`AcquireOptions::token`]) to hand it on.
+///
+/// ```
+/// let token = redislock::random_token();
+/// assert_eq!(token.len(), 32);
+/// assert!(token.iter().all(u8::is_ascii_hexdigit));
+/// assert_ne!(token, redislock::random_token());
+/// ```
+pub fn random_token() -> Vec<u8> {
+    protocol::new_token()
+}
+
+/// This library's version (the crate's, `major.minor.patch`), the same
+/// string the C API's `redislock_version()` returns.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
