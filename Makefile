@@ -20,7 +20,7 @@ LOCAL_WHEEL = $(call PIP_LOCKED,$(1),build) && PATH=$(CURDIR)/$(1)/bin:$$PATH CA
 .PHONY: all deps deps-update test-latest build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node bench-java java test-java test-java-run \
 	test-valkey test-valkey-run test-valkey9 test-valkey9-run demo demo-run \
-	test-chaos chaos fuzz headers dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
+	test-checkout test-chaos chaos fuzz headers dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
 
@@ -64,7 +64,7 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey 8.1 (test-valkey-run),
 ## then the Rust suite against Valkey 9.1 (test-valkey9-run)
-test: deps lint dist-test test-rust test-python test-php test-ruby test-node test-java test-demo test-dist test-chaos test-valkey-run test-valkey9-run
+test: deps lint dist-test test-rust test-checkout test-python test-php test-ruby test-node test-java test-demo test-dist test-chaos test-valkey-run test-valkey9-run
 # The suite tests the artifacts of `make dist`, built unoptimised
 # (dist-test): the Python suites run on its wheel, the Node.js suites on its
 # addon, and test-dist installs them all as users do.
@@ -191,6 +191,13 @@ test-rust:
 	$(CARGO) build
 	$(call RUST_TESTS)
 	$(CARGO) test --doc
+
+## make test-checkout: `pip install .` in this checkout leaves the C library
+## of `cargo build` (target/debug/libredislock.so) as it was, and Ruby and
+## PHP still load it (scripts/check-checkout.sh)
+test-checkout: deps
+	$(CARGO) build
+	PYTHON=$(PYTHON) scripts/check-checkout.sh debug
 
 # PHPUnit (Debian's) against the library `cargo build` made in test-rust.
 test-php:

@@ -363,13 +363,17 @@ fn the_library_exports_the_committed_list_of_functions_and_the_header_declares_e
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .collect();
     assert_eq!(
-        exported, committed,
+        exported,
+        committed,
         "{} exports another list than crates/redislock-ffi/symbols.txt",
         lib.display()
     );
     let h = std::fs::read_to_string(root().join("include/redislock.h")).unwrap();
     for f in &committed {
-        assert!(h.contains(&format!("{f}(")), "{f} is exported but not declared in the header");
+        assert!(
+            h.contains(&format!("{f}(")),
+            "{f} is exported but not declared in the header"
+        );
     }
 }
 
