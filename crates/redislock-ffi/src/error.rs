@@ -1,9 +1,9 @@
 //! The statuses every fallible C call returns and the message of the last
 //! failure: `redislock_status` (the core's error kinds, value for value),
 //! this thread's last-error buffer and the helpers that turn a core
-//! `Result` into a status and a message (`fail`, `status`), and the two C
-//! functions that read them, `redislock_last_error` and
-//! `redislock_status_str`.
+//! `Result` into a status and a message (`fail`, `status`); and the two C
+//! functions on them: `redislock_last_error` (this thread's message) and
+//! `redislock_status_str` (a status in words).
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr};
