@@ -12,12 +12,14 @@
 
 use std::ffi::c_void;
 
-use super::{
-    byte_str, guard, non_null, redislock_client, redislock_lock, redislock_status, status,
-};
+use crate::acquire::wait_of;
+use crate::args::{byte_str, non_null};
+use crate::client::redislock_client;
+use crate::error::{fail, redislock_status, set_last_error, status};
+use crate::guard::guard;
+use crate::lock::redislock_lock;
 use redislock::Error;
 
-use super::{fail, set_last_error, wait_of};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -208,7 +210,7 @@ impl<F: std::future::Future> std::future::Future for Guarded<F> {
         match catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
             Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
             Ok(Poll::Pending) => Poll::Pending,
-            Err(p) => Poll::Ready(Err(super::panic_message(p.as_ref()))),
+            Err(p) => Poll::Ready(Err(crate::guard::panic_message(p.as_ref()))),
         }
     }
 }
@@ -249,7 +251,7 @@ async fn run(
     };
     let (status, lock) = match outcome {
         Some(Ok(Ok(lock))) => {
-            let handle = Box::new(redislock_lock { lock, lost: None });
+            let handle = Box::new(redislock_lock::new(lock));
             (REDISLOCK_OK, Box::into_raw(handle))
         }
         Some(Ok(Err(e))) => (fail(e), std::ptr::null_mut()),
