@@ -1,23 +1,28 @@
 //! `docs/PROTOCOL.md` shows every Lua script byte for byte, with its SHA1
 //! (the name `EVALSHA` sends). This test keeps it true without a server:
 //! it rebuilds each script the way the compiler does, from the string
-//! constants and `macro_rules!` fragments of `crates/redislock/src/protocol.rs` and
-//! `crates/redislock/src/protocol/semaphore.rs` (string literals, raw strings, `concat!` and
-//! argument-less macro calls), and checks that
+//! constants and `macro_rules!` fragments of every `.rs` file under
+//! `crates/redislock/src/protocol/` (string literals, raw strings, `concat!`
+//! and argument-less macro calls), and checks that
 //!
 //! - every script constant has a ```` ```lua NAME ```` block in the
 //!   document whose text is the script exactly, and no block names a
 //!   script that does not exist;
+//! - the document names the file each script is in (a line
+//!   `` `NAME` in `crates/redislock/src/protocol/FILE`: ``);
 //! - the SHA1 the document gives for each script is the SHA1 of that text.
 //!
 //! After changing a script, `PROTOCOL_DOC_DUMP=FILE cargo test
 //! --test protocol_doc` writes the blocks and the SHA1 table as they should
-//! be. `PROTOCOL_DOC_SRC` (a directory holding `protocol.rs` and
-//! `protocol/semaphore.rs`) and `PROTOCOL_DOC_MD` read other copies, to
-//! check that the test fails when they disagree. Std only.
+//! be. `PROTOCOL_DOC_SRC` (a directory in place of
+//! `crates/redislock/src/protocol/`) and `PROTOCOL_DOC_MD` read other
+//! copies, to check that the test fails when they disagree. Std only.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Where the protocol's source files are, from the workspace's root.
+const PROTOCOL_DIR: &str = "crates/redislock/src/protocol";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -27,16 +32,38 @@ fn read(path: PathBuf) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The two source files, as (name, text).
+/// Every `.rs` file of the protocol's directory and the directories under
+/// it, as (path from the workspace's root, text), in the order of their
+/// names.
 fn sources() -> Vec<(String, String)> {
     let dir = match std::env::var_os("PROTOCOL_DOC_SRC") {
         Some(d) => PathBuf::from(d),
-        None => root().join("crates/redislock/src"),
+        None => root().join(PROTOCOL_DIR),
     };
-    ["protocol.rs", "protocol/semaphore.rs"]
-        .iter()
-        .map(|f| (f.to_string(), read(dir.join(f))))
+    let mut files = Vec::new();
+    rust_files(&dir, "", &mut files);
+    assert!(!files.is_empty(), "{}: no .rs file", dir.display());
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| (format!("{PROTOCOL_DIR}/{f}"), read(dir.join(&f))))
         .collect()
+}
+
+/// The `.rs` files under `dir`, as paths relative to the directory the
+/// search began in (`rel` is `dir`'s).
+fn rust_files(dir: &Path, rel: &str, out: &mut Vec<String>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let name = entry.file_name().into_string().expect("a UTF-8 file name");
+        let path = format!("{rel}{name}");
+        if entry.file_type().unwrap().is_dir() {
+            rust_files(&entry.path(), &format!("{path}/"), out);
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
 }
 
 fn document() -> String {
@@ -186,9 +213,13 @@ impl<'a> Src<'a> {
     }
 }
 
-/// The macros' bodies and the script constants of the source files, each
-/// as its parts.
-fn parse() -> (BTreeMap<String, Vec<Part>>, BTreeMap<String, Vec<Part>>) {
+/// The macros' bodies and the string constants of the source files, each
+/// as its parts (a constant with the file it is in).
+#[allow(clippy::type_complexity)]
+fn parse() -> (
+    BTreeMap<String, Vec<Part>>,
+    BTreeMap<String, (String, Vec<Part>)>,
+) {
     let (mut macros, mut consts) = (BTreeMap::new(), BTreeMap::new());
     for (file, text) in &sources() {
         let s = text.as_bytes();
@@ -218,7 +249,9 @@ fn parse() -> (BTreeMap<String, Vec<Part>>, BTreeMap<String, Vec<Part>>) {
                 let mut parts = Vec::new();
                 src.expr(&mut parts);
                 src.eat("}");
-                macros.insert(name, parts);
+                if macros.insert(name.clone(), parts).is_some() {
+                    src.fail(&format!("a second macro {name}!"));
+                }
             } else {
                 src.skip();
                 if !s[src.at..].starts_with(b": &str =") {
@@ -229,7 +262,9 @@ fn parse() -> (BTreeMap<String, Vec<Part>>, BTreeMap<String, Vec<Part>>) {
                 let mut parts = Vec::new();
                 src.expr(&mut parts);
                 src.eat(";");
-                consts.insert(name, parts);
+                if consts.insert(name.clone(), (file.clone(), parts)).is_some() {
+                    src.fail(&format!("a second constant {name}"));
+                }
             }
             at = src.at;
         }
@@ -251,18 +286,30 @@ fn expand(parts: &[Part], macros: &BTreeMap<String, Vec<Part>>, out: &mut String
     }
 }
 
+/// A Lua script as sent, and the file it is in.
+struct Script {
+    file: String,
+    text: String,
+}
+
 /// Every Lua script, by constant name. A string constant that is not Lua
 /// (a key suffix, a channel prefix) is left out.
-fn scripts() -> BTreeMap<String, String> {
+fn scripts() -> BTreeMap<String, Script> {
     let (macros, consts) = parse();
     consts
-        .iter()
-        .filter_map(|(name, parts)| {
-            let mut s = String::new();
-            expand(parts, &macros, &mut s);
-            s.contains("redis.").then(|| (name.clone(), s))
+        .into_iter()
+        .filter_map(|(name, (file, parts))| {
+            let mut text = String::new();
+            expand(&parts, &macros, &mut text);
+            text.contains("redis.")
+                .then_some((name, Script { file, text }))
         })
         .collect()
+}
+
+/// The line that tells, above a script's block, which file it is in.
+fn where_line(name: &str, script: &Script) -> String {
+    format!("`{name}` in `{}`:", script.file)
 }
 
 /// The ```` ```lua NAME ```` blocks of the document: name → text.
@@ -351,7 +398,7 @@ fn sha1(data: &[u8]) -> String {
 }
 
 /// What the document's blocks and table should hold, for pasting.
-fn dump(scripts: &BTreeMap<String, String>) {
+fn dump(scripts: &BTreeMap<String, Script>) {
     let Some(path) = std::env::var_os("PROTOCOL_DOC_DUMP") else {
         return;
     };
@@ -359,12 +406,16 @@ fn dump(scripts: &BTreeMap<String, String>) {
     for (name, s) in scripts {
         out.push_str(&format!(
             "| `{name}` | `{}` | {} |\n",
-            sha1(s.as_bytes()),
-            s.len()
+            sha1(s.text.as_bytes()),
+            s.text.len()
         ));
     }
     for (name, s) in scripts {
-        out.push_str(&format!("\n```lua {name}\n{s}```\n"));
+        out.push_str(&format!(
+            "\n{}\n\n```lua {name}\n{}```\n",
+            where_line(name, s),
+            s.text
+        ));
     }
     std::fs::write(&path, out).unwrap();
 }
@@ -388,6 +439,7 @@ fn every_script_is_found() {
         "RELEASE_QUEUED",
         "FENCE",
         "FLOOR",
+        "FORCE_RELEASE",
         "EXTEND",
         "INSPECT",
         "SEM_ACQUIRE",
@@ -411,15 +463,23 @@ fn the_document_shows_every_script_as_sent() {
     let doc = document();
     let shown = blocks(&doc);
     let shas = documented_shas(&doc);
+    let lines: Vec<&str> = doc.lines().map(str::trim_end).collect();
     let mut wrong = Vec::new();
     for (name, script) in &scripts {
-        let sha = sha1(script.as_bytes());
+        let sha = sha1(script.text.as_bytes());
         match shown.get(name) {
             None => wrong.push(format!("{name}: no ```lua {name} block in the document")),
-            Some(text) if text != script => wrong.push(format!(
-                "{name}: the document's block differs from the script (SHA1 {sha}); it is now:\n{script}"
+            Some(text) if *text != script.text => wrong.push(format!(
+                "{name}: the document's block differs from the script (SHA1 {sha}); it is now:\n{}",
+                script.text
             )),
             Some(_) => {}
+        }
+        let said = where_line(name, script);
+        if !lines.contains(&said.as_str()) {
+            wrong.push(format!(
+                "{name}: the document does not say where the script is (the line {said})"
+            ));
         }
         match shas.get(name) {
             Some(s) if *s == sha => {}

@@ -1,4 +1,5 @@
-//! The scripts of counting semaphores and read-write locks.
+//! The scripts of counting semaphores and read-write locks, and the reply
+//! of [`SEM_INSPECT`] ([`parse_shared_info`]).
 //!
 //! A semaphore named `K` keeps, in `K`'s cluster slot:
 //! - `{K}:sem`, a sorted set of its holders: each holder's token, scored by
@@ -31,6 +32,13 @@
 //! The holders' set and hash expire with the last lease; the queue a grace
 //! period after it. Nothing of a name stays once its last holder's lease
 //! and its waiters are gone.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::parse_fence;
+use crate::options::{Holder, SharedInfo};
 
 /// The permits of a writer, and the limit of readers and writers alike.
 pub(crate) const WRITER: u32 = 1 << 30;
@@ -361,3 +369,40 @@ local n = redis.pcall('LLEN', KEYS[3])
 if type(n) ~= 'number' then n = 0 end
 return {out, n, redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
 "#;
+
+/// SEM_INSPECT's reply.
+pub(crate) fn parse_shared_info(v: &Value) -> Option<SharedInfo> {
+    let Value::Array(items) = v else { return None };
+    let [Value::Array(list), Value::Int(waiters), Value::Int(count)] = items.as_slice() else {
+        return None;
+    };
+    let mut holders = Vec::with_capacity(list.len());
+    for h in list {
+        let Value::Array(f) = h else { return None };
+        let [Value::BulkString(token), Value::Int(ms), Value::Int(permits), fence] = f.as_slice()
+        else {
+            return None;
+        };
+        if !matches!(fence, Value::BulkString(_) | Value::Int(_)) {
+            return None;
+        }
+        let permits = u32::try_from(*permits).ok()?;
+        holders.push(Holder {
+            token: token.clone(),
+            ttl: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
+            permits: if permits == WRITER { 1 } else { permits },
+            writer: permits == WRITER,
+            fence: parse_fence(fence).unwrap_or(0),
+        });
+    }
+    Some(SharedInfo {
+        holders,
+        holder_count: u64::try_from(*count).unwrap_or(0),
+        waiters: u64::try_from(*waiters).unwrap_or(0),
+    })
+}
+
+/// See [`parse_shared_info`].
+pub(crate) fn is_shared_info(v: &Value) -> bool {
+    parse_shared_info(v).is_some()
+}
