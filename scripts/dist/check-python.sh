@@ -18,7 +18,8 @@
 # (b) The sdist, redislock-<v>.tar.gz: its files first (the Python package,
 #     the workspace's manifest and lock file, the core crate crates/redislock
 #     and the pyo3 crate bindings/python, the workspace root's library
-#     tests/harness; nothing else of the repository). Then `pip install` into a second fresh
+#     tests/harness and the example its manifest names; nothing else of the
+#     repository). Then `pip install` into a second fresh
 #     venv, which builds it with cargo (the PATH of $DIST_CARGO_PATH, which
 #     must be set) and maturin, which pip's build isolation fetches from
 #     PyPI: so this step needs the network (`--no-index` cannot work here).
@@ -200,10 +201,10 @@ top=redislock-$version
 for f in PKG-INFO pyproject.toml Cargo.toml Cargo.lock README.md LICENSE-MIT LICENSE-APACHE \
   python/redislock/__init__.py python/redislock/py.typed crates/redislock/Cargo.toml crates/redislock/build.rs \
   crates/redislock/src/lib.rs crates/redislock/README.md bindings/python/Cargo.toml bindings/python/src/lib.rs \
-  tests/harness/lib.rs; do
+  tests/harness/lib.rs examples/async_contention.rs; do
   grep -qxF "$top/$f" <<<"$listing" || die "python: $top/$f is missing from $(basename "$sdist")"
 done
-stray=$(grep -vE "^$top/$|^$top/.*/$|^$top/((PKG-INFO|pyproject\.toml|Cargo\.toml|Cargo\.lock|README\.md|LICENSE-MIT|LICENSE-APACHE)|(python/redislock|crates/redislock|bindings/python|tests/harness)/.+)\$" <<<"$listing" || true)
+stray=$(grep -vE "^$top/$|^$top/.*/$|^$top/((PKG-INFO|pyproject\.toml|Cargo\.toml|Cargo\.lock|README\.md|LICENSE-MIT|LICENSE-APACHE|examples/async_contention\.rs)|(python/redislock|crates/redislock|bindings/python|tests/harness)/.+)\$" <<<"$listing" || true)
 [ -z "$stray" ] || die "python: $(basename "$sdist") carries files the Python module's build does not need (pyproject.toml's exclude): $(tr '\n' ' ' <<<"$stray")"
 echo "python: $(basename "$sdist"): $(wc -l <<<"$listing") files, the core crate and the pyo3 crate among them, nothing else of the repository"
 
