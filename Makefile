@@ -92,9 +92,11 @@ dist-test: deps
 	scripts/dist.sh --profile dist-test
 
 # make test's dist-check: the sdist builds unoptimised, in dist-test's
-# environment and cargo target, whose compiled dependencies it reuses.
+# environment and cargo target, whose compiled dependencies it reuses; the
+# Rust crate's check keeps its dependencies' build in target/dist-rust.
 test-dist:
 	DIST_SDIST_CARGO_TARGET_DIR=$(CURDIR)/target/dist DIST_SDIST_PROFILE=dist-test \
+	DIST_RUST_CARGO_TARGET_DIR=$(CURDIR)/target/dist-rust \
 	DIST_SDIST_ENV=$(CURDIR)/target/dist/zig-env.sh \
 		scripts/dist-check.sh dist --demo target/debug/examples/demo
 

@@ -7,14 +7,17 @@
 # of `make demo` runs once more with the installed artifacts only: C (built
 # through the tarball's pkg-config file), Python (the wheel), PHP (the
 # Composer package), Ruby (the gem), Node.js (the npm package), Java (the
-# jar, with Debian's JNA) and the CLI (the .deb) on one lock.
+# jar, with Debian's JNA) and the CLI (the .deb) on one lock. The Rust
+# crate is checked by a program built on it offline (cargo comes back for
+# that check alone, as for the sdist's build; it is not in the demo).
 #
 #   scripts/dist-check.sh [DIST] [--demo DEMO_BINARY]
 #
 # DEMO_BINARY: the demo's driver (cargo build --example demo), copied away
 # before use; without it the demo is not run (make dist-check builds it).
 # DIST_SDIST_CARGO_TARGET_DIR, DIST_SDIST_PROFILE: passed to the sdist's
-# build (see scripts/dist/check-python.sh).
+# build (see scripts/dist/check-python.sh); DIST_RUST_CARGO_TARGET_DIR to
+# the Rust crate's check (scripts/dist/check-rust.sh).
 source "$(dirname "$0")/dist/common.sh"
 
 dist=$root/dist
@@ -41,6 +44,7 @@ expected=(
   "libredislock-dev_$version-1_amd64.deb"
   "redislock_$version-1_amd64.deb"
   "libredislock-$version-x86_64-linux-gnu.tar.gz"
+  "redislock-$version.crate"
 )
 for f in "${expected[@]}" SHA256SUMS; do
   [ -f "$dist/$f" ] || die "$dist/$f is missing (make dist)"
@@ -54,7 +58,8 @@ done
 [ "$(wc -l <"$dist/SHA256SUMS")" = ${#expected[@]} ] || die "$dist/SHA256SUMS does not list exactly the ${#expected[@]} artifacts"
 echo "dist-check: ${#expected[@]} artifacts, SHA256SUMS verified"
 
-# The sdist's build may use cargo: its check puts this PATH back for it.
+# The sdist's build and the Rust crate's check use cargo: their checks put
+# this PATH back for them.
 export DIST_CARGO_PATH=$PATH
 PATH=$(without_cargo)
 export PATH
@@ -65,7 +70,7 @@ unset REDISLOCK_LIB
 
 ensure_redis
 installed=$(scratch installed)
-for lang in python node ruby php java c; do
+for lang in python node ruby php java c rust; do
   t=$(date +%s)
   mkdir "$installed/$lang"
   (cd "$installed" && "$root/scripts/dist/check-$lang.sh" "$dist" "$installed/$lang") ||

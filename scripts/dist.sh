@@ -11,6 +11,7 @@
 #   libredislock<abi>_<v>-1_amd64.deb, libredislock-dev_<v>-1_amd64.deb,
 #   redislock_<v>-1_amd64.deb              Debian/Ubuntu (apt)
 #   libredislock-<v>-x86_64-linux-gnu.tar.gz   C, a relocatable prefix
+#   redislock-<v>.crate                    Rust (the core crate, by path)
 #   SHA256SUMS
 #
 # Every shared object is built by cargo-zigbuild (zig as the linker, against
@@ -105,20 +106,25 @@ mkdir -p "$stage/lib" "$stage/bin" "$stage/node" "$dist"
 out=$target/$triple/$outdir
 
 echo "dist: the C library and the command line ($profile, glibc $glibc_floor)"
-build --lib --bins
+# The workspace's crates (docs/architecture.md): the C ABI's (its library
+# libredislock.so/.a) and the command's.
+build -p redislock-ffi -p redislock-cli
 install -m 0755 "$out/libredislock.so" "$stage/lib/libredislock.so"
 install -m 0644 "$out/libredislock.a" "$stage/lib/libredislock.a"
 install -m 0755 "$out/redislock" "$stage/bin/redislock"
 
 echo "dist: the Node.js addon"
-build --lib --no-default-features --features node,tls
-install -m 0755 "$out/libredislock.so" "$stage/node/redislock.node"
+# The napi crate's library, libredislock_node.so, is the addon.
+build -p redislock-node
+install -m 0755 "$out/libredislock_node.so" "$stage/node/redislock.node"
 
 strip "$stage/lib/libredislock.so" "$stage/bin/redislock" "$stage/node/redislock.node"
 strip --strip-debug "$stage/lib/libredislock.a"
 
 echo "dist: the Python wheel and sdist"
-# In the same environment (manylinux2014 is glibc 2.17) and target directory.
+# In the same environment (manylinux2014 is glibc 2.17) and target
+# directory: maturin builds the pyo3 crate that pyproject.toml names
+# (bindings/python), and its sdist carries the crates it depends on.
 maturin build --quiet --locked --compatibility manylinux2014 \
   --target $triple "${profile_args[@]}" --strip --auditwheel check -o "$dist" >/dev/null
 maturin sdist -o "$dist" >/dev/null
@@ -132,6 +138,16 @@ for script in tarball deb gem composer npm jar; do
   [ -x "$root/scripts/dist/$script.sh" ] || die "scripts/dist/$script.sh is missing"
   "$root/scripts/dist/$script.sh" "$stage" "$dist"
 done
+
+# The core as a Rust crate (source only: it needs no stage). A release's is
+# verified by cargo package (built alone from its own files); make test's
+# dist-test is not, as its dist-check builds and runs it from the .crate.
+[ -x "$root/scripts/dist/crate.sh" ] || die "scripts/dist/crate.sh is missing"
+if [ "$profile" = release ]; then
+  "$root/scripts/dist/crate.sh" "$dist"
+else
+  "$root/scripts/dist/crate.sh" "$dist" --no-verify
+fi
 
 # Every shared object that ships: no glibc symbol newer than the floor.
 check_floor() { # file label

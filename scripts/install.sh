@@ -17,8 +17,8 @@
 # copied, never touched.
 #
 #   libredislock.so.<version>                 the library
-#   libredislock.so.<abi> -> .so.<version>    its soname (abi: Cargo.toml,
-#   libredislock.so -> .so.<abi>              [package.metadata.redislock])
+#   libredislock.so.<abi> -> .so.<version>    its soname (abi: [package.metadata.
+#   libredislock.so -> .so.<abi>              redislock] of crates/redislock-ffi/Cargo.toml)
 #   libredislock.a
 #   .debug/libredislock.so.<version>.debug    the debug info, when the build has it
 # shellcheck source-path=SCRIPTDIR source=dist/common.sh

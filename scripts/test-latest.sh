@@ -33,7 +33,7 @@ lib=$root/target/debug/libredislock.so
 die() { echo "test-latest: $*" >&2; exit 2; }
 [ -x "$venv/bin/python" ] || die "no $venv: run make python-env first (make test-latest does)"
 compgen -G "target/wheels-test/redislock-*.whl" >/dev/null || die "no wheel in target/wheels-test (make wheel)"
-[ -f "$lib" ] || cargo build --quiet --lib || die "cargo build failed"
+[ -f "$lib" ] || cargo build --quiet -p redislock-ffi || die "cargo build -p redislock-ffi failed"
 
 rows=()
 failed=0

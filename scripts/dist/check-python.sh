@@ -9,12 +9,17 @@
 #     no REDISLOCK_LIB. From a scratch working directory: import redislock,
 #     take a lock on $REDIS_URL (a throwaway server unless set), and check
 #     that redislock.__version__, the installed distribution's version,
-#     redislock_version() of the extension module the process loaded and
+#     the version compiled into the extension module the process loaded
+#     (redislock._native.__version__, the core's redislock::VERSION) and
 #     Cargo.toml's are one, and that the module is the venv's. Then the
 #     extension module's glibc floor (objdump -T: nothing newer than 2.17),
 #     and `auditwheel show` when $DIST_TOOLS_BIN has auditwheel (skipped
 #     with a note otherwise).
-# (b) The sdist, redislock-<v>.tar.gz: `pip install` into a second fresh
+# (b) The sdist, redislock-<v>.tar.gz: its files first (the Python package,
+#     the workspace's manifest and lock file, the core crate crates/redislock
+#     and the pyo3 crate bindings/python, the workspace root's library
+#     tests/harness and the example its manifest names; nothing else of the
+#     repository). Then `pip install` into a second fresh
 #     venv, which builds it with cargo (the PATH of $DIST_CARGO_PATH, which
 #     must be set) and maturin, which pip's build isolation fetches from
 #     PyPI: so this step needs the network (`--no-index` cannot work here).
@@ -60,7 +65,6 @@ mkdir "$work/cwd"
 # The program each venv runs, from a directory that holds nothing else.
 cat >"$work/check.py" <<'EOF'
 """Import redislock as an application does, check where it and its library came from, take a lock."""
-import ctypes
 import importlib.metadata
 import json
 import os
@@ -87,12 +91,9 @@ with open("/proc/self/maps") as maps:
     mapped = {line.split(None, 5)[5].strip() for line in maps if len(line.split(None, 5)) == 6}
 ours = sorted(f for f in mapped if "redislock" in os.path.basename(f) or f == os.path.realpath(native.__file__))
 assert ours == [os.path.realpath(native.__file__)], f"redislock objects mapped: {ours}"
-# redislock_version() of the C ABI, from the very object loaded (dlopen
-# hands back the same handle).
-lib = ctypes.CDLL(native.__file__)
-lib.redislock_version.restype = ctypes.c_char_p
-lib_version = lib.redislock_version().decode()
-assert lib_version == expected, f"redislock_version() of {native.__file__} is {lib_version}"
+# The version compiled into the very module loaded (the core's).
+lib_version = native.__version__
+assert lib_version == expected, f"the version compiled into {native.__file__} is {lib_version}"
 
 client = redislock.Client(os.environ["REDIS_URL"])
 name = f"dist-check:python:{os.getpid()}"
@@ -114,7 +115,7 @@ run_check() {
   local out
   out=$(cd "$work/cwd" && env -u PYTHONPATH -u PYTHONHOME PYTHONNOUSERSITE=1 "$1/bin/python" -I "$work/check.py" "$version" "$1") ||
     die "python: $2: import redislock and a lock failed (see above)"
-  python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print("redislock %s, redislock_version() %s" % (r["version"], r["library"]))' "$out"
+  python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print("redislock %s, its module compiled as %s" % (r["version"], r["library"]))' "$out"
 }
 
 # new_venv DIR [with-pip]: a fresh venv; without a pip of its own (ensurepip
@@ -192,6 +193,21 @@ if [ "${DIST_SKIP_SDIST:-}" = 1 ]; then
   echo "python: the sdist check skipped (DIST_SKIP_SDIST=1)"
   exit 0
 fi
+# What the sdist carries: the workspace as far as the module's build needs
+# it, and nothing else of the repository (a file outside these is one
+# pyproject.toml's exclude list does not know yet).
+listing=$(tar -tzf "$sdist") || die "python: $sdist is not a tar.gz"
+top=redislock-$version
+for f in PKG-INFO pyproject.toml Cargo.toml Cargo.lock README.md LICENSE-MIT LICENSE-APACHE \
+  python/redislock/__init__.py python/redislock/py.typed crates/redislock/Cargo.toml crates/redislock/build.rs \
+  crates/redislock/src/lib.rs crates/redislock/README.md bindings/python/Cargo.toml bindings/python/src/lib.rs \
+  tests/harness/lib.rs examples/async_contention.rs; do
+  grep -qxF "$top/$f" <<<"$listing" || die "python: $top/$f is missing from $(basename "$sdist")"
+done
+stray=$(grep -vE "^$top/$|^$top/.*/$|^$top/((PKG-INFO|pyproject\.toml|Cargo\.toml|Cargo\.lock|README\.md|LICENSE-MIT|LICENSE-APACHE|examples/async_contention\.rs)|(python/redislock|crates/redislock|bindings/python|tests/harness)/.+)\$" <<<"$listing" || true)
+[ -z "$stray" ] || die "python: $(basename "$sdist") carries files the Python module's build does not need (pyproject.toml's exclude): $(tr '\n' ' ' <<<"$stray")"
+echo "python: $(basename "$sdist"): $(wc -l <<<"$listing") files, the core crate and the pyo3 crate among them, nothing else of the repository"
+
 svenv=$work/venv-sdist
 # The venv's bin first: the build backend runs its `maturin` from there.
 build_env=(PATH="$svenv/bin:$DIST_CARGO_PATH")

@@ -2,10 +2,11 @@
 #
 #   root      the repository (packaging scripts read files from it; the
 #             checks never hand a path into it to what they install)
-#   version   Cargo.toml's version: every artifact and file name follows it
+#   version   the workspace's version (Cargo.toml, [workspace.package]):
+#             every artifact and file name follows it
 #   abi       the C ABI's number: the soname is libredislock.so.$abi and the
-#             runtime Debian package libredislock$abi (Cargo.toml,
-#             [package.metadata.redislock] abi)
+#             runtime Debian package libredislock$abi
+#             (crates/redislock-ffi/Cargo.toml, [package.metadata.redislock] abi)
 #   die MSG   print "dist: MSG" to stderr and exit 1
 #   without_cargo       a PATH with no cargo, rustc or rustup on it
 #   ensure_redis        start a throwaway redis-server on a free loopback port

@@ -1,30 +1,7 @@
-//! # redislock
-//!
-//! One Redis distributed lock for Rust, C, Python, PHP, Ruby, Node.js and Java
-//! programs: the same wire protocol, the same waiting and renewal logic,
-//! from one core.
-//!
-//! ```
-//! use std::time::Duration;
-//! use redislock::{Client, Wait};
-//!
-//! # let redis = redislock_tests::Server::start();
-//! # let url = redis.url();
-//! // url: "redis://127.0.0.1:6379/0", "unix:///run/redis/redis.sock?db=0", ...
-//! let client = Client::open(url)?;
-//! let lock = client.acquire("reports", Duration::from_secs(30), Wait::Timeout(Duration::from_secs(10)))?;
-//! println!("fencing number {}", lock.fence()?); // drawn now, one round trip
-//! lock.extend(Duration::from_secs(30))?;
-//! lock.release()?;
-//! # Ok::<(), redislock::Error>(())
-//! ```
-//!
-//! The key holds the owner's token and nothing else (`SET key token NX PX`),
-//! so clients that use the classic hand-written pattern on the same key
-//! exclude us and are excluded. See `docs/PROTOCOL.md` for the protocol,
-//! `docs/rust.md` for a guide to this API, and `docs/deployments.md` for
-//! Redlock, Sentinel, Cluster, the guarantees and the hazards.
-
+// The crate's front page is the Rust guide (docs/rust.md; README.md here is
+// a link to it, copied into the package by cargo package): its examples are
+// doc tests.
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![warn(rustdoc::broken_intra_doc_links, rustdoc::private_intra_doc_links)]
 
