@@ -31,7 +31,9 @@ mod tls;
 
 pub(crate) use owed::is_stale;
 pub(crate) use push::Push;
-pub(crate) use socket::{keepalive, Closer};
+#[cfg(feature = "tokio")]
+pub(crate) use socket::keepalive;
+pub(crate) use socket::Closer;
 #[cfg(feature = "tls")]
 pub(crate) use tls::tls_for;
 pub(crate) use tls::{config_error, Tls, NO_TLS};

@@ -245,7 +245,9 @@ pub(super) fn is_timeout(e: &redis::RedisError) -> bool {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    #[cfg(feature = "tls")]
     use crate::net::resp;
+    #[cfg(feature = "tls")]
     use crate::net::wire::owed::PING;
     use crate::net::wire::tests::{answer, packed, pair};
     #[cfg(feature = "tls")]
