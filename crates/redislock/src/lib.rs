@@ -64,6 +64,64 @@ pub mod __private {
     pub mod local {
         pub use crate::net::local::{set_local_loop, LocalLoop, LocalStream, Watched};
     }
+    /// The fuzzer's way in (the package `redislock-fuzz`, in `fuzz/`): the
+    /// RESP2 framer and the reply decoders its property tests exercise,
+    /// each the crate's own, called as the connections and the clients
+    /// call it. Not part of the API.
+    pub mod fuzz {
+        use redis::{RedisResult, Value};
+
+        use crate::protocol::{self, Attempt};
+
+        /// The length of the first whole reply at the start of `buf`, or
+        /// `Ok(None)` when more bytes are needed (the connections' framer).
+        pub fn frame(buf: &[u8]) -> RedisResult<Option<usize>> {
+            crate::net::resp::frame(buf)
+        }
+
+        /// The value of one reply, as [`frame`] delimited it.
+        pub fn decode(frame: &[u8]) -> RedisResult<Value> {
+            crate::net::resp::decode(frame)
+        }
+
+        /// The fence of the grant that ACQUIRE's or ENQUEUE's reply `v` is
+        /// (taken, or handed over while queued), as the acquire reads it;
+        /// `None` for any other reply.
+        pub fn parse_grant(v: &Value) -> Option<u64> {
+            match protocol::parse_attempt(v) {
+                Some(Attempt::Taken(fence) | Attempt::Handed(fence)) => Some(fence),
+                _ => None,
+            }
+        }
+
+        /// A fence in a script's reply.
+        pub fn parse_fence(v: &Value) -> Option<u64> {
+            protocol::parse_fence(v)
+        }
+
+        /// FORCE_RELEASE's reply.
+        pub fn parse_forced(v: &Value) -> Option<(bool, bool)> {
+            protocol::parse_forced(v)
+        }
+
+        /// The INSPECT script's reply.
+        pub fn parse_info(v: &Value) -> Option<crate::LockInfo> {
+            protocol::parse_info(v)
+        }
+
+        /// SEM_INSPECT's reply.
+        pub fn parse_shared_info(v: &Value) -> Option<crate::SharedInfo> {
+            protocol::parse_shared_info(v)
+        }
+
+        /// A hand-off message's nonce and fence.
+        pub fn split_handoff(payload: &[u8]) -> Option<(&[u8], u64)> {
+            protocol::split_handoff(payload)
+        }
+
+        /// The permits a writer holds.
+        pub const WRITER: u32 = protocol::WRITER;
+    }
 }
 
 pub use client::{Client, ClientBuilder};

@@ -25,8 +25,6 @@ pub(crate) mod hub;
 pub(crate) mod local;
 pub(crate) mod pool;
 pub(crate) mod resp;
-#[cfg(test)]
-mod resp_fuzz;
 pub(crate) mod retry;
 pub(crate) mod sentinel;
 #[cfg(feature = "tokio")]

@@ -1,5 +1,6 @@
-//! The fuzzer: property tests of the RESP2 framer ([`frame`], [`decode`])
-//! and of the reply decoders (`protocol::parse_*`, `split_handoff`), on
+//! The fuzzer: property tests of the RESP2 framer (`frame`, `decode`) and
+//! of the reply decoders (`protocol::parse_*`, `split_handoff`), reached
+//! through the core's `__private::fuzz`, on
 //! byte streams and values that proptest makes: arbitrary bytes, and
 //! near-valid RESP2 (nested arrays, bulk strings with right and wrong
 //! lengths, negative and overflowing numbers, RESP3 type bytes, deep
@@ -14,7 +15,7 @@
 //! non-negative integer or a string of decimal digits, nothing else.
 //!
 //! `make test` runs each property on `REDISLOCK_FUZZ_CASES` cases (2000 by
-//! default). `make fuzz` runs [`campaign`] in release mode for
+//! default). `make fuzz` runs `campaign` in release mode for
 //! `FUZZ_SECONDS` (300 by default, shared among the properties) and prints
 //! executions per second and the minimal input of each failure. Failing
 //! seeds are kept in `target/proptest-regressions/resp_fuzz/` and tried
@@ -33,8 +34,7 @@ use proptest::test_runner::{
 };
 use redis::Value;
 
-use super::resp::{decode, frame};
-use crate::protocol::{self, Attempt};
+use redislock::__private::fuzz::{self, decode, frame};
 
 // ---------------------------------------------------------------------
 // Inputs
@@ -432,7 +432,7 @@ fn int() -> impl Strategy<Value = i64> {
         2 => 0,
         3 => -1,
         4 | 5 => n.rem_euclid(1003) - 3,
-        6 => i64::from(protocol::WRITER),
+        6 => i64::from(fuzz::WRITER),
         7 => i64::MAX,
         8 => i64::MIN,
         _ => n,
@@ -570,7 +570,7 @@ fn framed_replies_are_redis_rs_values(s: Stream) -> TestCaseResult {
             Bytes(reply.to_vec())
         );
         all_decoders(&ours);
-        if let Some(Attempt::Taken(_) | Attempt::Handed(_)) = protocol::parse_attempt(&ours) {
+        if fuzz::parse_grant(&ours).is_some() {
             prop_assert_eq!(reply[0], b'*', "a grant that is not an array");
         }
     }
@@ -665,13 +665,13 @@ fn only_minus_one_is_nil(c: NegativeLength) -> TestCaseResult {
 
 /// Every reply decoder, on anything.
 fn all_decoders(v: &Value) {
-    let _ = protocol::parse_attempt(v);
-    let _ = protocol::parse_fence(v);
-    let _ = protocol::parse_forced(v);
-    let _ = protocol::parse_info(v);
-    let _ = protocol::parse_shared_info(v);
+    let _ = fuzz::parse_grant(v);
+    let _ = fuzz::parse_fence(v);
+    let _ = fuzz::parse_forced(v);
+    let _ = fuzz::parse_info(v);
+    let _ = fuzz::parse_shared_info(v);
     if let Value::BulkString(b) = v {
-        let _ = protocol::split_handoff(b);
+        let _ = fuzz::split_handoff(b);
     }
 }
 
@@ -687,10 +687,10 @@ fn decoders_never_panic(v: Value) -> TestCaseResult {
 /// integer, a string, or an array starting with anything else is never a
 /// grant, and the fence is the one the second element says.
 fn only_one_and_a_fence_is_a_grant(v: Value) -> TestCaseResult {
-    if let Some(Attempt::Taken(fence) | Attempt::Handed(fence)) = protocol::parse_attempt(&v) {
+    if let Some(fence) = fuzz::parse_grant(&v) {
         let said = match &v {
             Value::Array(items) if items.first() == Some(&Value::Int(1)) => {
-                items.get(1).and_then(protocol::parse_fence)
+                items.get(1).and_then(fuzz::parse_fence)
             }
             _ => None,
         };
@@ -702,7 +702,7 @@ fn only_one_and_a_fence_is_a_grant(v: Value) -> TestCaseResult {
 /// A fence is a non-negative integer, or a string of decimal digits that
 /// says the same number: nothing else (`+7`, ` 7`, `-1`, `7x`) is one.
 fn fences_are_decimal(v: Value) -> TestCaseResult {
-    if let Some(fence) = protocol::parse_fence(&v) {
+    if let Some(fence) = fuzz::parse_fence(&v) {
         let exact = match &v {
             Value::Int(n) => u64::try_from(*n) == Ok(fence),
             Value::BulkString(b) => {
@@ -718,7 +718,7 @@ fn fences_are_decimal(v: Value) -> TestCaseResult {
 }
 
 fn handoffs_never_panic(p: Bytes) -> TestCaseResult {
-    if let Some((nonce, _)) = protocol::split_handoff(&p.0) {
+    if let Some((nonce, _)) = fuzz::split_handoff(&p.0) {
         prop_assert!(nonce.len() <= p.0.len());
     }
     Ok(())
