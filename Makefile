@@ -183,7 +183,7 @@ ifeq ($(NEXTEST),yes)
 RUST_TESTS = $(CARGO) nextest run --all-targets --no-fail-fast --test-threads=$(NEXTEST_THREADS) $(if $(strip $(1)),-- $(1))
 # The integration tests but those of the C API (the core over the C ABI,
 # checked on the other servers): for the Valkey 9.1 pass.
-SERVER_TESTS = $(CARGO) nextest run --tests --no-fail-fast --test-threads=$(NEXTEST_THREADS) -E 'not binary(c_api)' $(if $(strip $(1)),-- $(1))
+SERVER_TESTS = $(CARGO) nextest run --tests --no-fail-fast --test-threads=$(NEXTEST_THREADS) -E 'not binary(c_api) and not package(redislock-fuzz)' $(if $(strip $(1)),-- $(1))
 else
 RUST_TESTS = $(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS) $(1)
 SERVER_TESTS = $(CARGO) test --tests -- --test-threads=$(TEST_THREADS) $(1)
@@ -332,10 +332,10 @@ headers:
 	REDISLOCK_WRITE_HEADERS=1 $(CARGO) test -q -p redislock-ffi --test headers
 
 ## make fuzz: the fuzzer's long campaign on the RESP2 framer and the reply
-## decoders (src/net/resp_fuzz.rs), release build, FUZZ_SECONDS (default 300)
+## decoders (fuzz/tests/resp_fuzz.rs), release build, FUZZ_SECONDS (default 300)
 ## shared among its properties: executions per second, every failure's minimal input
 fuzz:
-	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),300) $(CARGO) test --release --lib resp_fuzz -- --ignored --nocapture
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),300) $(CARGO) test --release -p redislock-fuzz --test resp_fuzz -- --ignored --nocapture
 
 ## make test-stress: `make test` STRESS_RUNS times in a row (default 5) with
 ## both cores kept busy beside it; make test-stress-redlock: the Redlock

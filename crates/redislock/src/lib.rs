@@ -61,6 +61,7 @@ pub mod __private {
         client.take(key, opts).map(drop)
     }
     /// Node.js's event loop driving the client's sockets.
+    #[cfg(feature = "tokio")]
     pub mod local {
         pub use crate::net::local::{set_local_loop, LocalLoop, LocalStream, Watched};
     }
