@@ -116,6 +116,9 @@ thread_local! {
     /// What `logging` answered in that call when asked whether a logger
     /// takes a level (see [`Logs`]).
     static ASKED: RefCell<Vec<Asked>> = const { RefCell::new(Vec::new()) };
+    /// The core's lines held back on this thread, while a
+    /// [`holding_lines`] call runs.
+    static HELD_LINES: RefCell<Option<Vec<HeldLine>>> = const { RefCell::new(None) };
 }
 
 /// One answer of `logging`: a core module (its `'static` path, by
@@ -837,7 +840,7 @@ impl Lock {
     /// (the new holder's key is left alone), or was not held.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let (mut shared, id) = self.take_held()?;
-        let (r, lost) = detached(py, || {
+        let (r, lost, lines) = detached(py, || {
             // Another thread's extend or owned on this acquisition ends
             // within its round trip.
             let lock = loop {
@@ -852,15 +855,19 @@ impl Lock {
             drawn(&self.released, id, &lock);
             // Set by an earlier release on this thread that was not asked.
             let _ = redislock::__private::take_woke_here();
-            let released = deferring(|| lock.release());
+            // Its log lines (a hand-off's) are held back: asking `logging`
+            // about one would take the GIL now, when the thread that the
+            // lock went to needs it.
+            let ((released, lost), lines) = holding_lines(|| deferring(|| lock.release()));
             if redislock::__private::take_woke_here() {
                 // The lock went to a thread of this process that slept
                 // waiting for it: that thread needs the GIL next, and this
                 // one, still running, would take it first.
                 std::thread::sleep(HAND_OVER_GIL);
             }
-            released
+            (released, lost, lines)
         })?;
+        pass_on(lines)?;
         fire_all(lost);
         r.map_err(|e| to_py(py, e))
     }
@@ -1109,6 +1116,16 @@ impl log::Log for Logs {
         if !self.0.enabled(record.metadata()) {
             return;
         }
+        let held = HELD_LINES.with(|h| match h.borrow_mut().as_mut() {
+            Some(lines) => {
+                lines.push(HeldLine::of(record));
+                true
+            }
+            None => false,
+        });
+        if held {
+            return;
+        }
         // Inside a call, what `logging` answered earlier in it.
         let target = record.target().as_ptr() as usize;
         let level = record.level();
@@ -1158,6 +1175,83 @@ impl log::Log for Logs {
 
     fn flush(&self) {
         self.0.flush()
+    }
+}
+
+/// A line of the core held back (see [`holding_lines`]): what `log` gave,
+/// owned.
+struct HeldLine {
+    level: log::Level,
+    target: String,
+    message: String,
+    module_path: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+impl HeldLine {
+    fn of(record: &log::Record<'_>) -> HeldLine {
+        HeldLine {
+            level: record.level(),
+            target: record.target().to_owned(),
+            message: record.args().to_string(),
+            module_path: record.module_path().map(str::to_owned),
+            file: record.file().map(str::to_owned),
+            line: record.line(),
+        }
+    }
+}
+
+/// Run `f` on this thread (inside a call without the GIL, see
+/// [`detached`]), holding back the core's lines that it logs instead of
+/// taking the GIL to pass each on; they are returned for [`pass_on`]
+/// once the call has the GIL back.
+fn holding_lines<T>(f: impl FnOnce() -> T) -> (T, Vec<HeldLine>) {
+    struct Restore(Option<Vec<HeldLine>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            HELD_LINES.with(|h| *h.borrow_mut() = outer);
+        }
+    }
+    let outer = HELD_LINES.with(|h| h.borrow_mut().replace(Vec::new()));
+    let restore = Restore(outer);
+    let out = f();
+    let lines = HELD_LINES
+        .with(|h| h.borrow_mut().take())
+        .unwrap_or_default();
+    drop(restore);
+    (out, lines)
+}
+
+/// Pass lines held back by [`holding_lines`] on to `logging` with the GIL
+/// the call took back, as they would have gone inside the call: an
+/// exception raised there is what the call raises (see [`detached`]).
+/// `logging` is asked afresh, and all the lines live until the last is
+/// passed on, so that each target is its own address (see [`Asked`]).
+fn pass_on(lines: Vec<HeldLine>) -> PyResult<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let outer = IN_CALL.replace(true);
+    ASKED.with(|a| a.borrow_mut().clear());
+    let logger = log::logger();
+    for l in &lines {
+        logger.log(
+            &log::Record::builder()
+                .level(l.level)
+                .target(&l.target)
+                .args(format_args!("{}", l.message))
+                .module_path(l.module_path.as_deref())
+                .file(l.file.as_deref())
+                .line(l.line)
+                .build(),
+        );
+    }
+    IN_CALL.set(outer);
+    match take_raised() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
