@@ -411,7 +411,9 @@ bench-versus: deps
 	git worktree add --detach $(VERSUS)/base-src $(BASE)
 	# Its own cargo target: a target shared by two checkouts of one crate
 	# can leave the other checkout's library in place of this one's.
-	cd $(VERSUS)/base-src && PATH=$(CURDIR)/$(VENV_BENCH)/bin:$$PATH CARGO_TARGET_DIR=$(CURDIR)/$(VERSUS)/cargo $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(CURDIR)/$(VERSUS)/wheels/base .
+	# A BASE from before the workspace is one crate: a workspace of its own,
+	# not a stray member of this checkout's.
+	cd $(VERSUS)/base-src && { grep -q '^\[workspace\]' Cargo.toml || printf '\n[workspace]\n' >> Cargo.toml; } && PATH=$(CURDIR)/$(VENV_BENCH)/bin:$$PATH CARGO_TARGET_DIR=$(CURDIR)/$(VERSUS)/cargo $(CURDIR)/$(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(CURDIR)/$(VERSUS)/wheels/base .
 	git worktree remove --force $(VERSUS)/base-src
 	PATH=$(CURDIR)/$(VENV_BENCH)/bin:$$PATH CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_BENCH)/bin/pip wheel -q --no-deps --no-build-isolation -w $(VERSUS)/wheels/new .
 	$(VENV_BENCH)/bin/pip install -q --no-deps --target $(VERSUS)/base $(VERSUS)/wheels/base/redislock-*.whl

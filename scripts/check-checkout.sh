@@ -34,9 +34,9 @@ trap 'rm -rf "$work"' EXIT
 "$work/venv/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$root/requirements/pip.txt"
 "$work/venv/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$root/requirements/build.txt"
 # As `pip install .` in the checkout: the workspace's own target directory.
-(cd "$root" && env -u CARGO_TARGET_DIR PATH="$work/venv/bin:$PATH" MATURIN_PEP517_ARGS="$pep517_args" \
-  "$work/venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation "$root") ||
-  die "pip install $root failed"
+cd "$root"
+env -u CARGO_TARGET_DIR PATH="$work/venv/bin:$PATH" MATURIN_PEP517_ARGS="$pep517_args" \
+  "$work/venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation "$root" || die "pip install $root failed"
 
 [ "$(sha256sum <"$lib")" = "$before" ] ||
   die "pip install . rewrote $lib: the Python module was built onto the C library's path"
