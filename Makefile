@@ -93,10 +93,11 @@ dist-test: deps
 
 # make test's dist-check: the sdist builds unoptimised, in dist-test's
 # environment and cargo target, whose compiled dependencies it reuses; the
-# Rust crate's check keeps its dependencies' build in target/dist-rust.
+# Rust crate's check builds in the workspace's target, reusing the
+# dependencies test-rust compiled (the unpacked crate itself is built anew).
 test-dist:
 	DIST_SDIST_CARGO_TARGET_DIR=$(CURDIR)/target/dist DIST_SDIST_PROFILE=dist-test \
-	DIST_RUST_CARGO_TARGET_DIR=$(CURDIR)/target/dist-rust \
+	DIST_RUST_CARGO_TARGET_DIR=$(CURDIR)/target \
 	DIST_SDIST_ENV=$(CURDIR)/target/dist/zig-env.sh \
 		scripts/dist-check.sh dist --demo target/debug/examples/demo
 
@@ -106,14 +107,13 @@ test-valkey: deps python-env
 
 # Every Rust test file (the C tests included), the Python tests, redis-py's
 # lock suite, PHP and the demo, with REDIS_SERVER set to Valkey; what the
-# Redis run built is reused. The doc tests run too: each starts its own
-# server. Not again: lints and stubtest, which start no server.
+# Redis run built is reused. Not again: lints and stubtest, which start no
+# server, and the doc tests (the documents' examples, run against Redis).
 test-valkey-run:
 	@test -x $(VALKEY_SERVER) || { echo "make: no $(VALKEY_SERVER): run scripts/deps.sh" >&2; exit 1; }
 	@echo "make: the suites against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) (REDIS_SERVER=$(VALKEY_SERVER)); not run there: $(words $(VALKEY_WITHOUT_TLS)) TLS tests (this build has no TLS)"
 	$(CARGO) build
 	REDIS_SERVER=$(VALKEY_SERVER) $(call RUST_TESTS,$(addprefix --skip ,$(VALKEY_WITHOUT_TLS)))
-	REDIS_SERVER=$(VALKEY_SERVER) $(CARGO) test --doc
 	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-python-run test-php test-ruby-run test-node-run test-demo
 	REDIS_SERVER=$(VALKEY_SERVER) $(MAKE) --no-print-directory test-java-run JAVA_JVM_ONLY= \
 		JAVA_TEST_ARGS="--exclude-classname='$(JAVA_JVM_TESTS)'"
