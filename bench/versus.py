@@ -2,7 +2,7 @@
 """make bench-versus: this tree's contended path against the same figures
 before the change, interleaved.
 
-    python bench/versus.py BASE_DIR NEW_DIR [--rounds 6] [--seconds 3]
+    python bench/versus.py BASE_DIR NEW_DIR [--rounds 6] [--seconds 3] [--only FIGURE]
 
 BASE_DIR and NEW_DIR each hold an installed `redislock` package (pip
 install --target); `make bench-versus BASE=<git revision>` builds both.
@@ -77,6 +77,8 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--only", action="append", choices=["contended", "threads", "redlock"],
+                    help="run only this figure (repeatable)")
     args = ap.parse_args()
     day = datetime.date.today().isoformat()
     out_dir = os.path.join(HERE, "results", day)
@@ -84,6 +86,7 @@ def main():
     out = os.path.join(out_dir, "versus.jsonl")
     server = RedisServer()
     figures = [("contended", 2), ("contended", 8), ("threads", 100), ("redlock", 3)]
+    figures = [f for f in figures if not args.only or f[0] in args.only]
     got = {}
     try:
         for r in range(args.rounds):
