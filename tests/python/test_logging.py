@@ -82,6 +82,69 @@ def test_hand_offs_and_losses_are_logged(client, raw, caplog):
     assert all(r.thread != threading.get_ident() for r in renew_lines)
 
 
+def test_a_release_to_a_waiting_thread_logs_from_its_own_thread_after_the_call(client, caplog):
+    """A release that hands the lock to a thread of this process says so
+    ("handed to a waiter of this process") on the releasing thread, once
+    the call is back: asked from inside the call, `logging` would take the
+    GIL just when the woken thread needs it. A handler raising on that
+    line makes the release raise it, the lock handed over all the same."""
+    caplog.set_level(logging.DEBUG, logger="redislock")
+    # A second waiter, on another lock, keeps the client's waiters'
+    # channel open whichever copy of the hand-off wakes the first: the
+    # release then always finds the waiter in this process.
+    blocker = client.lock("kept-waiting", ttl=30.0)
+    assert blocker.acquire(blocking=False)
+    kept = client.lock("kept-waiting", ttl=5.0, timeout=60.0)
+    other = threading.Thread(target=kept.acquire, daemon=True)
+    other.start()
+
+    class Raised(Exception):
+        pass
+
+    class Raising(logging.Handler):
+        """Raises on the line, which therefore goes no further (not to
+        caplog's handler on the root logger)."""
+        def emit(self, record):
+            if "handed to a waiter of this process" in record.getMessage():
+                raise Raised(record.thread)
+
+    for raising in (False, True):
+        caplog.clear()
+        holder = client.lock("in-process", ttl=10.0)
+        assert holder.acquire(blocking=False)
+        waiter = client.lock("in-process", ttl=10.0, timeout=30.0)
+        t = threading.Thread(target=waiter.acquire)
+        t.start()
+        wait_until(lambda: client.stats()["waiters_now"] == 2, what="both threads to wait")
+        handler = Raising()
+        logger = logging.getLogger("redislock")
+        if raising:
+            logger.addHandler(handler)
+        try:
+            if raising:
+                with pytest.raises(Raised) as raised:
+                    holder.release()
+                assert raised.value.args == (threading.get_ident(),)
+            else:
+                holder.release()
+        finally:
+            logger.removeHandler(handler)
+        t.join(30)
+        assert not t.is_alive()
+        # Handed over either way; released once.
+        assert waiter.owned() and not holder.owned()
+        said = [r for r in lines(caplog, "redislock.deploy.single")
+                if "handed to a waiter of this process" in r.getMessage()]
+        if not raising:
+            assert len(said) == 1, caplog.text
+            assert said[0].thread == threading.get_ident()
+        waiter.release()
+    blocker.release()
+    other.join(30)
+    assert not other.is_alive()
+    kept.release()
+
+
 def test_a_level_set_while_a_call_waits_reaches_its_later_lines(client, caplog):
     """A call asks `logging` once per logger and level, and asks again a
     second later: its hand-off line follows a level set during the wait."""
