@@ -198,6 +198,7 @@ impl Client {
 
     /// Count an acquisition that its caller gave up before it ended (an
     /// async one whose future was dropped): as a wait interrupted.
+    #[cfg(feature = "tokio")]
     fn count_abandoned(&self, started: Instant) {
         if cfg!(redislock_no_stats) {
             return;

@@ -240,6 +240,7 @@ pub(crate) fn wait<'a, T>(cv: &Condvar, held: Locked<'a, T>) -> Locked<'a, T> {
 
 /// Block every signal in the calling thread (a library thread: see
 /// [`spawn_quiet`]).
+#[cfg(feature = "tokio")]
 pub(crate) fn block_signals() {
     // SAFETY: sigfillset/pthread_sigmask on a local, initialised set.
     unsafe {

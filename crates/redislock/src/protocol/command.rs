@@ -91,6 +91,7 @@ fn push_header(out: &mut Vec<u8>, kind: u8, n: usize) {
 }
 
 /// A redis-rs command of these arguments (the async transport's form).
+#[cfg(feature = "tokio")]
 pub(crate) fn cmd_of(args: &[&[u8]]) -> redis::Cmd {
     let size = args.iter().map(|a| a.len()).sum();
     let mut cmd = redis::Cmd::with_capacity(args.len(), size);
@@ -139,6 +140,7 @@ impl Script {
     }
 
     /// The EVALSHA command for these keys and arguments.
+    #[cfg(feature = "tokio")]
     pub(crate) fn evalsha(&self, keys: &[&[u8]], args: &[&[u8]]) -> redis::Cmd {
         // Sized at once: growing it costs more than sending it.
         let size: usize = keys.iter().chain(args).map(|a| a.len()).sum();
@@ -240,7 +242,8 @@ pub(crate) fn scripts() -> &'static Scripts {
     }
 }
 
-#[cfg(test)]
+// Against redis-rs's own packing, which the async transport uses.
+#[cfg(all(test, feature = "tokio"))]
 mod tests {
     use super::*;
     use crate::protocol::set_nx_get;

@@ -83,7 +83,9 @@ mod lock;
 mod queue;
 mod semaphore;
 
-pub(crate) use command::{cmd_of, pack, scripts, Decimal, Script};
+#[cfg(feature = "tokio")]
+pub(crate) use command::cmd_of;
+pub(crate) use command::{pack, scripts, Decimal, Script};
 pub(crate) use fence::slot_watch;
 use fence::{push_counter, slot_tag};
 pub(crate) use lock::{
