@@ -145,6 +145,50 @@ def test_a_release_to_a_waiting_thread_logs_from_its_own_thread_after_the_call(c
     kept.release()
 
 
+def test_a_handler_raising_on_the_hand_off_line_releases_the_lock_again(client, caplog):
+    """A handler raising on the waiter's line of its hand-off makes the
+    acquire raise it, and the lock it was handed is released again, not
+    left held by nobody."""
+    caplog.set_level(logging.DEBUG, logger="redislock")
+    holder = client.lock("raising-handed", ttl=30.0)
+    assert holder.acquire(blocking=False)
+
+    class Raised(Exception):
+        pass
+
+    class Raising(logging.Handler):
+        def emit(self, record):
+            if "handed over by its releaser" in record.getMessage():
+                raise Raised(record.thread)
+
+    got = []
+
+    def wait():
+        try:
+            got.append(client.lock("raising-handed", ttl=30.0, timeout=30.0).acquire())
+        except Raised as e:
+            got.append(e)
+
+    handler = Raising()
+    logger = logging.getLogger("redislock")
+    logger.addHandler(handler)
+    try:
+        t = threading.Thread(target=wait)
+        t.start()
+        wait_until(lambda: client.stats()["waiters_now"] == 1, what="the thread to wait")
+        holder.release()
+        t.join(30)
+        assert not t.is_alive()
+    finally:
+        logger.removeHandler(handler)
+    assert len(got) == 1 and isinstance(got[0], Raised), got
+    assert got[0].args == (t.ident,)
+    probe = client.lock("raising-handed", ttl=5.0)
+    wait_until(lambda: not probe.locked(), what="the lock handed over to be released again")
+    assert probe.acquire(blocking=False)
+    probe.release()
+
+
 def test_a_level_set_while_a_call_waits_reaches_its_later_lines(client, caplog):
     """A call asks `logging` once per logger and level, and asks again a
     second later: its hand-off line follows a level set during the wait."""
