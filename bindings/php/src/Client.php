@@ -325,6 +325,13 @@ final class Client
         $cause = null;
         try {
             $lock->release();
+        } catch (Unconfirmed $e) {
+            // A kind of LockNotOwned, but most likely released: a failure
+            // of the release only, unless the lock was lost before.
+            if (!$lost) {
+                throw $e;
+            }
+            $cause = $e;
         } catch (LockNotOwned $e) {
             if ($e->getCode() !== FFI::NOT_OWNER) {
                 throw $e; // $fn released the lock itself
