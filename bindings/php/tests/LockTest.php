@@ -380,4 +380,32 @@ final class LockTest extends TestCase
         }
         return trim((string)fgets($pipe));
     }
+
+    public function testSynchronizedRenewsTheLockByDefault(): void
+    {
+        // 700 ms of work under a 300 ms TTL: renewed every 100 ms, it is
+        // still held when the work ends, and synchronized() returns.
+        $result = $this->client->synchronized('long', function ($lock) {
+            usleep(700000);
+            return [$this->raw->get('long') === $lock->token(), $lock->isLost()];
+        }, ttlMs: 300);
+        $this->assertSame([true, false], $result, 'not renewed: the lock expired while the work ran');
+        $this->assertGreaterThanOrEqual(1, $this->client->stats()['renewals_ok']);
+        $this->assertFalse($this->raw->get('long'));
+    }
+
+    public function testSynchronizedWithoutRenewalLosesALockThatOutlivesItsTtl(): void
+    {
+        try {
+            $this->client->synchronized('short', function () {
+                // Until the 300 ms TTL has run out.
+                $this->assertTrue(waitUntil(fn () => $this->raw->get('short') === false, 20), 'the lock never expired');
+                return 'done';
+            }, ttlMs: 300, autoRenew: false);
+            $this->fail('synchronized() returned after its lock expired');
+        } catch (LockNotOwned $e) {
+            $this->assertStringContainsString('ran unprotected', $e->getMessage());
+        }
+        $this->assertSame(0, $this->client->stats()['renewals_ok']);
+    }
 }
