@@ -42,7 +42,7 @@ class LockQuorumError(LockError):
 class LockServerError(LockError):
     """The Redis server answered with an error (authentication, permissions, ...)."""
 
-class LockUnconfirmed(LockError):
+class LockUnconfirmed(LockNotOwned):
     """A release whose outcome is unknown: the connection broke after it was sent, and when
     sent again the lock was no longer this owner's (most likely the first attempt released it)."""
 

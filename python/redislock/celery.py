@@ -70,7 +70,7 @@ from typing import Any, Dict, Optional, Tuple
 from celery import Task  # type: ignore
 from celery.exceptions import ImproperlyConfigured  # type: ignore
 
-from . import Client, Lock, LockError, LockNotOwned, LockTimeout
+from . import Client, Lock, LockError, LockNotOwned, LockTimeout, LockUnconfirmed
 
 __all__ = ["AlreadyRunning", "LockLost", "Singleton", "client_for"]
 
@@ -225,13 +225,16 @@ class Singleton(Task):
             _current.reset(reset)
             try:
                 lock.release()
-            except LockNotOwned:
-                logger.warning(
-                    "task %s[%s]: lock %s was lost while it ran; another copy may have run",
-                    self.name, self.request.id, key,
-                )
             except LockError as e:
-                logger.warning(
-                    "task %s[%s]: releasing %s failed (%s); it expires within %s s",
-                    self.name, self.request.id, key, e, ttl,
-                )
+                # LockUnconfirmed is a kind of LockNotOwned, but the lock
+                # was most likely released: only the release's reply was lost.
+                if isinstance(e, LockNotOwned) and not isinstance(e, LockUnconfirmed):
+                    logger.warning(
+                        "task %s[%s]: lock %s was lost while it ran; another copy may have run",
+                        self.name, self.request.id, key,
+                    )
+                else:
+                    logger.warning(
+                        "task %s[%s]: releasing %s failed (%s); it expires within %s s",
+                        self.name, self.request.id, key, e, ttl,
+                    )

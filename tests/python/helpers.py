@@ -7,6 +7,8 @@ server's keys, TTLs and INFO, the client's own statistics) rather than
 the wall clock.
 """
 import asyncio
+import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -63,3 +65,9 @@ def assert_ttl_set(raw, key, ttl: float, since: float) -> int:
     assert top - elapsed_ms - 2 <= pttl <= top, \
         f"PTTL of {key!r} is {pttl} ms: expected {top} ms less the {elapsed_ms:.0f} ms since it was set"
     return pttl
+
+
+# The proxy that cuts a reply (tests/fake/reply_cutter.py), shared with the
+# PHP suite.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fake"))
+from reply_cutter import ReplyCutter  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import redislock
-from helpers import assert_ttl_set, info_stat, queued, wait_until, wait_until_async
+from helpers import ReplyCutter, assert_ttl_set, info_stat, queued, wait_until, wait_until_async
 from redislock import (
     Client,
     LockConnectionError,
@@ -37,6 +37,48 @@ def test_exception_hierarchy():
         assert issubclass(exc, LockError)
     assert issubclass(LockConnectionError, ConnectionError)
     assert LockConnectionError.__module__ == "redislock"
+    # An unconfirmed release is a kind of not-owned one (DESIGN.md), and
+    # still told apart.
+    assert issubclass(LockUnconfirmed, LockNotOwned)
+    assert not issubclass(LockNotOwned, LockUnconfirmed)
+
+
+def test_an_unconfirmed_release_is_caught_as_not_owned(server, raw):
+    """A release whose reply is lost with its connection is sent again; the
+    second sending finds the lock no longer this owner's (the first one
+    released it): LockUnconfirmed, which `except LockNotOwned` catches."""
+    proxy = ReplyCutter(server.port)
+    try:
+        client = Client(proxy.url, command_timeout=30.0)
+        # The release script is loaded (a first sending that met NOSCRIPT
+        # would lose only that refusal).
+        warm = client.lock("cut", ttl=10.0)
+        assert warm.acquire(blocking=False)
+        warm.release()
+
+        lock = client.lock("cut", ttl=10.0)
+        assert lock.acquire(blocking=False)
+        proxy.arm(lock.token)
+        caught = None
+        try:
+            lock.release()
+        except LockNotOwned as e:
+            caught = e
+        assert proxy.cut == 1
+        assert isinstance(caught, LockUnconfirmed), repr(caught)
+        assert "unconfirmed" in str(caught)
+        # It did take effect: the lock is free.
+        assert raw.get("cut") is None
+        # The client goes on: a lock that really expired is still a plain
+        # LockNotOwned.
+        short = client.lock("cut", ttl=0.05)
+        assert short.acquire(blocking=False)
+        wait_until(lambda: raw.get("cut") is None, what="the short lock to expire")
+        with pytest.raises(LockNotOwned) as info:
+            short.release()
+        assert not isinstance(info.value, LockUnconfirmed)
+    finally:
+        proxy.close()
 
 
 def test_the_key_holds_exactly_the_token_with_the_ttl(client, raw):

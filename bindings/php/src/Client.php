@@ -294,7 +294,10 @@ final class Client
 
     /**
      * Run $fn($lock) holding the lock $key; release it afterwards, also when
-     * $fn throws. Returns what $fn returns.
+     * $fn throws. Returns what $fn returns. The lock is renewed in the
+     * background while $fn runs (every third of $ttlMs), as Python's
+     * decorator, Node's using() and Java's executeLocked() do, so work may
+     * outlast $ttlMs; autoRenew: false holds it for $ttlMs at most.
      *
      * When $fn returned but the lock was lost meanwhile (it expired, or
      * another owner took it: found by background renewal, an extend, or the
@@ -310,7 +313,7 @@ final class Client
         callable $fn,
         int $ttlMs = 30000,
         ?int $waitMs = null,
-        bool $autoRenew = false,
+        bool $autoRenew = true,
     ): mixed {
         $lock = $this->acquire($key, ttlMs: $ttlMs, waitMs: $waitMs, autoRenew: $autoRenew);
         try {
@@ -325,6 +328,13 @@ final class Client
         $cause = null;
         try {
             $lock->release();
+        } catch (Unconfirmed $e) {
+            // A kind of LockNotOwned, but most likely released: a failure
+            // of the release only, unless the lock was lost before.
+            if (!$lost) {
+                throw $e;
+            }
+            $cause = $e;
         } catch (LockNotOwned $e) {
             if ($e->getCode() !== FFI::NOT_OWNER) {
                 throw $e; // $fn released the lock itself
@@ -452,9 +462,11 @@ final class Client
     /**
      * Take the lock $key under $token without keeping a handle: it stays
      * held until it expires or releaseToken($key, $token) releases it (the
-     * request-id pattern). False when another owner holds it.
+     * request-id pattern). $waitMs as for acquire(): null (the default)
+     * waits forever, 0 tries once, > 0 is a deadline. False when the wait
+     * ran out (with 0: when another owner holds it) instead of LockTimeout.
      */
-    public function acquireToken(string $key, string $token, int $ttlMs, ?int $waitMs = 0): bool
+    public function acquireToken(string $key, string $token, int $ttlMs, ?int $waitMs = null): bool
     {
         self::checkTimes($ttlMs, $waitMs);
         // No handle: the token is all a release needs (one FFI call, not three).

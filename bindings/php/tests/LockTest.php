@@ -8,6 +8,7 @@ use RedisLock\InvalidArgument;
 use RedisLock\LockException;
 use RedisLock\LockNotOwned;
 use RedisLock\LockTimeout;
+use RedisLock\Unconfirmed;
 use RedisLock\WrongType;
 
 final class LockTest extends TestCase
@@ -321,8 +322,90 @@ final class LockTest extends TestCase
 
     public function testAnUnconfirmedReleaseHasItsOwnException(): void
     {
-        $this->assertTrue(is_subclass_of(\RedisLock\Unconfirmed::class, LockException::class));
-        $this->expectException(\RedisLock\Unconfirmed::class);
+        // A kind of LockNotOwned (DESIGN.md), and still told apart.
+        $this->assertTrue(is_subclass_of(Unconfirmed::class, LockNotOwned::class));
+        $this->assertTrue(is_subclass_of(Unconfirmed::class, LockException::class));
+        $this->assertFalse(is_subclass_of(LockNotOwned::class, Unconfirmed::class));
+        $this->expectException(Unconfirmed::class);
         \RedisLock\FFI::checkStatus(\RedisLock\FFI::UNCONFIRMED);
+    }
+
+    public function testAnUnconfirmedReleaseIsCaughtAsNotOwned(): void
+    {
+        // A proxy (tests/fake/reply_cutter.py) lets the release through to
+        // the server, waits for its reply, and closes the connection instead
+        // of passing it on; the retry on a fresh connection finds the lock
+        // no longer this owner's.
+        $proxy = proc_open(['python3', dirname(__DIR__, 3) . '/tests/fake/reply_cutter.py', (string)$this->server->port],
+            [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
+        $this->assertIsResource($proxy);
+        try {
+            $port = (int)self::line($pipes[1]);
+            $this->assertGreaterThan(0, $port);
+            $client = new Client("redis://127.0.0.1:$port/0?command_timeout=30s");
+            // The release script is loaded (a first sending that met
+            // NOSCRIPT would lose only that refusal).
+            $client->acquire('cut', ttlMs: 10000, waitMs: 0)->release();
+
+            $lock = $client->acquire('cut', ttlMs: 10000, waitMs: 0);
+            fwrite($pipes[0], 'arm ' . bin2hex($lock->token()) . "\n");
+            fflush($pipes[0]);
+            $this->assertSame('armed', self::line($pipes[1]));
+            $caught = null;
+            try {
+                $lock->release();
+            } catch (LockNotOwned $e) {
+                $caught = $e;
+            }
+            $this->assertSame('cut', self::line($pipes[1]), 'the proxy cut no reply');
+            $this->assertInstanceOf(Unconfirmed::class, $caught);
+            $this->assertStringContainsString('unconfirmed', $caught->getMessage());
+            // It did take effect: the lock is free.
+            $this->assertFalse($this->raw->get('cut'));
+        } finally {
+            fclose($pipes[0]);
+            fclose($pipes[1]);
+            proc_terminate($proxy, 9);
+            proc_close($proxy);
+        }
+    }
+
+    /** A line from $pipe without its newline; '' when none came within 20 s. */
+    private static function line($pipe): string
+    {
+        $read = [$pipe];
+        $none = null;
+        if (stream_select($read, $none, $none, 20) !== 1) {
+            return '';
+        }
+        return trim((string)fgets($pipe));
+    }
+
+    public function testSynchronizedRenewsTheLockByDefault(): void
+    {
+        // 700 ms of work under a 300 ms TTL: renewed every 100 ms, it is
+        // still held when the work ends, and synchronized() returns.
+        $result = $this->client->synchronized('long', function ($lock) {
+            usleep(700000);
+            return [$this->raw->get('long') === $lock->token(), $lock->isLost()];
+        }, ttlMs: 300);
+        $this->assertSame([true, false], $result, 'not renewed: the lock expired while the work ran');
+        $this->assertGreaterThanOrEqual(1, $this->client->stats()['renewals_ok']);
+        $this->assertFalse($this->raw->get('long'));
+    }
+
+    public function testSynchronizedWithoutRenewalLosesALockThatOutlivesItsTtl(): void
+    {
+        try {
+            $this->client->synchronized('short', function () {
+                // Until the 300 ms TTL has run out.
+                $this->assertTrue(waitUntil(fn () => $this->raw->get('short') === false, 20), 'the lock never expired');
+                return 'done';
+            }, ttlMs: 300, autoRenew: false);
+            $this->fail('synchronized() returned after its lock expired');
+        } catch (LockNotOwned $e) {
+            $this->assertStringContainsString('ran unprotected', $e->getMessage());
+        }
+        $this->assertSame(0, $this->client->stats()['renewals_ok']);
     }
 }

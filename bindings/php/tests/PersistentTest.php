@@ -87,6 +87,19 @@ final class PersistentTest extends TestCase
         $client->extendToken('job', 'owner-1', 0);
     }
 
+    public function testAcquireTokenWaitsAsAcquireDoes(): void
+    {
+        $client = new Client($this->server->url());
+        // Held for 300 ms: waitMs null (the default, as acquire()'s) waits
+        // until it expires; 0 tries once.
+        $held = $client->acquire('waited', ttlMs: 300);
+        $this->assertFalse($client->acquireToken('waited', 'owner-1', 10000, waitMs: 0));
+        $this->assertTrue($client->acquireToken('waited', 'owner-1', 10000));
+        $this->assertSame('owner-1', $this->raw->get('waited'));
+        $this->assertTrue($client->releaseToken('waited', 'owner-1'));
+        $held->forget();
+    }
+
     public function testAForgottenLockStaysUntilReleasedByToken(): void
     {
         $client = new Client($this->server->url());

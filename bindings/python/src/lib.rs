@@ -73,7 +73,7 @@ create_exception!(
 create_exception!(
     redislock,
     LockUnconfirmed,
-    LockError,
+    LockNotOwned,
     "A release whose outcome is unknown: the connection broke after it was sent, and when \
      sent again the lock was no longer this owner's (most likely the first attempt released it)."
 );

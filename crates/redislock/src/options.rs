@@ -313,7 +313,7 @@ pub fn check_token(token: &[u8]) -> Result<()> {
 pub fn ttl_millis(ttl: Duration) -> Result<u64> {
     if ttl > MAX_TTL {
         return Err(Error::invalid(format!(
-            "TTL {ttl:?} is longer than the 30-day maximum (a unit mistake? TTLs are durations, C and PHP take milliseconds)"
+            "TTL {ttl:?} is longer than the 30-day maximum (a unit mistake? TTLs are durations; C, PHP and Node.js take milliseconds)"
         )));
     }
     let ms = ttl.as_millis() as u64;
