@@ -178,23 +178,24 @@ public final class RedisLockClient implements AutoCloseable {
     if (urls.isEmpty()) {
       throw new IllegalArgumentException("urls must not be empty");
     }
-    for (String u : urls) {
-      checkUrl(u);
+    String[] given = new String[urls.size()];
+    for (int i = 0; i < given.length; i++) {
+      given[i] = options.url(checkUrl(urls.get(i)));
     }
     long[] out = new long[1];
     int st;
     NativeLib.retain(); // the client's, given back when it is freed
     boolean opened = false;
     try {
-      if (urls.size() == 1) {
+      if (given.length == 1) {
         st = options.isShared()
-            ? NativeLib.redislock_client_open_shared(urls.get(0), out)
-            : NativeLib.redislock_client_open(urls.get(0), out);
+            ? NativeLib.redislock_client_open_shared(given[0], out)
+            : NativeLib.redislock_client_open(given[0], out);
       } else {
-        StringArray array = new StringArray(urls.toArray(new String[0]), "UTF-8");
+        StringArray array = new StringArray(given, "UTF-8");
         st = options.isShared()
-            ? NativeLib.redislock_client_open_redlock_shared(array, urls.size(), out)
-            : NativeLib.redislock_client_open_redlock(array, urls.size(), out);
+            ? NativeLib.redislock_client_open_redlock_shared(array, given.length, out)
+            : NativeLib.redislock_client_open_redlock(array, given.length, out);
       }
       NativeLib.check(st);
       RedisLockClient client = new RedisLockClient(out[0], options);
