@@ -846,6 +846,20 @@ def build_java_worker(out_dir: str) -> List[str]:
             ":".join((jar, jna, classes)), "Worker"]
 
 
+_JAVA_WORKER: List[str] = []
+
+
+def java_worker() -> List[str]:
+    """build_java_worker's command, built once per process (about 10 s of
+    javac) into a directory of its own, removed on the way out: every
+    scenario of a run starts its Java workers from the same classes."""
+    if not _JAVA_WORKER:
+        out_dir = tempfile.mkdtemp(prefix="redislock-chaos-java-")
+        atexit.register(shutil.rmtree, out_dir, True)
+        _JAVA_WORKER.extend(build_java_worker(out_dir))
+    return list(_JAVA_WORKER)
+
+
 @dataclass
 class Worker:
     wid: str
@@ -1132,7 +1146,7 @@ def _run(sc: Scenario, workdir: str) -> dict:
     try:
         lib = find_library()
         c_exe = build_c_worker(workdir, lib)
-        java = build_java_worker(workdir)
+        java = java_worker()
         result["library"] = lib
         log("%s: starting the %s deployment in %s" % (sc.label(), sc.deployment, workdir))
         dep.start()

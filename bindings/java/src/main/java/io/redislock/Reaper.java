@@ -95,18 +95,23 @@ final class Reaper {
   }
 
   /**
-   * Start JNA's own cleaner thread, if this JNA has one, from a thread that
-   * carries nothing of this class loader. JNA (5.12 and later) starts a
-   * thread, {@code JNA Cleaner}, when it loads its first library, and that
-   * thread never ends. A thread keeps the context class loader of the code
-   * that started it and, on Java 17 to 23, the protection domains of the
-   * classes on its stack (its inherited access control context): started
-   * from this library's first call, it would keep this jar's class loader
-   * for as long as the JVM runs wherever JNA is shared between class loaders
-   * (a servlet container's lib directory, a parent loader). So it is
-   * started here by a thread of a pool of the JDK, which carries neither,
-   * running a call made of JDK classes only. Best effort: nothing happens
-   * when JNA is in this jar's own class loader, or has no such class.
+   * Start JNA's own cleaner thread, if this JNA has one, and initialize
+   * JNA's {@code NativeLibrary}, from a thread that carries nothing of this
+   * class loader. JNA (5.12 and later) starts a thread, {@code JNA Cleaner},
+   * when it loads its first library, and that thread never ends; and
+   * {@code NativeLibrary}'s initialization runs {@code ldconfig -p} on
+   * Linux, which starts the JDK's {@code process reaper} thread, which lives
+   * on for 60 s after its last process ended. A thread keeps the context
+   * class loader of the code that started it and, on Java 17 to 23, the
+   * protection domains of the classes on its stack (its inherited access
+   * control context): started from this library's first call, the first
+   * would keep this jar's class loader for as long as the JVM runs wherever
+   * JNA is shared between class loaders (a servlet container's lib
+   * directory, a parent loader), the second for a minute after the last
+   * client was closed. So both are started here by a thread of a pool of the
+   * JDK, which carries neither, running a call made of JDK classes only.
+   * Best effort: nothing happens when JNA is in this jar's own class
+   * loader, and a class this JNA lacks is passed over.
    */
   static void startJnaCleaner() {
     ClassLoader jna = com.sun.jna.Native.class.getClassLoader();
@@ -117,18 +122,24 @@ final class Reaper {
     ClassLoader ccl = me.getContextClassLoader();
     java.util.concurrent.ForkJoinPool pool = null;
     try {
-      Class<?> cleaner = Class.forName("com.sun.jna.internal.Cleaner", false, jna);
-      java.lang.invoke.MethodHandles.Lookup lookup = java.lang.invoke.MethodHandles.lookup();
-      java.lang.invoke.MethodHandle init = lookup.findVirtual(java.lang.invoke.MethodHandles.Lookup.class,
-          "ensureInitialized", java.lang.invoke.MethodType.methodType(Class.class, Class.class))
-          .bindTo(java.lang.invoke.MethodHandles.privateLookupIn(cleaner, lookup)).bindTo(cleaner);
-      java.util.concurrent.Callable<?> task =
-          java.lang.invoke.MethodHandleProxies.asInterfaceInstance(java.util.concurrent.Callable.class, init);
       me.setContextClassLoader(ClassLoader.getSystemClassLoader());
       pool = new java.util.concurrent.ForkJoinPool(1);
-      pool.submit(task).get(60, java.util.concurrent.TimeUnit.SECONDS);
-    } catch (Exception | LinkageError e) {
-      // Another JNA, or a JDK that refuses: JNA starts its thread itself, as before.
+      for (String name : new String[] {"com.sun.jna.internal.Cleaner", "com.sun.jna.NativeLibrary"}) {
+        try {
+          Class<?> c = Class.forName(name, false, jna);
+          java.lang.invoke.MethodHandles.Lookup lookup = java.lang.invoke.MethodHandles.lookup();
+          java.lang.invoke.MethodHandle init = lookup.findVirtual(java.lang.invoke.MethodHandles.Lookup.class,
+              "ensureInitialized", java.lang.invoke.MethodType.methodType(Class.class, Class.class))
+              .bindTo(java.lang.invoke.MethodHandles.privateLookupIn(c, lookup)).bindTo(c);
+          java.util.concurrent.Callable<?> task =
+              java.lang.invoke.MethodHandleProxies.asInterfaceInstance(java.util.concurrent.Callable.class, init);
+          pool.submit(task).get(60, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (Exception | LinkageError e) {
+          // Another JNA, or a JDK that refuses: JNA does it itself on first use, as before.
+        }
+      }
+    } catch (RuntimeException e) {
+      // No pool: JNA does it itself on first use, as before.
     } finally {
       me.setContextClassLoader(ccl);
       if (pool != null) {
