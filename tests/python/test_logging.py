@@ -1,6 +1,7 @@
 """The core's debug lines reach Python's logging, under "redislock.*", obeying
 a level set after import; the uncontended path logs nothing."""
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -15,6 +16,29 @@ from helpers import DEADLINE, wait_until
 def lines(caplog, logger=None):
     return [r for r in caplog.records
             if r.name.startswith("redislock") and (logger is None or r.name == logger)]
+
+
+class Raised(Exception):
+    """What a `raising_on` handler raises by default: the line's thread."""
+
+
+@contextlib.contextmanager
+def raising_on(text, make=lambda record: Raised(record.thread)):
+    """A handler on the `redislock` logger raising `make(record)` on each
+    line that contains `text` (every line for None). The line then goes no
+    further: not to caplog's handler on the root logger."""
+    class Raising(logging.Handler):
+        def emit(self, record):
+            if text is None or text in record.getMessage():
+                raise make(record)
+
+    handler = Raising()
+    logger = logging.getLogger("redislock")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def test_a_wait_is_logged_once_the_level_is_set_after_import(client, caplog):
@@ -98,16 +122,6 @@ def test_a_release_to_a_waiting_thread_logs_from_its_own_thread_after_the_call(c
     other = threading.Thread(target=kept.acquire, daemon=True)
     other.start()
 
-    class Raised(Exception):
-        pass
-
-    class Raising(logging.Handler):
-        """Raises on the line, which therefore goes no further (not to
-        caplog's handler on the root logger)."""
-        def emit(self, record):
-            if "handed to a waiter of this process" in record.getMessage():
-                raise Raised(record.thread)
-
     for raising in (False, True):
         caplog.clear()
         holder = client.lock("in-process", ttl=10.0)
@@ -116,19 +130,13 @@ def test_a_release_to_a_waiting_thread_logs_from_its_own_thread_after_the_call(c
         t = threading.Thread(target=waiter.acquire)
         t.start()
         wait_until(lambda: client.stats()["waiters_now"] == 2, what="both threads to wait")
-        handler = Raising()
-        logger = logging.getLogger("redislock")
         if raising:
-            logger.addHandler(handler)
-        try:
-            if raising:
-                with pytest.raises(Raised) as raised:
-                    holder.release()
-                assert raised.value.args == (threading.get_ident(),)
-            else:
+            with raising_on("handed to a waiter of this process"), \
+                    pytest.raises(Raised) as raised:
                 holder.release()
-        finally:
-            logger.removeHandler(handler)
+            assert raised.value.args == (threading.get_ident(),)
+        else:
+            holder.release()
         t.join(30)
         assert not t.is_alive()
         # Handed over either way; released once.
@@ -153,14 +161,6 @@ def test_a_handler_raising_on_the_hand_off_line_releases_the_lock_again(client, 
     holder = client.lock("raising-handed", ttl=30.0)
     assert holder.acquire(blocking=False)
 
-    class Raised(Exception):
-        pass
-
-    class Raising(logging.Handler):
-        def emit(self, record):
-            if "handed over by its releaser" in record.getMessage():
-                raise Raised(record.thread)
-
     got = []
 
     def wait():
@@ -169,18 +169,13 @@ def test_a_handler_raising_on_the_hand_off_line_releases_the_lock_again(client, 
         except Raised as e:
             got.append(e)
 
-    handler = Raising()
-    logger = logging.getLogger("redislock")
-    logger.addHandler(handler)
-    try:
+    with raising_on("handed over by its releaser"):
         t = threading.Thread(target=wait)
         t.start()
         wait_until(lambda: client.stats()["waiters_now"] == 1, what="the thread to wait")
         holder.release()
         t.join(30)
         assert not t.is_alive()
-    finally:
-        logger.removeHandler(handler)
     assert len(got) == 1 and isinstance(got[0], Raised), got
     assert got[0].args == (t.ident,)
     probe = client.lock("raising-handed", ttl=5.0)
@@ -240,21 +235,11 @@ def test_an_exception_raised_inside_a_log_line_is_what_the_call_raises(client, c
     class Interrupted(Exception):
         pass
 
-    class Raising(logging.Handler):
-        def emit(self, record):
-            if "queued to wait for it" in record.getMessage():
-                raise Interrupted("raised inside a log line")
-
-    handler = Raising()
-    logger = logging.getLogger("redislock")
-    logger.addHandler(handler)
-    try:
+    with raising_on("queued to wait for it", lambda _: Interrupted("raised inside a log line")):
         started = time.monotonic()
         with pytest.raises(Interrupted):
             client.lock("raising", ttl=5.0).acquire(timeout=20.0)
         assert time.monotonic() - started < 10.0, "the wait ran on to its timeout"
-    finally:
-        logger.removeHandler(handler)
     # It left the queue: the release frees the lock instead of handing it over.
     assert client.stats()["waiters_now"] == 0
     holder.release()
@@ -269,14 +254,7 @@ def test_an_exception_raised_inside_a_log_line_of_a_library_thread_is_unraisable
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
 
-    class Raising(logging.Handler):
-        def emit(self, record):
-            raise RuntimeError(f"raised inside {record.getMessage()!r}")
-
-    handler = Raising()
-    logger = logging.getLogger("redislock")
-    logger.addHandler(handler)
-    try:
+    with raising_on(None, lambda r: RuntimeError(f"raised inside {r.getMessage()!r}")):
         lost = client.lock("stolen", ttl=1.5, auto_renew=True)
         assert lost.acquire(blocking=False)
         raw.set("stolen", "thief")  # renewal finds it lost, and logs so
@@ -289,5 +267,3 @@ def test_an_exception_raised_inside_a_log_line_of_a_library_thread_is_unraisable
         renewed = client.stats()["renewals_ok"]
         wait_until(lambda: client.stats()["renewals_ok"] > renewed, what="another renewal")
         kept.release()
-    finally:
-        logger.removeHandler(handler)
