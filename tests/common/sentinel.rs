@@ -63,7 +63,7 @@ pub fn deployment_with(tls: Option<&Tls>, down_after_ms: u64) -> (Server, Server
             )
         }
     };
-    wait_until("replication", 10 * S, || {
+    wait_until("replication", 30 * S, || {
         info(&replica, "replication").contains("master_link_status:up")
     });
     // With 2 s (`deployment`), a busy machine's pauses never fail over a
@@ -80,9 +80,12 @@ pub fn deployment_with(tls: Option<&Tls>, down_after_ms: u64) -> (Server, Server
             None => Server::start_sentinel(&conf),
         })
         .collect();
+    // A sentinel learns of the replica from the master's INFO, asked every
+    // 10 s, and of the other sentinels from their hellos, every 2 s: about
+    // 12 s at worst when idle, and a loaded machine stretches it.
     wait_until(
         "sentinels to find each other and the replica",
-        20 * S,
+        60 * S,
         || {
             sentinels.iter().all(|s| {
                 let m: Vec<String> = s
