@@ -318,7 +318,8 @@ public class Block {
 """
 
 
-def java(block, tmp, args):
+def java_source(block):
+    """(class name, source) of a Java block, completed when a fragment."""
     code = block.code
     if block.marker.startswith("fragment"):
         imports = "".join(re.findall(r"^import .*\n", code, re.M))
@@ -326,9 +327,38 @@ def java(block, tmp, args):
         code = (imports + JAVA_PRELUDE + indent(body, "            ")
                 + "        } finally {\n            pool.shutdownNow();\n            client.close();\n        }\n    }\n}\n")
     name = re.search(r"public\s+(?:final\s+)?class\s+(\w+)", code)
-    source = write(tmp, (name.group(1) if name else "Block") + ".java", code)
-    # Java 11's single-file launch: compiled in memory, one JVM a block.
-    return [["java", "-cp", f"{args.jar}:{JNA_JAR}", source]]
+    return (name.group(1) if name else "Block"), code
+
+
+def compile_java(blocks, tmp, args):
+    """Compiles every Java block in one javac run, each in a package of its
+    own (doc1, doc2, ...), and sets each block's `main` to its class. When
+    that fails, nothing is set: each block is then compiled alone, so that
+    the error is its own."""
+    if not blocks:
+        return
+    sources, mains = [], []
+    for n, block in enumerate(blocks, 1):
+        name, code = java_source(block)
+        os.makedirs(os.path.join(tmp, "src", f"doc{n}"))
+        sources.append(write(tmp, os.path.join("src", f"doc{n}", name + ".java"), f"package doc{n};\n" + code))
+        mains.append(f"doc{n}.{name}")
+    p = subprocess.run(["javac", "-encoding", "UTF-8", "-cp", f"{args.jar}:{JNA_JAR}",
+                        "-d", os.path.join(tmp, "classes")] + sources,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode == 0:
+        for block, main in zip(blocks, mains):
+            block.main = os.path.join(tmp, "classes"), main
+
+
+def java(block, tmp, args):
+    classpath = f"{args.jar}:{JNA_JAR}"
+    if getattr(block, "main", None):
+        classes, main = block.main
+        return [["java", "-cp", f"{classes}:{classpath}", main]]
+    name, code = java_source(block)
+    # Java 11's single-file launch: compiled in memory, alone.
+    return [["java", "-cp", classpath, write(tmp, name + ".java", code)]]
 
 
 RS_PRELUDE = """\
@@ -382,8 +412,6 @@ def write(tmp, name, code):
 
 def run(block, server, args):
     """None when the block ran, else what went wrong."""
-    global PORT
-    PORT = str(server.port)
     server.command("FLUSHALL")
     tmp = tempfile.mkdtemp(prefix="redislock-doc-block-")
     env = dict(os.environ, REDISLOCK_LIB=os.path.join(LIB, "libredislock.so"))
@@ -437,38 +465,43 @@ def main():
         os.path.join(ROOT, "docs", f) for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
     if wanted:
         files = [f for f in files if f in wanted]
+    chosen = []
+    for path in files:
+        lines = wanted.get(path)
+        chosen += [b for b in blocks(path) if not lines or None in lines or b.line in lines]
     server = Server()
+    global PORT
+    PORT = str(server.port)
+    java_dir = tempfile.mkdtemp(prefix="redislock-doc-java-")
     ran = failed = skipped = 0
     problems = []
     started = time.monotonic()
     try:
-        for path in files:
-            for block in blocks(path):
-                lines = wanted.get(path)
-                if lines and None not in lines and block.line not in lines:
-                    continue
-                go, reason = decide(block)
-                lang = block.lang or "(none)"
-                if not go:
-                    skipped += 1
-                    if reason is None:
-                        problems.append(block.where)
-                        print(f"{block.where}: {lang}: FAILED: cannot run {lang}, and no `no-run: <reason>` marker")
-                    else:
-                        print(f"{block.where}: {lang}: not run: {reason}")
-                    continue
-                error = run(block, server, args)
-                ran += 1
-                if error is None:
-                    print(f"{block.where}: {lang}: ran{' (fragment)' if block.marker.startswith('fragment') else ''}")
-                else:
-                    failed += 1
+        compile_java([b for b in chosen if b.lang == "java" and decide(b)[0]], java_dir, args)
+        for block in chosen:
+            go, reason = decide(block)
+            lang = block.lang or "(none)"
+            if not go:
+                skipped += 1
+                if reason is None:
                     problems.append(block.where)
-                    print(f"{block.where}: {lang}: FAILED: {error.rstrip()}")
-                sys.stdout.flush()
+                    print(f"{block.where}: {lang}: FAILED: cannot run {lang}, and no `no-run: <reason>` marker")
+                else:
+                    print(f"{block.where}: {lang}: not run: {reason}")
+                continue
+            error = run(block, server, args)
+            ran += 1
+            if error is None:
+                print(f"{block.where}: {lang}: ran{' (fragment)' if block.marker.startswith('fragment') else ''}")
+            else:
+                failed += 1
+                problems.append(block.where)
+                print(f"{block.where}: {lang}: FAILED: {error.rstrip()}")
+            sys.stdout.flush()
     finally:
         server.stop()
         shutil.rmtree(server.dir, ignore_errors=True)
+        shutil.rmtree(java_dir, ignore_errors=True)
     print(f"\n{ran} blocks run, {failed} failed; {skipped} not run; {time.monotonic() - started:.0f} s")
     if problems:
         print("failed: " + " ".join(problems))
