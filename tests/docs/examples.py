@@ -201,7 +201,9 @@ def node(block, tmp, args):
     if block.marker.startswith("fragment"):
         prelude = JS_PRELUDE
         if re.search(r"^(const|let) client\b", code, re.M):
-            prelude = prelude.replace("const client", "let unused")
+            prelude = re.sub(r"^const client = .*\n", "", prelude, flags=re.M)
+        if "require('redislock')" in code:
+            prelude = prelude.replace("const { Client } = require('redislock');\n", "")
         code = ("(async () => {\n" + prelude + code + "\nawait client.close();\n})()"
                 ".catch((e) => { console.error(e); process.exitCode = 1; });\n")
     modules = os.path.join(tmp, "node_modules")
@@ -457,6 +459,8 @@ def main():
     parser.add_argument("--jar", default=os.path.join(ROOT, "target", "java", f"redislock-{VERSION}.jar"))
     parser.add_argument("files", nargs="*", help="FILE or FILE:LINE (default: README.md and docs/*.md)")
     args = parser.parse_args()
+    # The blocks run in directories of their own.
+    args.python, args.jar = os.path.abspath(args.python), os.path.abspath(args.jar)
     wanted = {}
     for f in args.files:
         path, _, line = f.partition(":")
