@@ -9,6 +9,8 @@ them, so a marker costs no line of the page):
     ```python fragment           a part of one: the runner completes it with
                                  the language's prelude (below), which makes
                                  `client` and the helpers examples call
+    ```c fragment=lock           the same, with a `lock` too (C: a variable;
+                                 Rust: a held lock)
     ```python no-run: <reason>   not run; the reason is printed
 
 Blocks without a language, and `text`, `ini`, `yaml`, `xml` ones, are output
@@ -18,13 +20,16 @@ code by tests/protocol_doc.rs: not run here. The Rust blocks of
 docs/rust.md are rustdoc's: it is the crate's front page, whose blocks
 `cargo test` runs as doc tests; Rust blocks elsewhere are compiled here by
 rustc against the crate `cargo build` made. A language this runner cannot
-run needs a `no-run:` marker, or the run fails.
+run needs a `no-run:` marker, or the run fails. A `sh` block without a
+marker runs, from the repository's root: every command that installs
+something or needs what a test does not have is marked `no-run:`.
 
 The blocks run against one throwaway redis-server on a free loopback port
 (never 6379), flushed before each block; the address in the examples,
 127.0.0.1:6379 or localhost:6379, is replaced by that server's before a
 block runs, and PHP's `vendor/autoload.php` by the repository's
-bindings/php/autoload.php. The server is stopped at the end.
+bindings/php/autoload.php. The server is stopped at the end. The Java
+blocks are compiled together first, each in a package of its own.
 
 Each block prints one line: file:line, language, and `ran`, `FAILED` or
 `not run: <reason>`. The exit status is 1 when a block that should run
@@ -488,6 +493,7 @@ def main():
             if not go:
                 skipped += 1
                 if reason is None:
+                    failed += 1
                     problems.append(block.where)
                     print(f"{block.where}: {lang}: FAILED: cannot run {lang}, and no `no-run: <reason>` marker")
                 else:
@@ -506,7 +512,7 @@ def main():
         server.stop()
         shutil.rmtree(server.dir, ignore_errors=True)
         shutil.rmtree(java_dir, ignore_errors=True)
-    print(f"\n{ran} blocks run, {failed} failed; {skipped} not run; {time.monotonic() - started:.0f} s")
+    print(f"\n{ran} blocks run, {skipped} not run; {failed} failed; {time.monotonic() - started:.0f} s")
     if problems:
         print("failed: " + " ".join(problems))
         return 1
