@@ -20,9 +20,10 @@ code by tests/protocol_doc.rs: not run here. The Rust blocks of
 docs/rust.md are rustdoc's: it is the crate's front page, whose blocks
 `cargo test` runs as doc tests; Rust blocks elsewhere are compiled here by
 rustc against the crate `cargo build` made. A language this runner cannot
-run needs a `no-run:` marker, or the run fails. A `sh` block without a
-marker runs, from the repository's root: every command that installs
-something or needs what a test does not have is marked `no-run:`.
+run needs a `no-run:` marker, or the run fails. A `sh` block runs only
+when marked `run` (```sh run), from the repository's root: without a
+marker it fails, so that a command added to a document (an install, say)
+never runs in a test unless someone said it should.
 
 The blocks run against one throwaway redis-server on a free loopback port
 (never 6379), flushed before each block; the address in the examples,
@@ -398,6 +399,9 @@ def rust(block, tmp, args):
 
 
 def sh(block, tmp, args):
+    if block.marker != "run":
+        raise Unrunnable("a sh block runs only when marked `run` (```sh run), "
+                         "else it says `no-run: <reason>`")
     # From the repository's root, as the documents' commands are given.
     return [["bash", "-euo", "pipefail", "-c", 'cd "$0" && . "$1"', ROOT, write(tmp, "block.sh", block.code)]]
 
