@@ -31,12 +31,15 @@ after(() => {
   fs.rmSync(work, { recursive: true, force: true });
 });
 
-/** The fenced blocks of `lang` in the document: { line, code }, dedented as in a list item. */
+/** The fenced blocks of `lang` in the document: { line, code }, dedented as in a list item.
+ * The words after the language (tests/docs/examples.py's markers: `fragment`, `no-run: ...`)
+ * are that runner's: this test runs every js block with its own prelude and type-checks every
+ * ts block. */
 function blocks(lang) {
   const lines = fs.readFileSync(DOC, 'utf8').split('\n');
   const found = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s*)```(\w*)\s*$/.exec(lines[i]);
+    const open = /^(\s*)```(\w*)(?:\s.*)?$/.exec(lines[i]);
     if (!open) continue;
     const indent = open[1].length;
     const start = i;
