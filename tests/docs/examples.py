@@ -46,7 +46,6 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -102,60 +101,11 @@ def blocks(path):
 
 # ---- the server -------------------------------------------------------------
 
-class Server:
-    """A redis-server on a free loopback port in a temporary directory."""
-
-    def __init__(self):
-        binary = os.environ.get("REDIS_SERVER") or "redis-server"
-        if "/" in binary and not os.path.isabs(binary):
-            binary = os.path.join(ROOT, binary)
-        if shutil.which(binary) is None:
-            sys.exit(f"{binary} not found: apt-get install redis-server (make test does), or set REDIS_SERVER")
-        self.dir = tempfile.mkdtemp(prefix="redislock-docs-")
-        for _ in range(20):
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", self.dir, "--logfile", "redis.log", "--daemonize", "no"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if self._ready():
-                return
-            self.stop()
-        sys.exit("could not start redis-server on a free port")
-
-    def _ready(self):
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                self.command("PING")
-                return True
-            except OSError:
-                time.sleep(0.05)
-        return False
-
-    def command(self, *args):
-        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
-            s.sendall(f"*{len(args)}\r\n".encode() + b"".join(
-                f"${len(a)}\r\n{a}\r\n".encode() for a in args))
-            return s.recv(1024)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 6379:
-            return port
+# The suites' throwaway server (tests/python/redis_server.py): a free
+# loopback port, never 6379; $REDIS_SERVER chooses the binary.
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+import redis  # noqa: E402  (the test environment's redis-py, as the suites')
+from redis_server import RedisServer  # noqa: E402
 
 
 # ---- the languages ----------------------------------------------------------
@@ -423,7 +373,7 @@ def write(tmp, name, code):
 
 def run(block, server, args):
     """None when the block ran, else what went wrong."""
-    server.command("FLUSHALL")
+    server.raw.flushall()
     tmp = tempfile.mkdtemp(prefix="redislock-doc-block-")
     env = dict(os.environ, REDISLOCK_LIB=os.path.join(LIB, "libredislock.so"))
     # The library under its soname, for the C programs' rpath.
@@ -482,7 +432,8 @@ def main():
     for path in files:
         lines = wanted.get(path)
         chosen += [b for b in blocks(path) if not lines or None in lines or b.line in lines]
-    server = Server()
+    server = RedisServer()
+    server.raw = redis.Redis(port=server.port)
     global PORT
     PORT = str(server.port)
     java_dir = tempfile.mkdtemp(prefix="redislock-doc-java-")
@@ -514,7 +465,6 @@ def main():
             sys.stdout.flush()
     finally:
         server.stop()
-        shutil.rmtree(server.dir, ignore_errors=True)
         shutil.rmtree(java_dir, ignore_errors=True)
     print(f"\n{ran} blocks run, {skipped} not run; {failed} failed; {time.monotonic() - started:.0f} s")
     if problems:
