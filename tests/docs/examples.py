@@ -27,7 +27,7 @@ never runs in a test unless someone said it should.
 
 The blocks run against one throwaway redis-server on a free loopback port
 (never 6379), flushed before each block; the address in the examples,
-127.0.0.1:6379 or localhost:6379, is replaced by that server's before a
+127.0.0.1 or localhost on the default port, is replaced by that server's before a
 block runs, and PHP's `vendor/autoload.php` by the repository's
 bindings/php/autoload.php. The server is stopped at the end. The Java
 blocks are compiled together first, each in a package of its own.
@@ -119,8 +119,8 @@ def indent(code, by):
 
 PY_PRELUDE = """\
 import asyncio, logging, redis, redislock
-client = redislock.Client("redis://127.0.0.1:6379/0")
-r = redis.Redis.from_url("redis://127.0.0.1:6379/0")   # a redis-py client
+client = redislock.Client("redis://DOC_SERVER/0")
+r = redis.Redis.from_url("redis://DOC_SERVER/0")   # a redis-py client
 log = logging.getLogger("app")
 def write_report(*args, **kwargs): pass
 def more_work(): return False
@@ -140,8 +140,8 @@ def python(block, tmp, args):
 
 JS_PRELUDE = """\
 const { Client } = require('redislock');
-const client = new Client('redis://127.0.0.1:6379/0');
-const url = 'redis://127.0.0.1:6379/0';
+const client = new Client('redis://DOC_SERVER/0');
+const url = 'redis://DOC_SERVER/0';
 const log = console;
 const shutdown = new AbortController();
 const batches = [1, 2];
@@ -171,7 +171,7 @@ def node(block, tmp, args):
 RB_PRELUDE = """\
 require "logger"
 require "redislock"
-client = RedisLock::Client.new("redis://127.0.0.1:6379/0")
+client = RedisLock::Client.new("redis://DOC_SERVER/0")
 logger = Logger.new($stderr)
 request_id = "req-42"
 def write_report(fence: nil) = nil
@@ -193,7 +193,7 @@ def ruby(block, tmp, args):
 PHP_PRELUDE = """\
 <?php
 require 'vendor/autoload.php';
-$client = new RedisLock\\Client('redis://127.0.0.1:6379');
+$client = new RedisLock\\Client('redis://DOC_SERVER');
 $owner = 'req-42';
 [$key, $requestId, $expireMs] = ['order:59', 'req-59', 30000];
 $batches = [1, 2];
@@ -230,7 +230,7 @@ int main(void) {
 """
 C_CLIENT = """\
     redislock_client *client = NULL;
-    if (redislock_client_open("redis://127.0.0.1:6379", &client) != REDISLOCK_OK) return 1;
+    if (redislock_client_open("redis://DOC_SERVER", &client) != REDISLOCK_OK) return 1;
 """
 # fragment=lock: a `lock` variable too.
 C_LOCK = "    redislock_lock *lock = NULL;\n"
@@ -263,7 +263,7 @@ public class Block {
     static RedisLockClient client;
     static LockOptions opts = LockOptions.ttl(Duration.ofSeconds(30));
     static String requestId = "req-42";
-    static String urlA = "redis://127.0.0.1:6379", urlB = urlA, urlC = urlA;
+    static String urlA = "redis://DOC_SERVER", urlB = urlA, urlC = urlA;
     static ExecutorService pool = Executors.newSingleThreadExecutor();
     static void writeReport(Object... args) {}
     static int buildReport(long fence) { return 1; }
@@ -271,7 +271,7 @@ public class Block {
     static void step() {}
     static void export() {}
     public static void main(String[] args) throws Exception {
-        client = RedisLockClient.open("redis://127.0.0.1:6379/0");
+        client = RedisLockClient.open("redis://DOC_SERVER/0");
         try {
 """
 
@@ -324,7 +324,7 @@ RS_PRELUDE = """\
 use redislock::*;
 use std::time::Duration;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let client = Client::open("redis://127.0.0.1:6379/0")?;
+    let client = Client::open("redis://DOC_SERVER/0")?;
     let (ttl, wait) = (Duration::from_secs(30), Duration::from_secs(10));
 """
 # fragment=lock: a held `lock` too, and what its callback sets.
@@ -365,6 +365,8 @@ class Unrunnable(Exception):
 
 def write(tmp, name, code):
     code = re.sub(r"(127\.0\.0\.1|localhost):6379", "127.0.0.1:" + PORT, code)
+    # The preludes' own address: the server's, never the default port.
+    code = code.replace("DOC_SERVER", "127.0.0.1:" + PORT)
     path = os.path.join(tmp, name)
     with open(path, "w", encoding="utf-8") as f:
         f.write(code)
