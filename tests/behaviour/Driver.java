@@ -210,7 +210,7 @@ public class Driver {
       return lock != null ? "acquired" : "null";
     } catch (Exception e) {
       double took = now() - started;
-      return took < 5 ? chain(e) : String.format("after %.1f s: %s", took, chain(e));
+      return took < 1.9 ? chain(e) : String.format("after %.1f s: %s", took, chain(e));
     }
   }
 

@@ -167,7 +167,7 @@ def silent(client, url, **timeouts):
         return "acquired"
     except Exception as e:  # noqa: BLE001
         took = time.monotonic() - started
-        return chain(e) if took < 5 else f"after {took:.1f} s: {chain(e)}"
+        return chain(e) if took < 1.9 else f"after {took:.1f} s: {chain(e)}"
 
 
 @scenario

@@ -147,18 +147,25 @@ public final class LockHandle implements AutoCloseable {
     return name.clone();
   }
 
-  /** The token stored under the key (a copy): 32 hex ASCII characters unless the caller gave one. */
+  /**
+   * The token stored under the key (a copy): 32 hex ASCII characters unless the caller gave one.
+   * Still readable after the release (or {@link #forget()}), as the fence once drawn is.
+   */
   public byte[] token() {
     synchronized (state) {
       if (state.token == null) {
-        long p = live();
-        int n = (int) NativeLib.redislock_lock_token(p, null, 0);
-        byte[] buf = new byte[n];
-        NativeLib.redislock_lock_token(p, buf, n);
-        state.token = buf;
+        keepToken(live());
       }
       return state.token.clone();
     }
+  }
+
+  /** Copies the token out of the native handle, which is about to go. */
+  private void keepToken(long p) {
+    int n = (int) NativeLib.redislock_lock_token(p, null, 0);
+    byte[] buf = new byte[n];
+    NativeLib.redislock_lock_token(p, buf, n);
+    state.token = buf;
   }
 
   /** The token as text (UTF-8), for {@link RedisLockClient#releaseToken(String, String)}. */
@@ -357,6 +364,10 @@ public final class LockHandle implements AutoCloseable {
     long fence = NativeLib.redislock_lock_fence_if_drawn(p);
     if (fence != 0) {
       state.fence = fence;
+    }
+    // The token stays readable after the release, as the fence drawn does.
+    if (state.token == null) {
+      keepToken(p);
     }
     state.ptr = 0;
     return p;

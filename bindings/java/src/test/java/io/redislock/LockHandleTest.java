@@ -51,6 +51,20 @@ class LockHandleTest extends ServerTest {
   }
 
   @Test
+  void theTokenIsReadableAfterTheReleaseWhenNeverReadBefore(TestInfo t) throws Exception {
+    String k = key(t);
+    LockHandle lock = client.acquire(k);
+    String stored = (String) server.call("GET", k);
+    lock.release();
+    assertEquals(stored, new String(lock.token(), StandardCharsets.US_ASCII), "released, then read");
+    LockHandle forgotten = client.acquire(k);
+    stored = (String) server.call("GET", k);
+    forgotten.forget();
+    assertEquals(stored, forgotten.tokenString(), "forgotten, then read");
+    assertTrue(client.releaseToken(k, forgotten.tokenString()));
+  }
+
+  @Test
   void fencesGrowAndAreKeptAfterTheRelease(TestInfo t) throws Exception {
     String k = key(t);
     long last = 0;
