@@ -18,7 +18,7 @@ LOCAL_WHEEL = $(call PIP_LOCKED,$(1),build) && PATH=$(CURDIR)/$(1)/bin:$$PATH CA
 	$(1)/bin/pip wheel -q --no-deps --no-build-isolation -w $(2) .
 
 .PHONY: all deps deps-update test-latest build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
-	node test-node test-node-run bench-node bench-java java test-java test-java-run test-docs test-docs-run \
+	node test-node test-node-run bench-node bench-java java test-java test-java-run test-docs test-docs-run test-behaviour test-behaviour-run \
 	test-valkey test-valkey-run test-valkey9 test-valkey9-run demo demo-run \
 	test-checkout test-chaos chaos fuzz headers dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
@@ -64,7 +64,7 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey 8.1 (test-valkey-run),
 ## then the Rust suite against Valkey 9.1 (test-valkey9-run)
-test: deps lint dist-test test-rust test-checkout test-python test-php test-ruby test-node test-java test-docs test-demo test-dist test-chaos test-valkey-run test-valkey9-run
+test: deps lint dist-test test-rust test-checkout test-python test-php test-ruby test-node test-java test-docs test-behaviour test-demo test-dist test-chaos test-valkey-run test-valkey9-run
 # The suite tests the artifacts of `make dist`, built unoptimised
 # (dist-test): the Python suites run on its wheel, the Node.js suites on its
 # addon, and test-dist installs them all as users do.
@@ -305,6 +305,18 @@ test-docs-run: $(JAVA_JAR)
 	$(CARGO) build
 	$(NODE_ADDON)
 	$(VENV)/bin/python tests/docs/examples.py --python $(VENV)/bin/python --jar $(JAVA_JAR)
+
+## make test-behaviour: the table of docs/behaviour.md (defaults, units, errors,
+## fences, tokens, timeouts) checked in C, Python, PHP, Ruby, Node.js and Java:
+## tests/behaviour/run.py runs each language's driver against one throwaway
+## redis-server and compares every line with its cell
+test-behaviour: deps python-env
+	$(MAKE) --no-print-directory test-behaviour-run
+
+test-behaviour-run: $(JAVA_JAR)
+	$(CARGO) build
+	$(NODE_ADDON)
+	$(VENV)/bin/python tests/behaviour/run.py --python $(VENV)/bin/python --jar $(JAVA_JAR)
 
 ## make test-chaos: failovers under load, quick (one fault of each kind on
 ## Sentinel and on Cluster, C, Python, PHP and Java workers; about 2 minutes):
