@@ -65,6 +65,28 @@ class TestLock < Minitest::Test
     assert_equal "thief", raw.get(key), "the new owner's key is left alone"
   end
 
+  def test_the_block_forms_renew_by_default
+    key = key_for
+    left = client.lock(key, ttl: 0.3) do |lock|
+      sleep 0.9
+      refute lock.lost?
+      raw.pttl(key)
+    end
+    assert_operator left, :>, 0, "renewed: the block outlasted its TTL of 300 ms and still held the lock"
+    c = RedisLock::Client.new(server.url)
+    renewed = lambda do |what|
+      before = c.stats[:renewals_ok]
+      wait_until("a renewal of the #{what}") { c.stats[:renewals_ok] > before }
+    end
+    c.semaphore(key_for("semaphore"), limit: 2, ttl: 0.3) { renewed.call("permit") }
+    c.read_lock(key_for("rw"), ttl: 0.3) { renewed.call("read lock") }
+    c.write_lock(key_for("rw"), ttl: 0.3) { renewed.call("write lock") }
+    error = assert_raises(RedisLock::NotOwned, "auto_renew: false leaves it to its TTL") do
+      client.lock(key_for("not renewed"), ttl: 0.2, auto_renew: false) { sleep 0.5 }
+    end
+    assert_match(/lost while it ran/, error.message)
+  end
+
   def test_a_block_that_releases_the_lock_itself
     key = key_for
     assert_equal 1, client.lock(key, ttl: 5) { |lock| lock.release && 1 || 1 }
@@ -198,6 +220,52 @@ class TestLock < Minitest::Test
     raw.rpush(key, "a list")
     assert_raises(RedisLock::WrongType) { client.acquire(key, ttl: 1, wait: 0) }
     assert_equal ["a list"], raw.lrange(key, 0, -1)
+  end
+
+  def test_timeouts_set_by_client_options
+    silent = TCPServer.new("127.0.0.1", 0) # the kernel accepts its connections; nothing answers
+    url = "redis://127.0.0.1:#{silent.addr[1]}/0"
+    started = now
+    error = assert_raises(RedisLock::ConnectionError) do
+      RedisLock::Client.new(url, command_timeout: 0.3).try_acquire(key_for)
+    end
+    assert_operator now - started, :<, 1.5, "300 ms, not the default 2 s"
+    assert_match(/command timeout 300ms/, error.message)
+    error = assert_raises(RedisLock::ConnectionError, "an option beside the URL's own parameters") do
+      RedisLock::Client.new("#{url}?connect_timeout=1s", command_timeout: Rational(1, 4)).try_acquire(key_for)
+    end
+    assert_match(/command timeout 250ms/, error.message)
+    error = assert_raises(RedisLock::NoQuorum, "every URL of a Redlock list takes the options") do
+      RedisLock::Client.new([url, "#{url}?db=1", "#{url}?db=2"], node_timeout: 0.2).try_acquire(key_for)
+    end
+    assert_match(/node timeout 200ms/, error.message)
+
+    full = Socket.new(:INET, :STREAM) # a backlog of one, taken: the kernel drops the next SYNs
+    full.bind(Addrinfo.tcp("127.0.0.1", 0))
+    full.listen(0)
+    filler = Socket.tcp("127.0.0.1", full.local_address.ip_port)
+    error = assert_raises(RedisLock::ConnectionError) do
+      RedisLock::Client.new("redis://127.0.0.1:#{full.local_address.ip_port}/0", connect_timeout: 0.3)
+                       .try_acquire(key_for)
+    end
+    assert_match(/connect timeout 300ms/, error.message)
+
+    [
+      -> { RedisLock::Client.new(url, connect_timeout: 0) },
+      -> { RedisLock::Client.new(url, command_timeout: -1) },
+      -> { RedisLock::Client.new(url, node_timeout: 3601) },
+      -> { RedisLock::Client.new(url, connect_timeout: Float::NAN) },
+      -> { RedisLock::Client.new(url, command_timeout: "1s") },
+      -> { RedisLock::Client.new("#{url}?command_timeout=1s", command_timeout: 1) },
+      -> { RedisLock::Client.new("#{url}?connect%5Ftimeout=1s", connect_timeout: 1) }
+    ].each_with_index do |call, i|
+      error = assert_raises(RedisLock::InvalidArgument, "case #{i}") { call.call }
+      refute_empty error.message
+    end
+  ensure
+    silent&.close
+    filler&.close
+    full&.close
   end
 
   def test_a_closed_client

@@ -25,8 +25,12 @@ module RedisLock
     # `url`: redis://, rediss://, unix://, redis+sentinel:// or
     # redis+cluster:// (see the C API), or an Array of them for Redlock.
     # `shared: true` gives this process's one client for that URL (or list),
-    # whose connections outlive this object. Validates, does not connect.
-    def initialize(url, shared: false)
+    # whose connections outlive this object. `connect_timeout:`,
+    # `command_timeout:` and `node_timeout:` (seconds, 0.001 to 3600; nil:
+    # what the URL says, else the library's default) are handed to the
+    # library as the URL parameters of those names, added to each URL; a URL
+    # that names one of them already is refused. Validates, does not connect.
+    def initialize(url, shared: false, connect_timeout: nil, command_timeout: nil, node_timeout: nil)
       urls = url.is_a?(Array) ? url : [url]
       raise InvalidArgument, "url must be a String or an Array of them, got #{url.inspect}" if urls.empty?
 
@@ -34,6 +38,9 @@ module RedisLock
         raise InvalidArgument, "url must be a String, got #{u.inspect}" unless u.is_a?(String)
         raise InvalidArgument, "url must not contain a NUL byte: #{u.inspect}" if u.include?("\0")
       end
+      timeouts = { "connect_timeout" => connect_timeout, "command_timeout" => command_timeout,
+                   "node_timeout" => node_timeout }.reject { |_, v| v.nil? }
+      urls = urls.map { |u| Units.with_timeouts(u, timeouts) } unless timeouts.empty?
       out = FFI::MemoryPointer.new(:pointer)
       RedisLock.check(open(urls, shared, out))
       @handle = FFI::AutoPointer.new(out.read_pointer, Native.method(:redislock_client_free))
@@ -79,12 +86,14 @@ module RedisLock
     end
 
     # Run the block with the lock `name` held and release it afterwards, also
-    # when the block raises; returns the block's value. When the block
-    # returned but the lock was lost meanwhile (expired, or taken by another
-    # owner: found by renewal, an extend or the release), its work ran
-    # unprotected: this raises NotOwned instead of returning. Long work can
-    # check lock.lost? between its steps.
-    def lock(name, ttl: 30, wait: nil, token: nil, auto_renew: false, fenced: false, &block)
+    # when the block raises; returns the block's value. The lock is renewed
+    # in the background while the block runs (`auto_renew: false` leaves it
+    # to its TTL), so the block may outlast `ttl`; a process that dies leaves
+    # it for at most `ttl`. When the block returned but the lock was lost
+    # meanwhile (expired, or taken by another owner: found by renewal, an
+    # extend or the release), its work ran unprotected: this raises NotOwned
+    # instead of returning. Long work can check lock.lost? between its steps.
+    def lock(name, ttl: 30, wait: nil, token: nil, auto_renew: true, fenced: false, &block)
       raise ArgumentError, "lock needs a block (or use acquire)" unless block
 
       hold(acquire(name, ttl: ttl, wait: wait, token: token, auto_renew: auto_renew, fenced: fenced), &block)
@@ -103,8 +112,8 @@ module RedisLock
       end
     end
 
-    # The block form of #acquire_semaphore, as #lock.
-    def semaphore(name, limit:, permits: 1, ttl: 30, wait: nil, auto_renew: false, &block)
+    # The block form of #acquire_semaphore, as #lock (renewed while it runs).
+    def semaphore(name, limit:, permits: 1, ttl: 30, wait: nil, auto_renew: true, &block)
       raise ArgumentError, "semaphore needs a block (or use acquire_semaphore)" unless block
 
       hold(acquire_semaphore(name, limit: limit, permits: permits, ttl: ttl, wait: wait,
@@ -122,15 +131,15 @@ module RedisLock
       side(:redislock_acquire_write, name, ttl, wait, auto_renew)
     end
 
-    # The block form of #acquire_read, as #lock.
-    def read_lock(name, ttl: 30, wait: nil, auto_renew: false, &block)
+    # The block form of #acquire_read, as #lock (renewed while it runs).
+    def read_lock(name, ttl: 30, wait: nil, auto_renew: true, &block)
       raise ArgumentError, "read_lock needs a block (or use acquire_read)" unless block
 
       hold(acquire_read(name, ttl: ttl, wait: wait, auto_renew: auto_renew), &block)
     end
 
-    # The block form of #acquire_write, as #lock.
-    def write_lock(name, ttl: 30, wait: nil, auto_renew: false, &block)
+    # The block form of #acquire_write, as #lock (renewed while it runs).
+    def write_lock(name, ttl: 30, wait: nil, auto_renew: true, &block)
       raise ArgumentError, "write_lock needs a block (or use acquire_write)" unless block
 
       hold(acquire_write(name, ttl: ttl, wait: wait, auto_renew: auto_renew), &block)

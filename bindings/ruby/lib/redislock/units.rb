@@ -1,11 +1,14 @@
 # frozen_string_literal: true
 
+require "uri"
+
 module RedisLock
   # Arguments turned into what the C API takes, refused (InvalidArgument, an
   # ArgumentError) before any I/O when they make no sense.
   module Units
     MAX_TTL = 30 * 24 * 3600 # seconds: the library's limit (30 days)
     MAX_WAIT = 2**53 / 1000 # seconds: beyond this, say nil (forever)
+    MAX_TIMEOUT = 3600 # seconds: the library's longest connect, command and node timeout
 
     module_function
 
@@ -32,6 +35,41 @@ module RedisLock
       return 0 if seconds.zero?
 
       [(seconds * 1000).ceil, 1].max
+    end
+
+    # `url` with each of `timeouts` ({"connect_timeout" => seconds, ...}) as
+    # a query parameter in whole milliseconds (rounded), added before any
+    # #fragment. Each must be 0.001 to 3600 seconds (the library's range); a
+    # parameter the URL already names is refused rather than overridden
+    # (over Redlock the library takes the largest node_timeout of the URLs,
+    # so a second one would not always win).
+    def with_timeouts(url, timeouts)
+      head, hash, fragment = url.partition("#")
+      _, mark, query = head.partition("?")
+      named = query.split("&").map { |pair| param_name(pair.split("=", 2)[0]) }
+      params = timeouts.map do |param, value|
+        seconds = number(value, param)
+        unless seconds >= 0.001 && seconds <= MAX_TIMEOUT
+          raise InvalidArgument, "#{param} must be 0.001 to #{MAX_TIMEOUT} seconds (1 hour), got #{value.inspect}"
+        end
+        raise InvalidArgument, "the URL names #{param} and so does the option #{param}:; give it once" \
+          if named.include?(param)
+
+        "#{param}=#{(seconds * 1000).round}ms"
+      end
+      sep = if mark.empty? then "?"
+            elsif query.empty? || query.end_with?("&") then ""
+            else "&"
+            end
+      "#{head}#{sep}#{params.join('&')}#{hash}#{fragment}"
+    end
+
+    # A query parameter's name as the library reads it (percent-decoded; a
+    # stray '%' as it stands).
+    def param_name(raw)
+      URI.decode_www_form_component(raw)
+    rescue ArgumentError
+      raw
     end
 
     # A name or token: a non-empty String (binary-safe) or Symbol.
