@@ -199,7 +199,7 @@ static void timeout_url(redislock_client *unused) {
     char value[128];
     if (s == REDISLOCK_OK)
         snprintf(value, sizeof value, "acquired");
-    else if (took < 5)
+    else if (took < 1.9)
         snprintf(value, sizeof value, "%s", status_name(s));
     else
         snprintf(value, sizeof value, "after %.1f s: %s", took, status_name(s));

@@ -150,6 +150,18 @@ class TestLock < Minitest::Test
     assert_match(/released before its fence was drawn/, error.message)
   end
 
+  # The token, never read while held, after release, release_quietly and forget.
+  def test_the_token_after_the_release
+    key = key_for
+    %i[release release_quietly forget].each do |how|
+      lock = client.acquire(key, ttl: 5)
+      stored = raw.get(key).b
+      lock.public_send(how)
+      assert_equal stored, lock.token, "after #{how}"
+      assert client.release_token(key, lock.token) if how == :forget
+    end
+  end
+
   def test_fences_grow_and_owned_asks_the_server
     key = key_for
     a = client.acquire(key, ttl: 5)

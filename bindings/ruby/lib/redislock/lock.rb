@@ -37,7 +37,7 @@ module RedisLock
 
     # Drop this handle and keep the lock on the server until its TTL runs
     # out or Client#release_token(name, token) releases it, from this or
-    # another process (read #token first). Background renewal stops.
+    # another process (#token stays readable). Background renewal stops.
     def forget
       Native.redislock_lock_forget(take_handle)
       nil
@@ -81,12 +81,10 @@ module RedisLock
       out.read(:bool)
     end
 
-    # The token stored under the key (a binary String).
+    # The token stored under the key (a binary String). Still readable
+    # after the release, as the fence once drawn is.
     def token
-      n = Native.redislock_lock_token(handle, nil, 0)
-      buf = FFI::MemoryPointer.new(:uint8, [n, 1].max)
-      Native.redislock_lock_token(handle, buf, n)
-      buf.read_bytes(n)
+      (@token ||= read_token(handle)).dup
     end
 
     # The fencing number: greater than any handed out before for this name
@@ -123,11 +121,19 @@ module RedisLock
                                     status: Native::NOT_OWNER)
     end
 
+    def read_token(h)
+      n = Native.redislock_lock_token(h, nil, 0)
+      buf = FFI::MemoryPointer.new(:uint8, [n, 1].max)
+      Native.redislock_lock_token(h, buf, n)
+      buf.read_bytes(n)
+    end
+
     # The raw handle, given up by this object (the callee frees it).
     def take_handle
       h = handle
       fence = Native.redislock_lock_fence_if_drawn(h)
       @fence = fence unless fence.zero?
+      @token ||= read_token(h)
       @handle = nil
       h.autorelease = false
       FFI::Pointer.new(h.address)
