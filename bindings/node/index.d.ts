@@ -99,6 +99,20 @@ export interface SemaphoreLimits {
 /** The options of acquireSemaphore. */
 export interface SemaphoreOptions extends SharedOptions, SemaphoreLimits {}
 
+/**
+ * The options of the Client constructor: timeouts, each a whole number of
+ * milliseconds from 1 to 3600000 (an hour; otherwise RangeError), which
+ * win over the URL's parameters of the same name.
+ */
+export interface ClientOptions {
+  /** Opening a connection (TCP, TLS, AUTH, SELECT): the URL's `connect_timeout`, else 2000. */
+  connectTimeout?: number | null;
+  /** Each command's reply (not the wait for a held lock: `wait` bounds that): the URL's `command_timeout`, else 2000. */
+  commandTimeout?: number | null;
+  /** Redlock: each node's reply to an acquire: the URLs' `node_timeout`, else a tenth of the TTL (10 ms at least, the command timeout at most). */
+  nodeTimeout?: number | null;
+}
+
 /** A connection pool and subscriber for one Redis deployment, or for several independent servers (Redlock). */
 export declare class Client {
   #private;
@@ -107,8 +121,10 @@ export declare class Client {
    * `urls`: a redis://, rediss://, unix://, redis+sentinel:// or
    * redis+cluster:// URL, or an array of them (Redlock). Nothing is
    * connected until the first call. Throws TypeError for a bad URL.
+   * `opts`: the connect, command and Redlock node timeouts (ms), which win
+   * over the URL's.
    */
-  constructor(urls: string | readonly string[]);
+  constructor(urls: string | readonly string[], opts?: ClientOptions | null);
 
   /**
    * Take the lock `name`: a Promise of its Lock. `ttl` (ms, default 30000),

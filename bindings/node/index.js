@@ -371,6 +371,33 @@ function isSignal(s) {
   return s !== null && typeof s === 'object' && typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function';
 }
 
+/** The core's longest connect, command and node timeout, in ms. */
+const MAX_TIMEOUT = 3_600_000;
+
+/** The options of the Client constructor, checked: each timeout a whole number of ms, or null. */
+function clientOptions(opts) {
+  if (opts === undefined || opts === null) opts = {};
+  else if (typeof opts !== 'object') throw typeError('options', 'an object', opts);
+  const timeout = (what) => {
+    const v = opts[what];
+    if (v === undefined || v === null) return null;
+    checkNumber(v, what);
+    if (!Number.isInteger(v) || v < 1 || v > MAX_TIMEOUT) {
+      throw argError(
+        RangeError,
+        'ERR_OUT_OF_RANGE',
+        `${what} must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT} (an hour), got ${v}`,
+      );
+    }
+    return v;
+  };
+  return {
+    connectTimeout: timeout('connectTimeout'),
+    commandTimeout: timeout('commandTimeout'),
+    nodeTimeout: timeout('nodeTimeout'),
+  };
+}
+
 /** The options of acquire, tryAcquire and using, checked. */
 function acquireOptions(opts, defaultWait) {
   if (opts === undefined || opts === null) opts = {};
@@ -424,8 +451,11 @@ class Client {
    * `urls`: a redis://, rediss://, unix://, redis+sentinel:// or
    * redis+cluster:// URL, or an array of them (Redlock). Nothing is
    * connected until the first call. Throws TypeError for a bad URL.
+   * `opts`: `connectTimeout`, `commandTimeout` and (Redlock) `nodeTimeout`,
+   * whole milliseconds from 1 to an hour (RangeError otherwise), which win
+   * over the URL's `connect_timeout`, `command_timeout` and `node_timeout`.
    */
-  constructor(urls) {
+  constructor(urls, opts) {
     if (Array.isArray(urls)) {
       if (urls.length === 0) throw argError(TypeError, 'ERR_INVALID_ARG_VALUE', 'urls must not be empty');
       urls.forEach((u, i) => {
@@ -434,8 +464,9 @@ class Client {
     } else if (typeof urls !== 'string') {
       throw typeError('url', 'a string or an array of strings', urls);
     }
+    const { connectTimeout, commandTimeout, nodeTimeout } = clientOptions(opts);
     try {
-      this.#native = new native.NativeClient(urls);
+      this.#native = new native.NativeClient(urls, connectTimeout, commandTimeout, nodeTimeout);
     } catch (e) {
       throw argError(TypeError, 'ERR_INVALID_ARG_VALUE', redact(e.message));
     }

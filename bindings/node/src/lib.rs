@@ -438,14 +438,32 @@ pub struct NativeClient {
 #[napi]
 impl NativeClient {
     /// Throws an `InvalidArg` error for a bad URL (a `TypeError` to the
-    /// caller); nothing is connected yet.
+    /// caller); nothing is connected yet. The timeouts, in whole
+    /// milliseconds (`index.js` checks them: 1 to an hour), win over the
+    /// URL's `connect_timeout`, `command_timeout` and `node_timeout`.
     #[napi(constructor)]
-    pub fn new(urls: Either<String, Vec<String>>) -> napi::Result<NativeClient> {
-        let built = match urls {
-            Either::A(url) => Client::open(&url),
-            Either::B(urls) => Client::redlock(urls).build(),
+    pub fn new(
+        urls: Either<String, Vec<String>>,
+        connect_timeout_ms: Option<u32>,
+        command_timeout_ms: Option<u32>,
+        node_timeout_ms: Option<u32>,
+    ) -> napi::Result<NativeClient> {
+        let mut builder = match urls {
+            Either::A(url) => Client::builder(&url),
+            Either::B(urls) => Client::redlock(urls),
         };
-        built
+        let ms = |v: u32| Duration::from_millis(u64::from(v));
+        if let Some(v) = connect_timeout_ms {
+            builder = builder.connect_timeout(ms(v));
+        }
+        if let Some(v) = command_timeout_ms {
+            builder = builder.command_timeout(ms(v));
+        }
+        if let Some(v) = node_timeout_ms {
+            builder = builder.node_timeout(ms(v));
+        }
+        builder
+            .build()
             .map(|client| NativeClient {
                 addr: client.addr(),
                 client: Mutex::new(Some(client)),

@@ -14,6 +14,10 @@ namespace RedisLock;
  * the same connections (as phpredis pconnect does). Either way, a Lock a
  * request still holds when it ends is released then, also after a fatal
  * error or exit().
+ *
+ * Timeouts: connectTimeoutMs, commandTimeoutMs and nodeTimeoutMs (Redlock)
+ * of the constructor and of persistent(), or the URL's connect_timeout,
+ * command_timeout and node_timeout (one place for each, not both).
  */
 final class Client
 {
@@ -32,10 +36,21 @@ final class Client
      * @param string|list<string> $url redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
      *                                 redis+sentinel://…/service, redis+cluster://… (rediss+… for TLS);
      *                                 a list of URLs is Redlock
-     * @throws InvalidArgument for a malformed URL
+     * @param ?int $connectTimeoutMs opening a connection (TCP, TLS, AUTH, SELECT): 1 ms to 1 hour;
+     *                               null: the URL's connect_timeout, else 2 s
+     * @param ?int $commandTimeoutMs each command's reply: as connectTimeoutMs (not the wait for a held lock)
+     * @param ?int $nodeTimeoutMs    Redlock: each node's reply to an acquire; null: the URLs' node_timeout,
+     *                               else a tenth of the TTL, 10 ms at least, the command timeout at most
+     * @throws InvalidArgument for a malformed URL, a timeout out of range, or a timeout given both here
+     *                         and in the URL
      */
-    public function __construct(#[\SensitiveParameter] string|array $url)
-    {
+    public function __construct(
+        #[\SensitiveParameter] string|array $url,
+        ?int $connectTimeoutMs = null,
+        ?int $commandTimeoutMs = null,
+        ?int $nodeTimeoutMs = null,
+    ) {
+        $url = self::withTimeouts($url, $connectTimeoutMs, $commandTimeoutMs, $nodeTimeoutMs);
         $this->handle = self::open($url, false);
         $this->describe($url);
         RequestEnd::track($this);
@@ -49,11 +64,19 @@ final class Client
      * through it: what a request still holds at its end is released. A
      * worker forked after preload opens its own connections.
      *
+     * The timeouts are part of what is shared: the same URL with other
+     * timeouts is another client.
+     *
      * @param string|list<string> $url as for the constructor
-     * @throws InvalidArgument for a malformed URL
+     * @throws InvalidArgument for a malformed URL, or a timeout as the constructor refuses it
      */
-    public static function persistent(#[\SensitiveParameter] string|array $url): self
-    {
+    public static function persistent(
+        #[\SensitiveParameter] string|array $url,
+        ?int $connectTimeoutMs = null,
+        ?int $commandTimeoutMs = null,
+        ?int $nodeTimeoutMs = null,
+    ): self {
+        $url = self::withTimeouts($url, $connectTimeoutMs, $commandTimeoutMs, $nodeTimeoutMs);
         $client = (new \ReflectionClass(self::class))->newInstanceWithoutConstructor();
         $client->handle = self::open($url, true);
         $client->describe($url);
@@ -80,6 +103,74 @@ final class Client
         $buf = $ffi->new('char[' . max($n, 1) . ']');
         $ffi->redislock_redact_url($url, $buf, $n);
         return \FFI::string($buf, $n);
+    }
+
+    /** The core's longest connect, command and node timeout, in ms. */
+    private const MAX_TIMEOUT_MS = 3600000;
+
+    /**
+     * $url (each URL of a Redlock list) with the timeouts given as its
+     * query parameters, which the core parses as in every language (added
+     * before any #fragment, where the query ends). A parameter the URL
+     * names already is refused rather than overridden: over Redlock the
+     * core takes the largest node_timeout of the URLs, so a second one
+     * would not always win.
+     *
+     * @param string|list<string> $url
+     * @return string|list<string>
+     * @throws InvalidArgument for a timeout out of range or given twice
+     */
+    private static function withTimeouts(
+        #[\SensitiveParameter] string|array $url,
+        ?int $connectTimeoutMs,
+        ?int $commandTimeoutMs,
+        ?int $nodeTimeoutMs,
+    ): string|array {
+        $params = [
+            'connect_timeout' => ['connectTimeoutMs', $connectTimeoutMs],
+            'command_timeout' => ['commandTimeoutMs', $commandTimeoutMs],
+            'node_timeout' => ['nodeTimeoutMs', $nodeTimeoutMs],
+        ];
+        $given = [];
+        foreach ($params as $param => [$option, $ms]) {
+            if ($ms === null) {
+                continue;
+            }
+            if ($ms < 1 || $ms > self::MAX_TIMEOUT_MS) {
+                throw new InvalidArgument("$option must be 1 ms to 1 hour (1 to 3600000), got $ms");
+            }
+            $given[$param] = [$option, $ms];
+        }
+        if ($given === []) {
+            return $url;
+        }
+        if (is_array($url)) {
+            return array_map(
+                fn ($u) => is_string($u) ? self::withTimeouts($u, $connectTimeoutMs, $commandTimeoutMs, $nodeTimeoutMs) : $u,
+                $url,
+            );
+        }
+        $hash = strpos($url, '#');
+        $head = $hash === false ? $url : substr($url, 0, $hash);
+        $fragment = $hash === false ? '' : substr($url, $hash);
+        $q = strpos($head, '?');
+        $query = $q === false ? '' : substr($head, $q + 1);
+        foreach ($query === '' ? [] : explode('&', $query) as $pair) {
+            $name = rawurldecode(explode('=', $pair, 2)[0]);
+            if (isset($given[$name])) {
+                throw new InvalidArgument("the URL names $name and {$given[$name][0]} sets it too: give it once");
+            }
+        }
+        foreach ($given as $param => [, $ms]) {
+            if ($q === false) {
+                $head .= '?';
+                $q = strlen($head) - 1;
+            } elseif (!str_ends_with($head, '?') && !str_ends_with($head, '&')) {
+                $head .= '&';
+            }
+            $head .= "$param={$ms}ms";
+        }
+        return $head . $fragment;
     }
 
     /** @param string|list<string> $url */

@@ -1,0 +1,219 @@
+<?php
+declare(strict_types=1);
+
+use PHPUnit\Framework\TestCase;
+use RedisLock\Client;
+use RedisLock\ConnectionException;
+use RedisLock\InvalidArgument;
+use RedisLock\NoQuorum;
+
+/**
+ * The connect, command and Redlock node timeouts given to the Client
+ * constructor and to Client::persistent() (connectTimeoutMs,
+ * commandTimeoutMs, nodeTimeoutMs): checked before any I/O, handed to the
+ * core as URL parameters, and the ones that end a call to a server that
+ * does not answer. The core's error names the timeout that ran out and its
+ * value, which is what these tests read (beside lower bounds on the time
+ * taken, which the core guarantees).
+ */
+final class ClientTimeoutTest extends TestCase
+{
+    private const OPTIONS = ['connectTimeoutMs', 'commandTimeoutMs', 'nodeTimeoutMs'];
+
+    /** @var list<resource> listening sockets, closed at the end */
+    private array $sockets = [];
+
+    protected function tearDown(): void
+    {
+        foreach ($this->sockets as $s) {
+            fclose($s);
+        }
+    }
+
+    /** A listening socket nobody accepts from or reads: connecting works, no reply ever comes. */
+    private function silent(int $backlog = 50): string
+    {
+        $ctx = stream_context_create(['socket' => ['backlog' => $backlog]]);
+        $s = stream_socket_server('tcp://127.0.0.1:0', $errno, $errstr, STREAM_SERVER_BIND | STREAM_SERVER_LISTEN, $ctx);
+        $this->assertNotFalse($s, $errstr);
+        $this->sockets[] = $s;
+        return 'redis://' . stream_socket_get_name($s, false) . '/0';
+    }
+
+    public function testBadTimeoutsAreRefusedBeforeAnyIo(): void
+    {
+        foreach (self::OPTIONS as $option) {
+            foreach ([0, -1, 3600001, PHP_INT_MAX, PHP_INT_MIN] as $bad) {
+                foreach ([fn () => new Client('redis://127.0.0.1:1', ...[$option => $bad]),
+                    fn () => Client::persistent('redis://127.0.0.1:1', ...[$option => $bad])] as $open) {
+                    try {
+                        $open();
+                        $this->fail("$option: $bad was taken");
+                    } catch (InvalidArgument $e) {
+                        $this->assertStringContainsString("$option must be 1 ms to 1 hour", $e->getMessage());
+                    }
+                }
+            }
+            // The longest and the shortest.
+            new Client('redis://127.0.0.1:1', ...[$option => 3600000]);
+            new Client(['redis://127.0.0.1:1', 'redis://127.0.0.1:2', 'redis://127.0.0.1:3'], ...[$option => 1]);
+        }
+    }
+
+    /** What var_dump() shows of a client is its URL (without its password): the one the core was given. */
+    private static function urlOf(Client $c): string
+    {
+        return $c->__debugInfo()['url'];
+    }
+
+    /** Client::withTimeouts(), the private step that makes the core's URL. */
+    private static function withTimeouts(string|array $url, ?int $connect, ?int $command, ?int $node = null): string|array
+    {
+        return (new ReflectionMethod(Client::class, 'withTimeouts'))->invoke(null, $url, $connect, $command, $node);
+    }
+
+    public function testTheTimeoutsBecomeUrlParameters(): void
+    {
+        $cases = [
+            'redis://h:1/0' => 'redis://h:1/0?connect_timeout=250ms&command_timeout=1500ms',
+            'unix:///run/r.sock?db=2' => 'unix:///run/r.sock?db=2&connect_timeout=250ms&command_timeout=1500ms',
+            'redis://h:1?' => 'redis://h:1?connect_timeout=250ms&command_timeout=1500ms',
+            'redis://h:1/?db=1&' => 'redis://h:1/?db=1&connect_timeout=250ms&command_timeout=1500ms',
+            // The query ends where a fragment begins: the parameters go before it.
+            'redis+cluster://h:1,h:2#x' => 'redis+cluster://h:1,h:2?connect_timeout=250ms&command_timeout=1500ms#x',
+            // Another parameter of the same prefix is not the same one.
+            'redis://h:1?command_timeouts=1' => 'redis://h:1?command_timeouts=1&connect_timeout=250ms&command_timeout=1500ms',
+        ];
+        foreach ($cases as $url => $want) {
+            $this->assertSame($want, self::withTimeouts($url, 250, 1500), $url);
+        }
+        $this->assertSame('redis://h:1/0', self::withTimeouts('redis://h:1/0', null, null));
+        $this->assertSame('redis://h:1?node_timeout=3600000ms', self::withTimeouts('redis://h:1', null, null, 3600000));
+
+        // What the core is given, as var_dump() shows it.
+        $this->assertSame('redis://h:1/0', self::urlOf(new Client('redis://h:1/0')));
+        $this->assertSame(
+            'redis://h:1/0?connect_timeout=250ms&command_timeout=1500ms',
+            self::urlOf(new Client('redis://h:1/0', connectTimeoutMs: 250, commandTimeoutMs: 1500)),
+        );
+        $this->assertSame('redis://h:1?node_timeout=1ms', self::urlOf(new Client('redis://h:1', nodeTimeoutMs: 1)));
+        // The password stays hidden; every URL of a Redlock list gets them.
+        $this->assertSame(
+            '[redis://:***@a:1?command_timeout=300ms&node_timeout=50ms, redis://b:2/0?db=0&command_timeout=300ms&node_timeout=50ms]',
+            self::urlOf(new Client(['redis://:secret@a:1', 'redis://b:2/0?db=0'], commandTimeoutMs: 300, nodeTimeoutMs: 50)),
+        );
+        $this->assertSame(
+            'redis://h:1?connect_timeout=250ms',
+            self::urlOf(Client::persistent('redis://h:1', connectTimeoutMs: 250)),
+        );
+    }
+
+    public function testATimeoutGivenTwiceIsRefused(): void
+    {
+        foreach (['redis://h:1?command_timeout=5s', 'redis://h:1/0?db=0&command%5Ftimeout=5s', 'redis://h:1?command_timeout'] as $url) {
+            foreach ([fn () => new Client($url, commandTimeoutMs: 300),
+                fn () => Client::persistent($url, commandTimeoutMs: 300),
+                fn () => new Client(['redis://h:2', $url], commandTimeoutMs: 300)] as $open) {
+                try {
+                    $open();
+                    $this->fail("$url: taken with commandTimeoutMs as well");
+                } catch (InvalidArgument $e) {
+                    $this->assertStringContainsString('command_timeout', $e->getMessage());
+                    $this->assertStringContainsString('commandTimeoutMs', $e->getMessage());
+                }
+            }
+        }
+        // The URL's alone, or another timeout beside it: taken.
+        new Client('redis://h:1?command_timeout=5s');
+        new Client('redis://h:1?command_timeout=5s', connectTimeoutMs: 300);
+    }
+
+    public function testACommandTimeoutEndsACallToAServerThatDoesNotAnswer(): void
+    {
+        $client = new Client($this->silent(), commandTimeoutMs: 300);
+        $start = hrtime(true);
+        try {
+            $client->tryAcquire('php:timeout');
+            $this->fail('acquired from a server that never answers');
+        } catch (ConnectionException $e) {
+            $tookMs = (hrtime(true) - $start) / 1e6;
+            $this->assertStringContainsString('command timeout 300ms', $e->getMessage());
+            $this->assertGreaterThanOrEqual(300, $tookMs, 'failed before the command timeout');
+        }
+    }
+
+    /** Longer than the default (2 s): the option, not the default, decides. */
+    public function testACommandTimeoutLongerThanTheDefaultIsWaitedOut(): void
+    {
+        $client = Client::persistent($this->silent(), commandTimeoutMs: 2600);
+        $start = hrtime(true);
+        try {
+            $client->tryAcquire('php:timeout');
+            $this->fail('acquired from a server that never answers');
+        } catch (ConnectionException $e) {
+            $tookMs = (hrtime(true) - $start) / 1e6;
+            $this->assertStringContainsString('command timeout 2.6s', $e->getMessage());
+            $this->assertGreaterThanOrEqual(2600, $tookMs, 'failed before the command timeout');
+        }
+    }
+
+    /**
+     * A listening socket whose accept queue is full: the kernel drops the
+     * client's SYN, so connecting hangs until the connect timeout.
+     */
+    public function testAConnectTimeoutEndsAConnectThatHangs(): void
+    {
+        $url = $this->silent(1);
+        $at = 'tcp://' . parse_url($url, PHP_URL_HOST) . ':' . parse_url($url, PHP_URL_PORT);
+        $queued = [];
+        $hangs = false;
+        for ($i = 0; $i < 20 && !$hangs; $i++) {
+            $s = @stream_socket_client($at, $errno, $errstr, 0.5);
+            if ($s === false) {
+                $hangs = true;
+            } else {
+                $queued[] = $s;
+            }
+        }
+        $this->assertTrue($hangs, 'connecting to a listening socket with a full accept queue never hung on this system');
+        $client = new Client($url, connectTimeoutMs: 400);
+        $start = hrtime(true);
+        try {
+            $client->tryAcquire('php:timeout');
+            $this->fail('acquired from a server that never accepts');
+        } catch (ConnectionException $e) {
+            $tookMs = (hrtime(true) - $start) / 1e6;
+            $this->assertStringContainsString('connect timeout 400ms', $e->getMessage());
+            $this->assertGreaterThanOrEqual(400, $tookMs, 'failed before the connect timeout');
+        } finally {
+            foreach ($queued as $s) {
+                fclose($s);
+            }
+        }
+    }
+
+    /**
+     * Redlock, one server answering and two silent: no majority once the
+     * node timeout ran out (longer than the default for a 30 s TTL, 2 s).
+     */
+    public function testANodeTimeoutEndsARedlockAcquireWithoutAMajority(): void
+    {
+        $live = new RedisServer();
+        try {
+            $client = new Client([$live->url(), $this->silent(), $this->silent()], nodeTimeoutMs: 2700);
+            $start = hrtime(true);
+            try {
+                $client->tryAcquire('php:timeout', ttlMs: 30000);
+                $this->fail('acquired without a majority');
+            } catch (NoQuorum $e) {
+                $tookMs = (hrtime(true) - $start) / 1e6;
+                $this->assertStringContainsString('node timeout 2.7s', $e->getMessage());
+                $this->assertGreaterThanOrEqual(2700, $tookMs, 'no quorum before the node timeout: ' . $e->getMessage());
+            }
+            $raw = $live->raw();
+            $this->assertTrue(waitUntil(fn () => $raw->exists('php:timeout') === 0, 30), "the live node's grant was not taken back");
+        } finally {
+            $live->stop();
+        }
+    }
+}
