@@ -175,7 +175,7 @@ async function silent(open) {
     return 'acquired';
   } catch (e) {
     const took = now() - started;
-    return took < 5 ? chain(e) : `after ${took.toFixed(1)} s: ${chain(e)}`;
+    return took < 1.9 ? chain(e) : `after ${took.toFixed(1)} s: ${chain(e)}`;
   }
 }
 

@@ -193,7 +193,7 @@ function silent(callable $open): string
         return 'acquired';
     } catch (\Throwable $e) {
         $took = now() - $started;
-        return $took < 5 ? chain($e) : sprintf('after %.1f s: %s', $took, chain($e));
+        return $took < 1.9 ? chain($e) : sprintf('after %.1f s: %s', $took, chain($e));
     }
 }
 

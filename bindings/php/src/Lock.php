@@ -14,6 +14,7 @@ final class Lock
 
     /** The fencing number once drawn (kept after the release). */
     private ?int $fence = null;
+    private ?string $token = null;
 
     /** @internal made by Client */
     public function __construct(\FFI\CData $handle, private readonly string $key)
@@ -50,6 +51,7 @@ final class Lock
             $fence = FFI::get()->redislock_lock_fence_if_drawn($handle);
             $this->fence = $fence > 0 ? (int)$fence : null;
         }
+        $this->token ??= self::readToken($handle);
         $this->handle = null;
         return $handle;
     }
@@ -57,7 +59,7 @@ final class Lock
     /**
      * Drop this handle and keep the lock on the server until its TTL runs
      * out or Client::releaseToken($key, $token) releases it, from this or
-     * another process (read token() first). It then outlives the request.
+     * another process (token() still answers). It then outlives the request.
      * Background renewal stops.
      */
     public function forget(): void
@@ -123,13 +125,21 @@ final class Lock
         return (bool)$out->cdata;
     }
 
-    /** The token stored under the key (binary-safe). */
+    /**
+     * The token stored under the key (binary-safe). Still answers after
+     * release() or forget(), as fence() does.
+     */
     public function token(): string
     {
+        return $this->token ??= self::readToken($this->handle());
+    }
+
+    private static function readToken(\FFI\CData $handle): string
+    {
         $ffi = FFI::get();
-        $n = $ffi->redislock_lock_token($this->handle(), null, 0);
+        $n = $ffi->redislock_lock_token($handle, null, 0);
         $buf = $ffi->new("char[$n]");
-        $ffi->redislock_lock_token($this->handle(), $buf, $n);
+        $ffi->redislock_lock_token($handle, $buf, $n);
         return \FFI::string($buf, $n);
     }
 

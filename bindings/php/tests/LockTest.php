@@ -54,6 +54,19 @@ final class LockTest extends TestCase
         $again->release();
     }
 
+    public function testTheTokenAnswersAfterReleaseAndForgetWhenNeverReadBefore(): void
+    {
+        $lock = $this->client->acquire('reports', ttlMs: 30000);
+        $stored = $this->raw->get('reports');
+        $lock->release();
+        $this->assertSame($stored, $lock->token(), 'released, then read');
+        $forgotten = $this->client->acquire('reports', ttlMs: 30000);
+        $stored = $this->raw->get('reports');
+        $forgotten->forget();
+        $this->assertSame($stored, $forgotten->token(), 'forgotten, then read');
+        $this->assertTrue($this->client->releaseToken('reports', $forgotten->token()));
+    }
+
     public function testForceReleaseTakesTheLockFromWhoeverHoldsIt(): void
     {
         $held = $this->client->acquire('stuck', ttlMs: 600000, fenced: true);
