@@ -224,6 +224,11 @@ public class Driver {
         ClientOptions.DEFAULT);
   }
 
+  static Object timeoutBoth(RedisLockClient client) throws Exception {
+    return silent(System.getenv("BEHAVIOUR_SILENT") + "?connect_timeout=5s&command_timeout=5s",
+        ClientOptions.DEFAULT.connectTimeout(Duration.ofMillis(300)).commandTimeout(Duration.ofMillis(300)));
+  }
+
   static Object badTtl(RedisLockClient client) throws Exception {
     try {
       client.acquire("behaviour:bad-ttl", LockOptions.ttl(Duration.ZERO));
@@ -261,6 +266,7 @@ public class Driver {
     scenario("scoped-renews", Driver::scopedRenews);
     scenario("timeout-option", Driver::timeoutOption);
     scenario("timeout-url", Driver::timeoutUrl);
+    scenario("timeout-both", Driver::timeoutBoth);
     scenario("bad-ttl", Driver::badTtl);
     scenario("wrong-type", Driver::wrongType);
     scenario("no-server", Driver::noServer);

@@ -3,8 +3,9 @@
  * says what each line means). A scenario whose call C does not have prints
  * no line: ttl-default and wait-default (redislock_acquire requires ttl_ms
  * and wait_ms), the reads after a release (redislock_release frees the
- * handle), name (no accessor), scoped-renews (no scoped helper) and
- * timeout-option (no client options: the timeouts are the URL's).
+ * handle), name (no accessor), scoped-renews (no scoped helper),
+ * timeout-option and timeout-both (no client options: the timeouts are the
+ * URL's).
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -187,6 +187,16 @@ scenario('timeout-url', () =>
   silent(() => new Client(`${process.env.BEHAVIOUR_SILENT}?connect_timeout=300ms&command_timeout=300ms`)),
 );
 
+scenario('timeout-both', () =>
+  silent(
+    () =>
+      new Client(`${process.env.BEHAVIOUR_SILENT}?connect_timeout=5s&command_timeout=5s`, {
+        connectTimeout: 300,
+        commandTimeout: 300,
+      }),
+  ),
+);
+
 scenario('bad-ttl', async (client) => {
   try {
     await client.acquire('behaviour:bad-ttl', { ttl: 0 });

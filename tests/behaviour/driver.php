@@ -205,6 +205,14 @@ scenario('timeout-url', fn () => silent(
     fn () => new Client(getenv('BEHAVIOUR_SILENT') . '?connect_timeout=300ms&command_timeout=300ms'),
 ));
 
+scenario('timeout-both', fn () => silent(
+    fn () => new Client(
+        getenv('BEHAVIOUR_SILENT') . '?connect_timeout=5s&command_timeout=5s',
+        connectTimeoutMs: 300,
+        commandTimeoutMs: 300,
+    ),
+));
+
 scenario('bad-ttl', function (Client $client) {
     try {
         $client->acquire('behaviour:bad-ttl', ttlMs: 0);

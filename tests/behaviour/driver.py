@@ -181,6 +181,16 @@ def timeout_url(client):
 
 
 @scenario
+def timeout_both(client):
+    return silent(
+        client,
+        os.environ["BEHAVIOUR_SILENT"] + "?connect_timeout=5s&command_timeout=5s",
+        connect_timeout=0.3,
+        command_timeout=0.3,
+    )
+
+
+@scenario
 def bad_ttl(client):
     client.lock("behaviour:bad-ttl", ttl=0).acquire()
     return "acquired"

@@ -157,6 +157,11 @@ scenario("timeout-url") do |_client|
   silent("#{ENV.fetch('BEHAVIOUR_SILENT')}?connect_timeout=300ms&command_timeout=300ms")
 end
 
+scenario("timeout-both") do |_client|
+  silent("#{ENV.fetch('BEHAVIOUR_SILENT')}?connect_timeout=5s&command_timeout=5s",
+         connect_timeout: 0.3, command_timeout: 0.3)
+end
+
 scenario("bad-ttl") do |client|
   client.acquire("behaviour:bad-ttl", ttl: 0)
   "acquired"

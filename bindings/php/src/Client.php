@@ -17,7 +17,8 @@ namespace RedisLock;
  *
  * Timeouts: connectTimeoutMs, commandTimeoutMs and nodeTimeoutMs (Redlock)
  * of the constructor and of persistent(), or the URL's connect_timeout,
- * command_timeout and node_timeout (one place for each, not both).
+ * command_timeout and node_timeout; the option wins over the URL's
+ * parameter (which is removed from each URL and the option's added).
  */
 final class Client
 {
@@ -37,12 +38,12 @@ final class Client
      *                                 redis+sentinel://…/service, redis+cluster://… (rediss+… for TLS);
      *                                 a list of URLs is Redlock
      * @param ?int $connectTimeoutMs opening a connection (TCP, TLS, AUTH, SELECT): 1 ms to 1 hour;
-     *                               null: the URL's connect_timeout, else 2 s
+     *                               null: the URL's connect_timeout, else 2 s; given, it wins over the URL's
      * @param ?int $commandTimeoutMs each command's reply: as connectTimeoutMs (not the wait for a held lock)
      * @param ?int $nodeTimeoutMs    Redlock: each node's reply to an acquire; null: the URLs' node_timeout,
      *                               else a tenth of the TTL, 10 ms at least, the command timeout at most
-     * @throws InvalidArgument for a malformed URL, a timeout out of range, or a timeout given both here
-     *                         and in the URL
+     * @throws InvalidArgument for a malformed URL or a timeout out of range (a timeout given both here
+     *                         and in the URL is not refused: the option wins)
      */
     public function __construct(
         #[\SensitiveParameter] string|array $url,
@@ -111,14 +112,15 @@ final class Client
     /**
      * $url (each URL of a Redlock list) with the timeouts given as its
      * query parameters, which the core parses as in every language (added
-     * before any #fragment, where the query ends). A parameter the URL
-     * names already is refused rather than overridden: over Redlock the
-     * core takes the largest node_timeout of the URLs, so a second one
-     * would not always win.
+     * before any #fragment, where the query ends). The option wins over
+     * the URL: every parameter of the URL that names a timeout given here
+     * (its name read percent-decoded, as the core reads it) is removed
+     * first, whatever it says; the rest of the URL (its other parameters,
+     * user info and fragment) stays as it is.
      *
      * @param string|list<string> $url
      * @return string|list<string>
-     * @throws InvalidArgument for a timeout out of range or given twice
+     * @throws InvalidArgument for a timeout out of range
      */
     private static function withTimeouts(
         #[\SensitiveParameter] string|array $url,
@@ -155,21 +157,20 @@ final class Client
         $fragment = $hash === false ? '' : substr($url, $hash);
         $q = strpos($head, '?');
         $query = $q === false ? '' : substr($head, $q + 1);
+        $kept = [];
         foreach ($query === '' ? [] : explode('&', $query) as $pair) {
-            $name = rawurldecode(explode('=', $pair, 2)[0]);
-            if (isset($given[$name])) {
-                throw new InvalidArgument("the URL names $name and {$given[$name][0]} sets it too: give it once");
+            if (!isset($given[rawurldecode(explode('=', $pair, 2)[0])])) {
+                $kept[] = $pair;
             }
         }
+        $query = implode('&', $kept);
         foreach ($given as $param => [, $ms]) {
-            if ($q === false) {
-                $head .= '?';
-                $q = strlen($head) - 1;
-            } elseif (!str_ends_with($head, '?') && !str_ends_with($head, '&')) {
-                $head .= '&';
+            if ($query !== '' && !str_ends_with($query, '&')) {
+                $query .= '&';
             }
-            $head .= "$param={$ms}ms";
+            $query .= "$param={$ms}ms";
         }
+        $head = ($q === false ? $head : substr($head, 0, $q)) . '?' . $query;
         return $head . $fragment;
     }
 

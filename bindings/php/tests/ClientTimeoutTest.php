@@ -108,24 +108,80 @@ final class ClientTimeoutTest extends TestCase
         );
     }
 
-    public function testATimeoutGivenTwiceIsRefused(): void
+    /**
+     * Given both in the URL and as an option: the option wins. Every
+     * occurrence of the URL's own parameter goes (its name read
+     * percent-decoded, with a value or without), on every URL of a Redlock
+     * list; the rest of the URL stays as it was.
+     */
+    public function testTheOptionWinsOverTheUrlsParameter(): void
     {
-        foreach (['redis://h:1?command_timeout=5s', 'redis://h:1/0?db=0&command%5Ftimeout=5s', 'redis://h:1?command_timeout'] as $url) {
-            foreach ([fn () => new Client($url, commandTimeoutMs: 300),
-                fn () => Client::persistent($url, commandTimeoutMs: 300),
-                fn () => new Client(['redis://h:2', $url], commandTimeoutMs: 300)] as $open) {
-                try {
-                    $open();
-                    $this->fail("$url: taken with commandTimeoutMs as well");
-                } catch (InvalidArgument $e) {
-                    $this->assertStringContainsString('command_timeout', $e->getMessage());
-                    $this->assertStringContainsString('commandTimeoutMs', $e->getMessage());
-                }
-            }
+        $cases = [
+            'redis://h:1?command_timeout=5s' => 'redis://h:1?command_timeout=300ms',
+            'redis://h:1/0?db=0&command%5Ftimeout=5s' => 'redis://h:1/0?db=0&command_timeout=300ms',
+            'redis://h:1?command_timeout' => 'redis://h:1?command_timeout=300ms',
+            'redis://u:p%40ss@h:1/0?command_timeout=5s&db=0&node_timeout=9s&command%5ftimeout=7s&command_timeout#frag'
+                => 'redis://u:p%40ss@h:1/0?db=0&node_timeout=9s&command_timeout=300ms#frag',
+            // A timeout the option does not set stays the URL's.
+            'redis://h:1?connect_timeout=1s&db=0' => 'redis://h:1?connect_timeout=1s&db=0&command_timeout=300ms',
+        ];
+        foreach ($cases as $url => $want) {
+            $this->assertSame($want, self::withTimeouts($url, null, 300), $url);
         }
-        // The URL's alone, or another timeout beside it: taken.
-        new Client('redis://h:1?command_timeout=5s');
-        new Client('redis://h:1?command_timeout=5s', connectTimeoutMs: 300);
+        $this->assertSame(
+            ['redis://a:1?db=1&command_timeout=300ms', 'redis://b:2?command_timeout=300ms'],
+            self::withTimeouts(['redis://a:1?command_timeout=5s&db=1', 'redis://b:2?command_timeout=7s'], null, 300),
+        );
+        // What the core is given, as var_dump() shows it: the password stays hidden.
+        $this->assertSame(
+            '[redis://:***@a:1?command_timeout=300ms, redis://b:2/0?db=0&command_timeout=300ms]',
+            self::urlOf(new Client(['redis://:secret@a:1?command_timeout=5s', 'redis://b:2/0?command%5Ftimeout=5s&db=0'],
+                commandTimeoutMs: 300)),
+        );
+        $this->assertSame(
+            'redis://h:1?command_timeout=300ms',
+            self::urlOf(Client::persistent('redis://h:1?command_timeout=5s', commandTimeoutMs: 300)),
+        );
+        // The URL's alone, or another timeout beside it: taken as they are.
+        $this->assertSame('redis://h:1?command_timeout=5s', self::urlOf(new Client('redis://h:1?command_timeout=5s')));
+        $this->assertSame(
+            'redis://h:1?command_timeout=5s&connect_timeout=300ms',
+            self::urlOf(new Client('redis://h:1?command_timeout=5s', connectTimeoutMs: 300)),
+        );
+    }
+
+    /**
+     * The URL says 5 s and the options 300 ms against a server that never
+     * answers: it fails after the option's 300 ms, well before the URL's
+     * 5 s and the default 2 s; on every URL of a Redlock list too.
+     */
+    public function testTheOptionWinsAgainstAServerThatDoesNotAnswer(): void
+    {
+        $client = new Client($this->silent() . '?connect_timeout=5s&command_timeout=5s',
+            connectTimeoutMs: 300, commandTimeoutMs: 300);
+        $start = hrtime(true);
+        try {
+            $client->tryAcquire('php:timeout');
+            $this->fail('acquired from a server that never answers');
+        } catch (ConnectionException $e) {
+            $tookMs = (hrtime(true) - $start) / 1e6;
+            $this->assertStringContainsString('300ms', $e->getMessage());
+            $this->assertLessThan(1900, $tookMs, 'not the option\'s 300 ms: ' . $e->getMessage());
+        }
+        $urls = [];
+        for ($i = 0; $i < 3; $i++) {
+            $urls[] = $this->silent() . '?node_timeout=5s&command_timeout=5s';
+        }
+        $client = new Client($urls, commandTimeoutMs: 300, nodeTimeoutMs: 300);
+        $start = hrtime(true);
+        try {
+            $client->tryAcquire('php:timeout', ttlMs: 30000);
+            $this->fail('acquired from servers that never answer');
+        } catch (\RedisLock\LockException $e) {
+            $tookMs = (hrtime(true) - $start) / 1e6;
+            $this->assertStringContainsString('300ms', $e->getMessage());
+            $this->assertLessThan(1900, $tookMs, 'Redlock: not the option\'s 300 ms: ' . $e->getMessage());
+        }
     }
 
     public function testACommandTimeoutEndsACallToAServerThatDoesNotAnswer(): void

@@ -28,8 +28,9 @@ module RedisLock
     # whose connections outlive this object. `connect_timeout:`,
     # `command_timeout:` and `node_timeout:` (seconds, 0.001 to 3600; nil:
     # what the URL says, else the library's default) are handed to the
-    # library as the URL parameters of those names, added to each URL; a URL
-    # that names one of them already is refused. Validates, does not connect.
+    # library as the URL parameters of those names, added to each URL; the
+    # option wins over the URL's parameter (removed from each URL, every
+    # occurrence, before the option's is added). Validates, does not connect.
     def initialize(url, shared: false, connect_timeout: nil, command_timeout: nil, node_timeout: nil)
       urls = url.is_a?(Array) ? url : [url]
       raise InvalidArgument, "url must be a String or an Array of them, got #{url.inspect}" if urls.empty?

@@ -39,29 +39,27 @@ module RedisLock
 
     # `url` with each of `timeouts` ({"connect_timeout" => seconds, ...}) as
     # a query parameter in whole milliseconds (rounded), added before any
-    # #fragment. Each must be 0.001 to 3600 seconds (the library's range); a
-    # parameter the URL already names is refused rather than overridden
-    # (over Redlock the library takes the largest node_timeout of the URLs,
-    # so a second one would not always win).
+    # #fragment. Each must be 0.001 to 3600 seconds (the library's range).
+    # The option wins over the URL: every parameter of the URL that names
+    # one of `timeouts` (its name read percent-decoded, as the library reads
+    # it) is removed first, whatever it says; the rest of the URL (its other
+    # parameters, user info and fragment) stays as it is.
     def with_timeouts(url, timeouts)
       head, hash, fragment = url.partition("#")
-      _, mark, query = head.partition("?")
-      named = query.split("&").map { |pair| param_name(pair.split("=", 2)[0]) }
+      base, _, query = head.partition("?")
       params = timeouts.map do |param, value|
         seconds = number(value, param)
         unless seconds >= 0.001 && seconds <= MAX_TIMEOUT
           raise InvalidArgument, "#{param} must be 0.001 to #{MAX_TIMEOUT} seconds (1 hour), got #{value.inspect}"
         end
-        raise InvalidArgument, "the URL names #{param} and so does the option #{param}:; give it once" \
-          if named.include?(param)
 
         "#{param}=#{(seconds * 1000).round}ms"
       end
-      sep = if mark.empty? then "?"
-            elsif query.empty? || query.end_with?("&") then ""
-            else "&"
-            end
-      "#{head}#{sep}#{params.join('&')}#{hash}#{fragment}"
+      kept = query.empty? ? [] : query.split("&", -1)
+      kept = kept.reject { |pair| timeouts.key?(param_name(pair.partition("=")[0])) }
+      query = kept.join("&")
+      query += "&" unless query.empty? || query.end_with?("&")
+      "#{base}?#{query}#{params.join('&')}#{hash}#{fragment}"
     end
 
     # A query parameter's name as the library reads it (percent-decoded; a

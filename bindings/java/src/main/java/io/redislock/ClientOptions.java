@@ -3,7 +3,9 @@ package io.redislock;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -31,7 +33,9 @@ import org.jspecify.annotations.Nullable;
  *       between 10 ms and the command timeout). They are handed to the core
  *       as the URL parameters {@code connect_timeout}, {@code command_timeout}
  *       and {@code node_timeout}, in whole milliseconds (rounded up), and must
- *       be 1 ms to 1 hour; a URL that names the same parameter is refused.
+ *       be 1 ms to 1 hour. The option wins over the URL's parameter: the
+ *       URL's own parameter of that name (every occurrence, on every URL of
+ *       a Redlock list) is removed and the option's added.
  * </ul>
  */
 public final class ClientOptions {
@@ -86,7 +90,7 @@ public final class ClientOptions {
   /**
    * How long opening a connection may take (TCP, TLS and the handshake with
    * the server): 1 ms to 1 hour, rounded up to whole milliseconds. Default:
-   * the URL's {@code connect_timeout}, else 2 s.
+   * the URL's {@code connect_timeout}, else 2 s; given, it wins over the URL's.
    *
    * @throws IllegalArgumentException for zero, a negative duration or more than an hour
    */
@@ -98,7 +102,8 @@ public final class ClientOptions {
   /**
    * How long a command may wait for its reply before the call fails with
    * {@link LockConnectionException}: 1 ms to 1 hour, rounded up to whole
-   * milliseconds. Default: the URL's {@code command_timeout}, else 2 s.
+   * milliseconds. Default: the URL's {@code command_timeout}, else 2 s;
+   * given, it wins over the URL's.
    *
    * @throws IllegalArgumentException for zero, a negative duration or more than an hour
    */
@@ -112,7 +117,8 @@ public final class ClientOptions {
    * reads, at most the command timeout): 1 ms to 1 hour, rounded up to whole
    * milliseconds. Default: the URLs' {@code node_timeout}, else a tenth of
    * the TTL, at least 10 ms and at most the command timeout (release and
-   * reads: 1 s). A client of one URL takes it and does not use it.
+   * reads: 1 s); given, it wins over the URLs'. A client of one URL takes it
+   * and does not use it.
    *
    * @throws IllegalArgumentException for zero, a negative duration or more than an hour
    */
@@ -146,39 +152,55 @@ public final class ClientOptions {
   /**
    * {@code url} with the timeouts given here as its query parameters, for
    * the core to parse (added before any {@code #fragment}, where a URL's
-   * query ends). A parameter the URL already names is refused rather than
-   * overridden: over Redlock the core takes the largest {@code node_timeout}
-   * of the URLs, so a second one would not always win.
+   * query ends). The option wins over the URL: every parameter of the URL
+   * that names a timeout given here (its name read percent-decoded, as the
+   * core reads it) is removed first, whatever it says; the rest of the URL
+   * (its other parameters, user info and fragment) stays as it is.
    */
   String url(String url) {
     String[][] params = {
-      {"connect_timeout", "connectTimeout", ms(connectTimeout)},
-      {"command_timeout", "commandTimeout", ms(commandTimeout)},
-      {"node_timeout", "nodeTimeout", ms(nodeTimeout)},
+      {"connect_timeout", ms(connectTimeout)},
+      {"command_timeout", ms(commandTimeout)},
+      {"node_timeout", ms(nodeTimeout)},
     };
+    Set<String> given = new HashSet<>();
+    for (String[] p : params) {
+      if (p[1] != null) {
+        given.add(p[0]);
+      }
+    }
+    if (given.isEmpty()) {
+      return url;
+    }
     int hash = url.indexOf('#');
     String head = hash < 0 ? url : url.substring(0, hash);
     String fragment = hash < 0 ? "" : url.substring(hash);
     int q = head.indexOf('?');
     String query = q < 0 ? "" : head.substring(q + 1);
-    StringBuilder out = new StringBuilder(head);
-    for (String[] p : params) {
-      if (p[2] == null) {
-        continue;
-      }
+    StringBuilder out = new StringBuilder(q < 0 ? head : head.substring(0, q)).append('?');
+    boolean first = true;
+    if (!query.isEmpty()) {
       for (String pair : query.split("&", -1)) {
         String key = pair.contains("=") ? pair.substring(0, pair.indexOf('=')) : pair;
-        if (p[0].equals(decoded(key))) {
-          throw new IllegalArgumentException("the URL names " + p[0] + " and ClientOptions sets "
-              + p[1] + ": give it once");
+        if (given.contains(decoded(key))) {
+          continue;
         }
+        if (!first) {
+          out.append('&');
+        }
+        out.append(pair);
+        first = false;
       }
-      if (out.indexOf("?") < 0) {
-        out.append('?');
-      } else if (out.charAt(out.length() - 1) != '?' && out.charAt(out.length() - 1) != '&') {
+    }
+    for (String[] p : params) {
+      if (p[1] == null) {
+        continue;
+      }
+      if (!first && out.charAt(out.length() - 1) != '&') {
         out.append('&');
       }
-      out.append(p[0]).append('=').append(p[2]);
+      out.append(p[0]).append('=').append(p[1]);
+      first = false;
     }
     return out.append(fragment).toString();
   }

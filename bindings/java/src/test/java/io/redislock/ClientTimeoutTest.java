@@ -79,13 +79,20 @@ class ClientTimeoutTest {
     assertEquals("redis://h:1?node_timeout=1ms", ClientOptions.DEFAULT.nodeTimeout(Duration.ofNanos(1)).url("redis://h:1"));
     assertEquals("redis://h:1?command_timeout=3600000ms",
         ClientOptions.DEFAULT.commandTimeout(Duration.ofHours(1)).url("redis://h:1"));
-    // Given twice, the URL's and the options': refused, not silently one of them.
-    for (String url : List.of("redis://h:1?command_timeout=5s", "redis://h:1/0?db=0&command%5Ftimeout=5s",
-        "redis://h:1?command_timeout")) {
-      IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> both.url(url), url);
-      assertTrue(e.getMessage().contains("command_timeout") && e.getMessage().contains("commandTimeout"), e.getMessage());
-    }
-    assertThrows(IllegalArgumentException.class, () -> RedisLockClient.open("redis://127.0.0.1:1?connect_timeout=5s", both));
+    // Given twice, the URL's and the options': the option wins. Every
+    // occurrence of the URL's own parameter goes (its name read
+    // percent-decoded, with a value or without); the rest stays as it was.
+    assertEquals("redis://h:1?connect_timeout=250ms&command_timeout=1500ms",
+        both.url("redis://h:1?command_timeout=5s"));
+    assertEquals("redis://h:1/0?db=0&connect_timeout=250ms&command_timeout=1500ms",
+        both.url("redis://h:1/0?db=0&command%5Ftimeout=5s"));
+    assertEquals("redis://h:1?connect_timeout=250ms&command_timeout=1500ms", both.url("redis://h:1?command_timeout"));
+    assertEquals("redis://u:p%40ss@h:1/0?db=0&node_timeout=9s&connect_timeout=250ms&command_timeout=1500ms#frag",
+        both.url("redis://u:p%40ss@h:1/0?command_timeout=5s&db=0&connect_timeout=1s&node_timeout=9s"
+            + "&command_timeout=7s&connect%5ftimeout=3s#frag"));
+    assertEquals("redis://h:1?connect_timeout=1s&db=0&command_timeout=1500ms",
+        ClientOptions.DEFAULT.commandTimeout(Duration.ofMillis(1500)).url("redis://h:1?connect_timeout=1s&db=0"),
+        "a timeout the options do not set is the URL's");
     // Another parameter of the same prefix is not the same one.
     assertEquals("redis://h:1?command_timeouts=1&connect_timeout=250ms&command_timeout=1500ms",
         both.url("redis://h:1?command_timeouts=1"));
@@ -103,6 +110,46 @@ class ClientTimeoutTest {
       assertSame(LockConnectionException.class, e.getClass(), e.toString());
       assertTrue(e.getMessage().contains("command timeout 300ms"), e.getMessage());
       assertTrue(tookMs >= 300, "failed after " + tookMs + " ms, before the command timeout");
+    }
+  }
+
+  /**
+   * The URL says 5 s and the options 300 ms: the option wins, on every URL
+   * of a Redlock list too (well under the URL's 5 s and the default 2 s).
+   */
+  @Test
+  void theOptionWinsOverTheUrlsParameter() throws Exception {
+    try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+        RedisLockClient c = RedisLockClient.open(
+            "redis://127.0.0.1:" + silent.getLocalPort() + "/0?connect_timeout=5s&command_timeout=5s",
+            ClientOptions.DEFAULT.connectTimeout(Duration.ofMillis(300)).commandTimeout(Duration.ofMillis(300)))) {
+      long start = System.nanoTime();
+      LockConnectionException e = assertThrows(LockConnectionException.class, () -> c.tryAcquire("java:timeout"));
+      long tookMs = (System.nanoTime() - start) / 1_000_000;
+      assertTrue(e.getMessage().contains("300ms"), e.getMessage());
+      assertTrue(tookMs >= 300 && tookMs < 1900, "failed after " + tookMs + " ms: not the option's 300 ms");
+    }
+    List<ServerSocket> silent = new ArrayList<>();
+    try {
+      List<String> urls = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        ServerSocket s = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+        silent.add(s);
+        urls.add("redis://127.0.0.1:" + s.getLocalPort() + "?node_timeout=5s&command_timeout=5s");
+      }
+      try (RedisLockClient c = RedisLockClient.open(urls, ClientOptions.DEFAULT
+          .nodeTimeout(Duration.ofMillis(300)).commandTimeout(Duration.ofMillis(300)))) {
+        long start = System.nanoTime();
+        LockException e = assertThrows(LockException.class,
+            () -> c.tryAcquire("java:timeout", LockOptions.ttl(Duration.ofSeconds(30))));
+        long tookMs = (System.nanoTime() - start) / 1_000_000;
+        assertTrue(e.getMessage().contains("300ms"), e.getMessage());
+        assertTrue(tookMs < 1900, "Redlock failed after " + tookMs + " ms: not the option's 300 ms");
+      }
+    } finally {
+      for (ServerSocket s : silent) {
+        s.close();
+      }
     }
   }
 
