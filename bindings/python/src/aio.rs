@@ -5,10 +5,13 @@
 //! subscriber connection.
 
 use std::cell::OnceCell;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
@@ -53,15 +56,136 @@ impl Runtime for Rt {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        Handle(runtime().spawn(fut))
+        let done = Done::start();
+        let id = done.0;
+        let handle = runtime().spawn(Tracked {
+            fut: Box::pin(fut),
+            _done: done,
+        });
+        TASKS.watch(id, handle.abort_handle());
+        Handle(handle)
     }
 
     fn spawn_blocking<F>(f: F) -> Handle
     where
         F: FnOnce() + Send + 'static,
     {
-        Handle(runtime().spawn_blocking(f))
+        let done = Done::start();
+        Handle(runtime().spawn_blocking(move || {
+            f();
+            drop(done);
+        }))
     }
+}
+
+/// The runtime's tasks that may still enter Python (pyo3-async-runtimes
+/// sets an asyncio future's result from them, and drops their event
+/// loop's references there). A thread that asks for the GIL once the
+/// interpreter finalizes is ended by CPython in the middle of Rust code,
+/// which then frees Python objects without the GIL: a crash at exit. So the
+/// interpreter's exit ([`before_exit`], an `atexit` callback, which runs
+/// before finalizing) stops these tasks and waits for them.
+struct Tasks {
+    state: Mutex<TaskSet>,
+    empty: Condvar,
+}
+
+struct TaskSet {
+    next: u64,
+    live: BTreeMap<u64, Option<tokio::task::AbortHandle>>,
+}
+
+static TASKS: Tasks = Tasks {
+    state: Mutex::new(TaskSet {
+        next: 0,
+        live: BTreeMap::new(),
+    }),
+    empty: Condvar::new(),
+};
+
+/// Set by [`before_exit`]: nothing of this module enters Python any more.
+pub(crate) static EXITING: AtomicBool = AtomicBool::new(false);
+
+impl Tasks {
+    fn set(&self) -> std::sync::MutexGuard<'_, TaskSet> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn watch(&self, id: u64, abort: tokio::task::AbortHandle) {
+        let mut set = self.set();
+        // Not there: the task has ended already.
+        if let Some(slot) = set.live.get_mut(&id) {
+            *slot = Some(abort);
+        }
+    }
+}
+
+/// A task's place in [`TASKS`], given up when it is dropped: after the
+/// task's future, whatever of Python that held.
+struct Done(u64);
+
+impl Done {
+    fn start() -> Done {
+        let mut set = TASKS.set();
+        let id = set.next;
+        set.next += 1;
+        set.live.insert(id, None);
+        Done(id)
+    }
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let mut set = TASKS.set();
+        set.live.remove(&self.0);
+        if set.live.is_empty() {
+            TASKS.empty.notify_all();
+        }
+    }
+}
+
+/// A future and then its [`Done`] (fields drop in this order).
+struct Tracked<F> {
+    fut: Pin<Box<F>>,
+    _done: Done,
+}
+
+impl<F: Future<Output = ()>> Future for Tracked<F> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.fut.as_mut().poll(cx)
+    }
+}
+
+/// How long the interpreter's exit waits for the runtime's tasks to stop.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Registered with `atexit` by the module: from now on no task of the
+/// runtime and no log line of the core enters Python; the tasks that could
+/// are cancelled (an asyncio call still pending at exit has nobody left to
+/// answer) and waited for, without the GIL, for at most [`EXIT_WAIT`].
+#[pyfunction]
+pub(crate) fn before_exit(py: Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        let mut set = TASKS.set();
+        for abort in set.live.values().flatten() {
+            abort.abort();
+        }
+        let deadline = Instant::now() + EXIT_WAIT;
+        while !set.live.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            set = TASKS
+                .empty
+                .wait_timeout(set, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    });
 }
 
 tokio::task_local! {

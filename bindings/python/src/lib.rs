@@ -1109,11 +1109,14 @@ struct Logs(pyo3_log::Logger);
 
 impl log::Log for Logs {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        self.0.enabled(metadata)
+        !aio::EXITING.load(std::sync::atomic::Ordering::Relaxed) && self.0.enabled(metadata)
     }
 
     fn log(&self, record: &log::Record<'_>) {
-        if !self.0.enabled(record.metadata()) {
+        // The interpreter is exiting ([`aio::before_exit`]): no more lines.
+        if aio::EXITING.load(std::sync::atomic::Ordering::Relaxed)
+            || !self.0.enabled(record.metadata())
+        {
             return;
         }
         let held = HELD_LINES.with(|h| match h.borrow_mut().as_mut() {
@@ -1298,5 +1301,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LockConnectionError", connection_error_type(py)?)?;
     m.add("__version__", redislock::VERSION)?;
     forward_logs(py)?;
+    let before_exit = wrap_pyfunction!(aio::before_exit, m)?;
+    py.import("atexit")?
+        .call_method1("register", (before_exit,))?;
     Ok(())
 }

@@ -50,6 +50,9 @@ impl Notice {
     /// Run the Lock object's callback, if the Lock object is still there
     /// and the interpreter can be entered.
     pub(crate) fn fire(&self) {
+        if crate::aio::EXITING.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         Python::try_attach(|py| {
             let Ok(Some(lock)) = self.0.bind(py).upgrade_as::<Lock>() else {
                 return;
