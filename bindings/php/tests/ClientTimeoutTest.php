@@ -40,6 +40,25 @@ final class ClientTimeoutTest extends TestCase
         return 'redis://' . stream_socket_get_name($s, false) . '/0';
     }
 
+    /**
+     * A try-once acquire (TTL 30 s) that must fail with $class: the
+     * exception, and the milliseconds it took.
+     *
+     * @param class-string<\Throwable> $class
+     * @return array{0: \Throwable, 1: float}
+     */
+    private function failedTry(Client $client, string $class, string $what): array
+    {
+        $start = hrtime(true);
+        try {
+            $client->tryAcquire('php:timeout', ttlMs: 30000);
+        } catch (\Throwable $e) {
+            $this->assertInstanceOf($class, $e, (string)$e);
+            return [$e, (hrtime(true) - $start) / 1e6];
+        }
+        $this->fail("acquired from $what");
+    }
+
     public function testBadTimeoutsAreRefusedBeforeAnyIo(): void
     {
         foreach (self::OPTIONS as $option) {
@@ -159,58 +178,34 @@ final class ClientTimeoutTest extends TestCase
     {
         $client = new Client($this->silent() . '?connect_timeout=5s&command_timeout=5s',
             connectTimeoutMs: 300, commandTimeoutMs: 300);
-        $start = hrtime(true);
-        try {
-            $client->tryAcquire('php:timeout');
-            $this->fail('acquired from a server that never answers');
-        } catch (ConnectionException $e) {
-            $tookMs = (hrtime(true) - $start) / 1e6;
-            $this->assertStringContainsString('300ms', $e->getMessage());
-            $this->assertLessThan(1900, $tookMs, 'not the option\'s 300 ms: ' . $e->getMessage());
-        }
+        [$e, $tookMs] = $this->failedTry($client, ConnectionException::class, 'a server that never answers');
+        $this->assertStringContainsString('300ms', $e->getMessage());
+        $this->assertLessThan(1900, $tookMs, 'not the option\'s 300 ms: ' . $e->getMessage());
         $urls = [];
         for ($i = 0; $i < 3; $i++) {
             $urls[] = $this->silent() . '?node_timeout=5s&command_timeout=5s';
         }
         $client = new Client($urls, commandTimeoutMs: 300, nodeTimeoutMs: 300);
-        $start = hrtime(true);
-        try {
-            $client->tryAcquire('php:timeout', ttlMs: 30000);
-            $this->fail('acquired from servers that never answer');
-        } catch (\RedisLock\LockException $e) {
-            $tookMs = (hrtime(true) - $start) / 1e6;
-            $this->assertStringContainsString('300ms', $e->getMessage());
-            $this->assertLessThan(1900, $tookMs, 'Redlock: not the option\'s 300 ms: ' . $e->getMessage());
-        }
+        [$e, $tookMs] = $this->failedTry($client, \RedisLock\LockException::class, 'servers that never answer');
+        $this->assertStringContainsString('300ms', $e->getMessage());
+        $this->assertLessThan(1900, $tookMs, 'Redlock: not the option\'s 300 ms: ' . $e->getMessage());
     }
 
     public function testACommandTimeoutEndsACallToAServerThatDoesNotAnswer(): void
     {
         $client = new Client($this->silent(), commandTimeoutMs: 300);
-        $start = hrtime(true);
-        try {
-            $client->tryAcquire('php:timeout');
-            $this->fail('acquired from a server that never answers');
-        } catch (ConnectionException $e) {
-            $tookMs = (hrtime(true) - $start) / 1e6;
-            $this->assertStringContainsString('command timeout 300ms', $e->getMessage());
-            $this->assertGreaterThanOrEqual(300, $tookMs, 'failed before the command timeout');
-        }
+        [$e, $tookMs] = $this->failedTry($client, ConnectionException::class, 'a server that never answers');
+        $this->assertStringContainsString('command timeout 300ms', $e->getMessage());
+        $this->assertGreaterThanOrEqual(300, $tookMs, 'failed before the command timeout');
     }
 
     /** Longer than the default (2 s): the option, not the default, decides. */
     public function testACommandTimeoutLongerThanTheDefaultIsWaitedOut(): void
     {
         $client = Client::persistent($this->silent(), commandTimeoutMs: 2600);
-        $start = hrtime(true);
-        try {
-            $client->tryAcquire('php:timeout');
-            $this->fail('acquired from a server that never answers');
-        } catch (ConnectionException $e) {
-            $tookMs = (hrtime(true) - $start) / 1e6;
-            $this->assertStringContainsString('command timeout 2.6s', $e->getMessage());
-            $this->assertGreaterThanOrEqual(2600, $tookMs, 'failed before the command timeout');
-        }
+        [$e, $tookMs] = $this->failedTry($client, ConnectionException::class, 'a server that never answers');
+        $this->assertStringContainsString('command timeout 2.6s', $e->getMessage());
+        $this->assertGreaterThanOrEqual(2600, $tookMs, 'failed before the command timeout');
     }
 
     /**
@@ -233,12 +228,8 @@ final class ClientTimeoutTest extends TestCase
         }
         $this->assertTrue($hangs, 'connecting to a listening socket with a full accept queue never hung on this system');
         $client = new Client($url, connectTimeoutMs: 400);
-        $start = hrtime(true);
         try {
-            $client->tryAcquire('php:timeout');
-            $this->fail('acquired from a server that never accepts');
-        } catch (ConnectionException $e) {
-            $tookMs = (hrtime(true) - $start) / 1e6;
+            [$e, $tookMs] = $this->failedTry($client, ConnectionException::class, 'a server that never accepts');
             $this->assertStringContainsString('connect timeout 400ms', $e->getMessage());
             $this->assertGreaterThanOrEqual(400, $tookMs, 'failed before the connect timeout');
         } finally {
@@ -257,15 +248,9 @@ final class ClientTimeoutTest extends TestCase
         $live = new RedisServer();
         try {
             $client = new Client([$live->url(), $this->silent(), $this->silent()], nodeTimeoutMs: 2700);
-            $start = hrtime(true);
-            try {
-                $client->tryAcquire('php:timeout', ttlMs: 30000);
-                $this->fail('acquired without a majority');
-            } catch (NoQuorum $e) {
-                $tookMs = (hrtime(true) - $start) / 1e6;
-                $this->assertStringContainsString('node timeout 2.7s', $e->getMessage());
-                $this->assertGreaterThanOrEqual(2700, $tookMs, 'no quorum before the node timeout: ' . $e->getMessage());
-            }
+            [$e, $tookMs] = $this->failedTry($client, NoQuorum::class, 'no majority');
+            $this->assertStringContainsString('node timeout 2.7s', $e->getMessage());
+            $this->assertGreaterThanOrEqual(2700, $tookMs, 'no quorum before the node timeout: ' . $e->getMessage());
             $raw = $live->raw();
             $this->assertTrue(waitUntil(fn () => $raw->exists('php:timeout') === 0, 30), "the live node's grant was not taken back");
         } finally {
