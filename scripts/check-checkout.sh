@@ -40,7 +40,7 @@ env -u CARGO_TARGET_DIR PATH="$work/venv/bin:$PATH" MATURIN_PEP517_ARGS="$pep517
 
 [ "$(sha256sum <"$lib")" = "$before" ] ||
   die "pip install . rewrote $lib: the Python module was built onto the C library's path"
-if nm -D --undefined-only "$lib" | grep -q ' Py'; then
+if grep -q ' Py' <<<"$(nm -D --undefined-only "$lib")"; then
   die "$lib needs Python's symbols: it is the Python module, not the C library"
 fi
 (cd "$work" && "$work/venv/bin/python" -c 'import redislock; print("python:", redislock.__version__)') ||

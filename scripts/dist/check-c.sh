@@ -57,7 +57,7 @@ for pkg in "$runtime" "$dev" "$cli"; do
     die "check-c: the package $pkg is already on this machine ($(dpkg-query -W -f='${Version} ${db:Status-Status}' "$pkg")): the check installs and purges its own; remove yours first (apt-get purge $pkg) or run the check elsewhere"
   fi
 done
-if ldconfig -p | grep -q libredislock; then
+if grep -q libredislock <<<"$(ldconfig -p)"; then
   die "check-c: a libredislock is already on the loader's path ($(ldconfig -p | grep libredislock | sed 's/.*=> //' | tr '\n' ' ')): it would shadow the packaged one; remove it (make install puts it in /usr/local/lib) or run the check elsewhere"
 fi
 # pkg-config and the loader as a fresh shell has them.
@@ -124,7 +124,7 @@ run_lock() {
     [ -n "$loaded" ] || die "check-c: $label: ldd finds no libredislock for $exe: $(ldd "$exe")"
     [ "$(readlink -f "$loaded")" = "$(readlink -f "$lib")" ] ||
       die "check-c: $label: the program loads $loaded, not $lib"
-  elif ldd "$exe" | grep -q libredislock; then
+  elif grep -q libredislock <<<"$(ldd "$exe")"; then
     die "check-c: $label: a static build still needs a shared libredislock: $(ldd "$exe" | grep libredislock)"
   fi
   out=$("$exe" "$REDIS_URL" "check-c:$label" 2>&1) ||
@@ -254,7 +254,7 @@ dpkg --verify "$runtime" "$dev" "$cli" || die "check-c: dpkg --verify finds the 
 files=$(dpkg -L "$runtime" "$dev" "$cli" | while read -r f; do if [ ! -d "$f" ]; then echo "$f"; fi; done)
 multiarch=x86_64-linux-gnu
 syslib=/usr/lib/$multiarch/libredislock.so.$abi
-ldconfig -p | grep -q "libredislock.so.$abi .*=> .*/libredislock.so.$abi$" ||
+grep -q "libredislock.so.$abi .*=> .*/libredislock.so.$abi$" <<<"$(ldconfig -p)" ||
   die "check-c: after the install ldconfig does not list libredislock.so.$abi (the trigger): $(ldconfig -p | grep redislock)"
 grep -qx "#define FFI_LIB \"$syslib\"" /usr/share/redislock/redislock_preload.h ||
   die "check-c: /usr/share/redislock/redislock_preload.h does not name $syslib"
@@ -317,7 +317,7 @@ for pkg in "$runtime" "$dev" "$cli"; do
 done
 left=$(echo "$files" | while read -r f; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done)
 [ -z "$left" ] || die "check-c: left behind after the purge: $left"
-! ldconfig -p | grep -q libredislock || die "check-c: ldconfig still lists libredislock after the purge"
+! grep -q libredislock <<<"$(ldconfig -p)" || die "check-c: ldconfig still lists libredislock after the purge"
 echo "check-c: .debs $runtime ($(size "$runtime_deb")), $dev ($(size "$dev_deb")), $cli ($(size "$cli_deb")): installed with apt-get, C program via pkg-config: redislock_version() $version; redislock --version, run, doctor ($doctor_verdict); purged, nothing left"
 
 # The installation the cross-language demo uses, checked in place: a

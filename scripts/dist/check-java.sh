@@ -204,7 +204,7 @@ if grep -F "$root/" "$project/maps.txt"; then die "java: files from the reposito
 ran=$(date +%s.%N)
 
 # The classes alone: the loader must say where it looked.
-if ldconfig -p 2>/dev/null | grep -q libredislock; then
+if grep -q libredislock <<<"$(ldconfig -p 2>/dev/null)"; then
   missing="the jar without its library not tried: this machine has a libredislock in ldconfig's cache"
 else
   mkdir "$tmp/classes"
