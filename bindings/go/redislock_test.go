@@ -719,3 +719,76 @@ func TestThousandGoroutines(t *testing.T) {
 		t.Fatalf("counter %d after %d increments (%d failed)", got, n, failed.Load())
 	}
 }
+
+func TestRedlock(t *testing.T) {
+	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
+	urls := []string{servers[0].url(), servers[1].url(), servers[2].url()}
+	c, err := OpenRedlock(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "redlock", Fenced())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range servers {
+		if s.must(t, "GET", "redlock") != string(l.Token()) {
+			t.Fatalf("server %d does not hold the lock", i)
+		}
+	}
+	if _, err := c.TryAcquire(ctx, "redlock"); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("while held: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One node down: a majority is left.
+	servers[2].kill()
+	l, err = c.Acquire(ctx, "redlock", Wait(5*time.Second))
+	if err != nil {
+		t.Fatalf("with a node down: %v", err)
+	}
+	l.Release(ctx)
+	// Two down: no majority.
+	servers[1].kill()
+	if _, err := c.TryAcquire(ctx, "redlock"); !errors.Is(err, ErrNoQuorum) || kindOf(err) != KindNoQuorum {
+		t.Fatalf("with two nodes of three down: %v", err)
+	}
+}
+
+// A Lock may be used from any goroutine: fences, extends and one release
+// at once from many, under the race detector.
+func TestLockFromManyGoroutines(t *testing.T) {
+	s := startServer(t)
+	c := open(t, s)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var released, notOwner atomic.Int64
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l.Fence(ctx)
+			l.Extend(ctx, 10*time.Second)
+			_ = l.Token()
+			switch err := l.Release(ctx); {
+			case err == nil:
+				released.Add(1)
+			case errors.Is(err, ErrNotOwner):
+				notOwner.Add(1)
+			default:
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if released.Load() != 1 || notOwner.Load() != 19 {
+		t.Fatalf("%d releases, %d not-owner", released.Load(), notOwner.Load())
+	}
+}

@@ -19,9 +19,16 @@ import (
 // one: $REDIS_SERVER chooses the binary (a name on the PATH or a path, a
 // relative one taken from the repository root), redis-server by default.
 type testServer struct {
-	cmd  *exec.Cmd
-	port int
-	dir  string
+	cmd    *exec.Cmd
+	port   int
+	dir    string
+	exited chan struct{}
+}
+
+// kill stops the server (again: nothing).
+func (s *testServer) kill() {
+	s.cmd.Process.Kill()
+	<-s.exited
 }
 
 func serverBin(t testing.TB) string {
@@ -65,6 +72,7 @@ func startServer(t testing.TB) *testServer {
 			t.Fatal(err)
 		}
 		exited := make(chan struct{})
+		s.exited = exited
 		go func() { s.cmd.Wait(); close(exited) }()
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
@@ -75,7 +83,7 @@ func startServer(t testing.TB) *testServer {
 			default:
 			}
 			if r, err := s.do("PING"); err == nil && r == "PONG" {
-				t.Cleanup(func() { s.cmd.Process.Kill(); <-exited })
+				t.Cleanup(s.kill)
 				return s
 			}
 			time.Sleep(10 * time.Millisecond)
