@@ -792,3 +792,69 @@ func TestLockFromManyGoroutines(t *testing.T) {
 		t.Fatalf("%d releases, %d not-owner", released.Load(), notOwner.Load())
 	}
 }
+
+// Every kind of wait ends with its context and leaves its queue empty.
+func TestContextEndsEveryWait(t *testing.T) {
+	s := startServer(t)
+	c := open(t, s)
+	bg := context.Background()
+	type acquireFn func(ctx context.Context, opts ...Option) (*Lock, error)
+	kinds := []struct {
+		name  string
+		queue string
+		hold  acquireFn
+		wait  acquireFn
+	}{
+		{"lock", "{k-lock}:queue",
+			func(ctx context.Context, o ...Option) (*Lock, error) { return c.Acquire(ctx, "k-lock", o...) },
+			func(ctx context.Context, o ...Option) (*Lock, error) { return c.Acquire(ctx, "k-lock", o...) }},
+		{"fenced lock", "{k-fenced}:queue",
+			func(ctx context.Context, o ...Option) (*Lock, error) { return c.Acquire(ctx, "k-fenced", o...) },
+			func(ctx context.Context, o ...Option) (*Lock, error) {
+				return c.Acquire(ctx, "k-fenced", append(o, Fenced())...)
+			}},
+		{"semaphore", "{k-sem}:sem:queue",
+			func(ctx context.Context, o ...Option) (*Lock, error) {
+				return c.AcquireSemaphore(ctx, "k-sem", 1, o...)
+			},
+			func(ctx context.Context, o ...Option) (*Lock, error) {
+				return c.AcquireSemaphore(ctx, "k-sem", 1, o...)
+			}},
+		{"read behind a writer", "{k-rw}:rw:queue",
+			func(ctx context.Context, o ...Option) (*Lock, error) { return c.AcquireWrite(ctx, "k-rw", o...) },
+			func(ctx context.Context, o ...Option) (*Lock, error) { return c.AcquireRead(ctx, "k-rw", o...) }},
+		{"write behind a reader", "{k-wr}:rw:queue",
+			func(ctx context.Context, o ...Option) (*Lock, error) { return c.AcquireRead(ctx, "k-wr", o...) },
+			func(ctx context.Context, o ...Option) (*Lock, error) { return c.AcquireWrite(ctx, "k-wr", o...) }},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			holder, err := k.hold(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Release(bg)
+			for _, deadline := range []bool{true, false} {
+				want := context.Canceled
+				ctx, cancel := context.WithCancel(bg)
+				if deadline {
+					want = context.DeadlineExceeded
+					ctx, cancel = context.WithTimeout(bg, time.Second)
+				}
+				res := make(chan error, 1)
+				go func() { _, err := k.wait(ctx, Wait(time.Minute)); res <- err }()
+				// Queued first (the key names of PROTOCOL.md), then ended.
+				waitFor(t, k.queue+" has the waiter", func() bool { return s.must(t, "LLEN", k.queue) == "1" })
+				if !deadline {
+					cancel()
+				}
+				err := <-res
+				cancel()
+				if !errors.Is(err, want) {
+					t.Fatalf("want %v, got %v", want, err)
+				}
+				waitFor(t, k.queue+" is empty", func() bool { return s.must(t, "LLEN", k.queue) == "0" })
+			}
+		})
+	}
+}
