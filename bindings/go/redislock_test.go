@@ -695,6 +695,9 @@ func TestThousandGoroutines(t *testing.T) {
 	}
 	queued := time.Since(start)
 	waiting := threads(t)
+	if st, err := c.Stats(); err != nil || st.WaitersNow != n {
+		t.Errorf("the client counts %d waiters (%v)", st.WaitersNow, err)
+	}
 	clients := 0
 	for _, line := range strings.Split(s.must(t, "INFO", "clients"), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_clients:"); ok {
@@ -856,5 +859,44 @@ func TestContextEndsEveryWait(t *testing.T) {
 				waitFor(t, k.queue+" is empty", func() bool { return s.must(t, "LLEN", k.queue) == "0" })
 			}
 		})
+	}
+}
+
+func TestStatsAndDoctor(t *testing.T) {
+	s := startServer(t)
+	c := open(t, s)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "stats"); !errors.Is(err, ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	st, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AcquiredAtOnce != 1 || st.AcquireTimedOut != 1 || st.HeldNow != 1 || st.AcquiredLocks != 1 || st.Wait.Count != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if len(st.Wait.Buckets) != 23 || StatsBucketBound(0) != 50*time.Microsecond || StatsBucketBound(22) != -1 {
+		t.Fatalf("buckets %d, bounds %v %v", len(st.Wait.Buckets), StatsBucketBound(0), StatsBucketBound(22))
+	}
+	l.Release(ctx)
+	if st, _ := c.Stats(); st.ReleasesOK != 1 || st.HeldNow != 0 || st.Held.Count != 1 {
+		t.Fatalf("after the release: %+v", st)
+	}
+	rep, err := c.Doctor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) == 0 || rep.Text == "" || rep.Findings[0].Server == "" {
+		t.Fatalf("report %+v", rep)
+	}
+	dead, _ := Open(deadURL(t))
+	defer dead.Close()
+	if _, err := dead.Doctor(ctx); !errors.Is(err, ErrConnection) {
+		t.Fatalf("doctor of a dead server: %v", err)
 	}
 }
