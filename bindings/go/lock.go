@@ -64,6 +64,9 @@ func (l *Lock) Token() []byte { return append([]byte(nil), l.token...) }
 // String names the lock, never its token.
 func (l *Lock) String() string { return fmt.Sprintf("redislock.Lock(%s %q)", l.kind, l.name) }
 
+// GoString is String, for %#v: the token is never shown.
+func (l *Lock) GoString() string { return l.String() }
+
 // Lost is closed when the library finds the lock lost: a background
 // renewal (AutoRenew, WithLock), an Extend or a Release found it expired or
 // taken by another owner.

@@ -231,6 +231,9 @@ func (c *Client) Close() error {
 // a user name or password).
 func (c *Client) String() string { return "redislock.Client(" + c.addr + ")" }
 
+// GoString is String, for %#v.
+func (c *Client) GoString() string { return c.String() }
+
 // with runs f with the client's handle, read-locked against Close.
 func (c *Client) with(f func(*C.redislock_client) error) error {
 	if c == nil {
