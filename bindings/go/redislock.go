@@ -169,11 +169,10 @@ func OpenRedlock(urls []string) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalid("OpenRedlock needs at least one URL")
 	}
-	arr := (*[1 << 20]*C.char)(C.malloc(C.size_t(len(urls)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))[:len(urls):len(urls)]
+	// The array of C strings in C memory (cgo's rule: C gets no Go pointer
+	// to Go pointers).
+	arr := unsafe.Slice((**C.char)(C.calloc(C.size_t(len(urls)), C.size_t(unsafe.Sizeof((*C.char)(nil))))), len(urls))
 	defer C.free(unsafe.Pointer(&arr[0]))
-	for i := range arr {
-		arr[i] = nil
-	}
 	defer func() {
 		for _, p := range arr {
 			C.free(unsafe.Pointer(p))
