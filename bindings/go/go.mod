@@ -1,0 +1,3 @@
+module github.com/redislock/redislock/bindings/go
+
+go 1.21
