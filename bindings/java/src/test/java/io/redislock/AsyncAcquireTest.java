@@ -140,7 +140,9 @@ class AsyncAcquireTest extends ServerTest {
     LockHandle held = client.acquire(k);
     CompletableFuture<LockHandle> waiting = client.acquireAsync(k);
     Servers.waitUntil("the waiter to queue", 30, () -> queued(k) == 1);
-    assertEquals(1, client.stats().waitersNow());
+    // The client counts its waiter once the queueing call has answered,
+    // a moment after the server queued it.
+    Servers.waitUntil("the client to count its waiter", 30, () -> client.stats().waitersNow() == 1);
     assertTrue(waiting.cancel(true));
     assertTrue(waiting.isCancelled());
     Servers.waitUntil("the cancelled waiter to leave the queue", 30, () -> queued(k) == 0);
