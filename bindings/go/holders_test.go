@@ -53,7 +53,7 @@ func TestOtherLanguages(t *testing.T) {
 			c := open(t, s)
 			ctx := context.Background()
 			key := "cross-" + lang
-			cmd := holderCommand(t, lang, s.url(), key)
+			cmd := holderCommand(t, lang, s.URL(), key)
 			stdin, _ := cmd.StdinPipe()
 			stdout, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
@@ -68,7 +68,7 @@ func TestOtherLanguages(t *testing.T) {
 				t.Fatalf("the %s holder printed nothing: %v", lang, err)
 			}
 			token, err := hex.DecodeString(strings.TrimSpace(line))
-			if err != nil || s.must(t, "GET", key) != string(token) {
+			if err != nil || s.Must(t, "GET", key) != string(token) {
 				t.Fatalf("the key does not hold the %s holder's token %q", lang, line)
 			}
 			if _, err := c.TryAcquire(ctx, key); !errors.Is(err, ErrNotAcquired) {
@@ -97,7 +97,7 @@ func TestOtherLanguages(t *testing.T) {
 			if st, _ := c.Stats(); st.AcquiredHandedOver != 1 {
 				t.Fatalf("the %s release did not hand the lock over: %+v", lang, st)
 			}
-			if s.must(t, "GET", key) != string(l.Token()) {
+			if s.Must(t, "GET", key) != string(l.Token()) {
 				t.Fatal("the key does not hold the Go waiter's token")
 			}
 			if err := l.Release(ctx); err != nil {
@@ -109,7 +109,7 @@ func TestOtherLanguages(t *testing.T) {
 			c := open(t, s)
 			ctx := context.Background()
 			try := func() string {
-				out, err := holderCommand(t, lang, s.url(), "try:cross").Output()
+				out, err := holderCommand(t, lang, s.URL(), "try:cross").Output()
 				if err != nil {
 					t.Fatalf("the %s try: %v", lang, err)
 				}

@@ -23,7 +23,7 @@ func TestOwnedAndIsOwnedBy(t *testing.T) {
 	if ok, err := c.IsOwnedBy(ctx, "owned", []byte("someone else")); err != nil || ok {
 		t.Fatalf("IsOwnedBy with another token: %v, %v", ok, err)
 	}
-	s.must(t, "DEL", "owned") // as if it had expired
+	s.Must(t, "DEL", "owned") // as if it had expired
 	if ok, err := l.Owned(ctx); err != nil || ok {
 		t.Fatalf("Owned of a lock whose key is gone: %v, %v", ok, err)
 	}
@@ -47,13 +47,13 @@ func TestForget(t *testing.T) {
 	token := l.Token()
 	l.Forget()
 	l.Forget()
-	if got := s.must(t, "GET", "forget"); got != string(token) {
+	if got := s.Must(t, "GET", "forget"); got != string(token) {
 		t.Fatalf("the key holds %q after Forget, not the token", got)
 	}
 	if err := l.Release(ctx); kindOf(err) != KindNotOwner {
 		t.Fatalf("Release after Forget: %v", err)
 	}
-	if got := s.must(t, "GET", "forget"); got != string(token) {
+	if got := s.Must(t, "GET", "forget"); got != string(token) {
 		t.Fatal("Release after Forget released the lock")
 	}
 	if ok, err := l.Owned(ctx); ok || err != nil {

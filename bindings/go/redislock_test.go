@@ -16,7 +16,7 @@ import (
 
 func open(t testing.TB, s *testServer) *Client {
 	t.Helper()
-	c, err := Open(s.url())
+	c, err := Open(s.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // queueEmpty: no waiter left in the lock's queue ({K}:queue, PROTOCOL.md).
 func queueEmpty(t testing.TB, s *testServer, name string) bool {
-	return s.must(t, "LLEN", "{"+name+"}:queue") == "0"
+	return s.Must(t, "LLEN", "{"+name+"}:queue") == "0"
 }
 
 func TestVersion(t *testing.T) {
@@ -66,10 +66,10 @@ func TestAcquireRelease(t *testing.T) {
 	if l.Name() != "ar" || len(l.Token()) == 0 {
 		t.Fatalf("name %q token %q", l.Name(), l.Token())
 	}
-	if got := s.must(t, "GET", "ar"); got != string(l.Token()) {
+	if got := s.Must(t, "GET", "ar"); got != string(l.Token()) {
 		t.Fatalf("the key holds %q, the lock's token is %q", got, l.Token())
 	}
-	if pttl, _ := strconv.Atoi(s.must(t, "PTTL", "ar")); pttl < 9000 || pttl > 10000 {
+	if pttl, _ := strconv.Atoi(s.Must(t, "PTTL", "ar")); pttl < 9000 || pttl > 10000 {
 		t.Fatalf("PTTL %d for a TTL of 10 s", pttl)
 	}
 	if shown := fmt.Sprintf("%v %+v %#v %s", l, l, l, l); strings.Contains(shown, string(l.Token())) {
@@ -79,7 +79,7 @@ func TestAcquireRelease(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s.must(t, "EXISTS", "ar") != "0" {
+	if s.Must(t, "EXISTS", "ar") != "0" {
 		t.Fatal("the key outlived the release")
 	}
 	if err := l.Release(ctx); !errors.Is(err, ErrNotOwner) {
@@ -98,7 +98,7 @@ func TestDefaultTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	if pttl, _ := strconv.Atoi(s.must(t, "PTTL", "dt")); pttl < 29000 || pttl > 30000 {
+	if pttl, _ := strconv.Atoi(s.Must(t, "PTTL", "dt")); pttl < 29000 || pttl > 30000 {
 		t.Fatalf("PTTL %d with the default TTL", pttl)
 	}
 }
@@ -168,7 +168,7 @@ func TestWaitsUntilReleased(t *testing.T) {
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Fatalf("got the lock after %v, before its release", d)
 	}
-	if s.must(t, "GET", "handoff") != string(l2.Token()) {
+	if s.Must(t, "GET", "handoff") != string(l2.Token()) {
 		t.Fatal("the key does not hold the new owner's token")
 	}
 }
@@ -214,7 +214,7 @@ func TestContextEndsTheWait(t *testing.T) {
 		if _, err := c.Acquire(ctx, "ctx-free"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("a done context: %v", err)
 		}
-		if s.must(t, "EXISTS", "ctx-free") != "0" {
+		if s.Must(t, "EXISTS", "ctx-free") != "0" {
 			t.Fatal("a done context took the lock")
 		}
 	})
@@ -223,7 +223,7 @@ func TestContextEndsTheWait(t *testing.T) {
 	}
 	// Nobody was handed the lock: the cancelled waiters left the queue.
 	time.Sleep(100 * time.Millisecond)
-	if s.must(t, "EXISTS", "ctx") != "0" {
+	if s.Must(t, "EXISTS", "ctx") != "0" {
 		t.Fatal("a cancelled waiter holds the lock")
 	}
 }
@@ -260,7 +260,7 @@ func TestCancelAtTheHandOff(t *testing.T) {
 			t.Fatalf("round %d: %v", i, err)
 		}
 		waitFor(t, "nothing held nor queued", func() bool {
-			return s.must(t, "EXISTS", name, "{"+name+"}:queue") == "0"
+			return s.Must(t, "EXISTS", name, "{"+name+"}:queue") == "0"
 		})
 		cancel()
 	}
@@ -317,7 +317,7 @@ func TestExtend(t *testing.T) {
 	if err := l.Extend(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if pttl, _ := strconv.Atoi(s.must(t, "PTTL", "extend")); pttl < 19000 {
+	if pttl, _ := strconv.Atoi(s.Must(t, "PTTL", "extend")); pttl < 19000 {
 		t.Fatalf("PTTL %d after extending to 20 s", pttl)
 	}
 }
@@ -330,7 +330,7 @@ func TestNotOwnerAfterExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the lock expired", func() bool { return s.must(t, "EXISTS", "expiry") == "0" })
+	waitFor(t, "the lock expired", func() bool { return s.Must(t, "EXISTS", "expiry") == "0" })
 	other, err := c.TryAcquire(ctx, "expiry")
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +347,7 @@ func TestNotOwnerAfterExpiry(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("release after expiry: %v", err)
 	}
-	if s.must(t, "GET", "expiry") != string(other.Token()) {
+	if s.Must(t, "GET", "expiry") != string(other.Token()) {
 		t.Fatal("the release touched the new owner's lock")
 	}
 }
@@ -355,12 +355,12 @@ func TestNotOwnerAfterExpiry(t *testing.T) {
 func TestWrongType(t *testing.T) {
 	s := startServer(t)
 	c := open(t, s)
-	s.must(t, "RPUSH", "wt", "x")
+	s.Must(t, "RPUSH", "wt", "x")
 	_, err := c.TryAcquire(context.Background(), "wt")
 	if !errors.Is(err, ErrWrongType) {
 		t.Fatalf("a list: %v", err)
 	}
-	if s.must(t, "LLEN", "wt") != "1" {
+	if s.Must(t, "LLEN", "wt") != "1" {
 		t.Fatal("the list was touched")
 	}
 }
@@ -475,7 +475,7 @@ func TestWithLockRenews(t *testing.T) {
 			return fmt.Errorf("cancelled while held: %v", context.Cause(ctx))
 		case <-time.After(time.Second):
 		}
-		if s.must(t, "EXISTS", "scoped") != "1" {
+		if s.Must(t, "EXISTS", "scoped") != "1" {
 			return errors.New("the lock expired while the function ran")
 		}
 		return nil
@@ -483,7 +483,7 @@ func TestWithLockRenews(t *testing.T) {
 	if err != nil || !ran {
 		t.Fatal(err)
 	}
-	if s.must(t, "EXISTS", "scoped") != "0" {
+	if s.Must(t, "EXISTS", "scoped") != "0" {
 		t.Fatal("not released after the function")
 	}
 	// The function's error comes back, and the lock is released.
@@ -491,7 +491,7 @@ func TestWithLockRenews(t *testing.T) {
 	if err := c.WithLock(context.Background(), "scoped", func(context.Context) error { return mine }); err != mine {
 		t.Fatalf("the function's error: %v", err)
 	}
-	if s.must(t, "EXISTS", "scoped") != "0" {
+	if s.Must(t, "EXISTS", "scoped") != "0" {
 		t.Fatal("not released after a failing function")
 	}
 }
@@ -500,7 +500,7 @@ func TestWithLockLost(t *testing.T) {
 	s := startServer(t)
 	c := open(t, s)
 	err := c.WithLock(context.Background(), "lost", func(ctx context.Context) error {
-		s.must(t, "DEL", "lost")
+		s.Must(t, "DEL", "lost")
 		select {
 		case <-ctx.Done():
 			if !errors.Is(context.Cause(ctx), ErrNotOwner) {
@@ -596,7 +596,7 @@ func TestByToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(l.Token()) != "request-42" || s.must(t, "GET", "bytoken") != "request-42" {
+	if string(l.Token()) != "request-42" || s.Must(t, "GET", "bytoken") != "request-42" {
 		t.Fatal("the caller's token is not the lock's")
 	}
 	if err := c.ExtendToken(ctx, "bytoken", []byte("request-42"), 20*time.Second); err != nil {
@@ -611,7 +611,7 @@ func TestByToken(t *testing.T) {
 	if err := c.ReleaseToken(ctx, "bytoken", []byte("request-42")); err != nil {
 		t.Fatal(err)
 	}
-	if s.must(t, "EXISTS", "bytoken") != "0" {
+	if s.Must(t, "EXISTS", "bytoken") != "0" {
 		t.Fatal("not released")
 	}
 	if err := l.Release(ctx); !errors.Is(err, ErrNotOwner) {
@@ -629,7 +629,7 @@ func TestFinalizerReleases(t *testing.T) {
 	}()
 	waitFor(t, "the finalizer released the lock", func() bool {
 		runtime.GC()
-		return s.must(t, "EXISTS", "forgotten") == "0"
+		return s.Must(t, "EXISTS", "forgotten") == "0"
 	})
 }
 
@@ -694,7 +694,7 @@ func TestThousandGoroutines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		queue := s.must(t, "LLEN", "{counter}:queue")
+		queue := s.Must(t, "LLEN", "{counter}:queue")
 		if queue == strconv.Itoa(n) && st.WaitersNow == n {
 			break
 		}
@@ -706,7 +706,7 @@ func TestThousandGoroutines(t *testing.T) {
 	queued := time.Since(start)
 	waiting := threads(t)
 	clients := 0
-	for _, line := range strings.Split(s.must(t, "INFO", "clients"), "\n") {
+	for _, line := range strings.Split(s.Must(t, "INFO", "clients"), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_clients:"); ok {
 			clients, _ = strconv.Atoi(v)
 		}
@@ -732,7 +732,7 @@ func TestThousandGoroutines(t *testing.T) {
 
 func TestRedlock(t *testing.T) {
 	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
-	urls := []string{servers[0].url(), servers[1].url(), servers[2].url()}
+	urls := []string{servers[0].URL(), servers[1].URL(), servers[2].URL()}
 	c, err := OpenRedlock(urls)
 	if err != nil {
 		t.Fatal(err)
@@ -744,7 +744,7 @@ func TestRedlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range servers {
-		if s.must(t, "GET", "redlock") != string(l.Token()) {
+		if s.Must(t, "GET", "redlock") != string(l.Token()) {
 			t.Fatalf("server %d does not hold the lock", i)
 		}
 	}
@@ -755,14 +755,14 @@ func TestRedlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One node down: a majority is left.
-	servers[2].kill()
+	servers[2].Kill()
 	l, err = c.Acquire(ctx, "redlock", Wait(5*time.Second))
 	if err != nil {
 		t.Fatalf("with a node down: %v", err)
 	}
 	l.Release(ctx)
 	// Two down: no majority.
-	servers[1].kill()
+	servers[1].Kill()
 	if _, err := c.TryAcquire(ctx, "redlock"); !errors.Is(err, ErrNoQuorum) || kindOf(err) != KindNoQuorum {
 		t.Fatalf("with two nodes of three down: %v", err)
 	}
@@ -854,7 +854,7 @@ func TestContextEndsEveryWait(t *testing.T) {
 				res := make(chan error, 1)
 				go func() { _, err := k.wait(ctx, Wait(time.Minute)); res <- err }()
 				// Queued first (the key names of PROTOCOL.md), then ended.
-				waitFor(t, k.queue+" has the waiter", func() bool { return s.must(t, "LLEN", k.queue) == "1" })
+				waitFor(t, k.queue+" has the waiter", func() bool { return s.Must(t, "LLEN", k.queue) == "1" })
 				if !deadline {
 					cancel()
 				}
@@ -863,7 +863,7 @@ func TestContextEndsEveryWait(t *testing.T) {
 				if !errors.Is(err, want) {
 					t.Fatalf("want %v, got %v", want, err)
 				}
-				waitFor(t, k.queue+" is empty", func() bool { return s.must(t, "LLEN", k.queue) == "0" })
+				waitFor(t, k.queue+" is empty", func() bool { return s.Must(t, "LLEN", k.queue) == "0" })
 			}
 		})
 	}

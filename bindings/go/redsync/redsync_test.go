@@ -15,7 +15,7 @@ import (
 
 func newRedsync(t testing.TB, s *testServer) *Redsync {
 	t.Helper()
-	c, err := redislock.Open(s.url())
+	c, err := redislock.Open(s.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func newRedsync(t testing.TB, s *testServer) *Redsync {
 
 func pttl(t testing.TB, s *testServer, key string) int {
 	t.Helper()
-	n, err := strconv.Atoi(s.must(t, "PTTL", key))
+	n, err := strconv.Atoi(s.Must(t, "PTTL", key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +54,8 @@ func TestLockUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := time.Now()
-	if len(m.Value()) != 32 || s.must(t, "GET", "lu") != m.Value() {
-		t.Fatalf("Value %q, the key holds %q", m.Value(), s.must(t, "GET", "lu"))
+	if len(m.Value()) != 32 || s.Must(t, "GET", "lu") != m.Value() {
+		t.Fatalf("Value %q, the key holds %q", m.Value(), s.Must(t, "GET", "lu"))
 	}
 	if p := pttl(t, s, "lu"); p < 7000 || p > 8000 {
 		t.Fatalf("PTTL %d for the default expiry of 8 s", p)
@@ -70,7 +70,7 @@ func TestLockUnlock(t *testing.T) {
 	if ok, err := m.Unlock(); !ok || err != nil {
 		t.Fatalf("Unlock: %v, %v", ok, err)
 	}
-	if got := s.must(t, "GET", "lu"); got != "<nil>" {
+	if got := s.Must(t, "GET", "lu"); got != "<nil>" {
 		t.Fatalf("the key holds %q after Unlock", got)
 	}
 	if ok, err := m.ValidContext(context.Background()); ok || err != nil {
@@ -136,12 +136,12 @@ func TestExtend(t *testing.T) {
 	}
 	// The key gone (expired): Extend fails and does not re-create it,
 	// WithSetNXOnExtend or not.
-	s.must(t, "DEL", "ext")
+	s.Must(t, "DEL", "ext")
 	ok, err := m.ExtendContext(context.Background())
 	if ok || !errors.Is(err, ErrExtendFailed) || !errors.Is(err, redislock.ErrNotOwner) {
 		t.Fatalf("Extend of an expired lock: %v, %v", ok, err)
 	}
-	if got := s.must(t, "EXISTS", "ext"); got != "0" {
+	if got := s.Must(t, "EXISTS", "ext"); got != "0" {
 		t.Fatal("Extend re-created an expired lock")
 	}
 	if ok, err := m.Unlock(); ok || !errors.Is(err, ErrLockAlreadyExpired) {
@@ -183,7 +183,7 @@ func TestUnlockExpired(t *testing.T) {
 	if ok, err := m.Unlock(); ok || !errors.Is(err, ErrLockAlreadyExpired) {
 		t.Fatalf("Unlock of a lock taken over: %v, %v", ok, err)
 	}
-	if got := s.must(t, "GET", "exp"); got != other.Value() {
+	if got := s.Must(t, "GET", "exp"); got != other.Value() {
 		t.Fatalf("the other owner's lock was touched: the key holds %q", got)
 	}
 	if ok, err := other.Unlock(); !ok || err != nil {
@@ -201,8 +201,8 @@ func TestWithValue(t *testing.T) {
 	if err := m.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	if m.Value() != "request-1" || s.must(t, "GET", "val") != "request-1" {
-		t.Fatalf("Value %q, the key holds %q", m.Value(), s.must(t, "GET", "val"))
+	if m.Value() != "request-1" || s.Must(t, "GET", "val") != "request-1" {
+		t.Fatalf("Value %q, the key holds %q", m.Value(), s.Must(t, "GET", "val"))
 	}
 	// Handed over: another Mutex with the value extends and unlocks it.
 	other := rs.NewMutex("val", WithValue("request-1"), WithExpiry(5*time.Second))
@@ -239,7 +239,7 @@ func TestWithValue(t *testing.T) {
 	}
 	runtime.GC()
 	time.Sleep(100 * time.Millisecond)
-	if got := s.must(t, "GET", "val-again"); got != "request-2" {
+	if got := s.Must(t, "GET", "val-again"); got != "request-2" {
 		t.Fatalf("the lock was released behind its holder's back: the key holds %q", got)
 	}
 	if ok, err := again.Unlock(); !ok || err != nil {
@@ -259,7 +259,7 @@ func TestWithGenValueFunc(t *testing.T) {
 	if err := m.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	if m.Value() != "gen-1" || s.must(t, "GET", "gen") != "gen-1" {
+	if m.Value() != "gen-1" || s.Must(t, "GET", "gen") != "gen-1" {
 		t.Fatalf("Value %q", m.Value())
 	}
 	m.Unlock()
@@ -376,7 +376,7 @@ func TestLockContextCancelled(t *testing.T) {
 	}
 	// The waiter leaves the queue (the library's cancel, a moment after).
 	deadline := time.Now().Add(5 * time.Second)
-	for s.must(t, "LLEN", "{ctx}:queue") != "0" {
+	for s.Must(t, "LLEN", "{ctx}:queue") != "0" {
 		if time.Now().After(deadline) {
 			t.Fatal("the cancelled waiter is still queued after 5 s")
 		}
@@ -394,8 +394,8 @@ func TestLockContextCancelled(t *testing.T) {
 func TestFailureCause(t *testing.T) {
 	s := startServer(t)
 	rs := newRedsync(t, s)
-	s.cmd.Process.Kill()
-	<-s.exited
+	s.Cmd.Process.Kill()
+	<-s.Exited
 	m := rs.NewMutex("down", WithTries(2), WithRetryDelay(10*time.Millisecond))
 	err := m.Lock()
 	var taken *ErrTaken
@@ -437,7 +437,7 @@ func TestCounter(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for s.must(t, "LLEN", "{counter}:queue") != strconv.Itoa(n) && time.Now().Before(deadline) {
+	for s.Must(t, "LLEN", "{counter}:queue") != strconv.Itoa(n) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	holder.Unlock()
